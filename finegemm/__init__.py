@@ -1,0 +1,44 @@
+"""finegemm: FP8 GEMMs with fine-grained scaling for NVIDIA Hopper, in Triton and Gluon.
+
+DeepGEMM's public names: ``import finegemm as deep_gemm`` works for its SM90 dense API.
+"""
+
+from .api.gemm import (
+    bf16_gemm_nn,
+    bf16_gemm_nt,
+    bf16_gemm_tn,
+    bf16_gemm_tt,
+    fp8_gemm_nn,
+    fp8_gemm_nt,
+    fp8_gemm_tn,
+    fp8_gemm_tt,
+)
+from .layout import (
+    get_mk_alignment_for_contiguous_layout,
+    get_mn_major_tma_aligned_packed_ue8m0_tensor,
+    get_mn_major_tma_aligned_tensor,
+    get_num_sms,
+    get_tma_aligned_size,
+    set_num_sms,
+    transform_sf_into_required_layout,
+)
+from .quant import (
+    ceil_to_ue8m0,
+    pack_ue8m0,
+    per_block_cast_to_fp8,
+    per_channel_cast_to_fp8,
+    per_token_cast_to_fp8,
+    unpack_ue8m0,
+)
+from .reference import calc_diff
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "fp8_gemm_nt", "fp8_gemm_nn", "fp8_gemm_tn", "fp8_gemm_tt",
+    "bf16_gemm_nt", "bf16_gemm_nn", "bf16_gemm_tn", "bf16_gemm_tt",
+    "get_tma_aligned_size", "get_mn_major_tma_aligned_tensor", "get_mn_major_tma_aligned_packed_ue8m0_tensor",
+    "transform_sf_into_required_layout", "get_mk_alignment_for_contiguous_layout", "set_num_sms", "get_num_sms",
+    "per_token_cast_to_fp8", "per_channel_cast_to_fp8", "per_block_cast_to_fp8", "ceil_to_ue8m0",
+    "pack_ue8m0", "unpack_ue8m0", "calc_diff",
+]

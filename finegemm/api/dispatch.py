@@ -1,0 +1,75 @@
+"""Backend choice: sm90 Gluon kernels on Hopper where supported, portable Triton elsewhere."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+
+from ..jit import env
+from ..jit.cache import report_config
+from ..jit.device import DeviceFacts, device_facts
+from ..jit.heuristics import GemmDesc, get_portable_config
+from ..jit.interpret import interpreting
+
+
+class BackendError(RuntimeError):
+    """The requested backend cannot run this problem on this device."""
+
+
+def _sm90_module() -> Any | None:
+    try:
+        from ..kernels.sm90 import dispatch as sm90_dispatch
+    except ImportError:
+        return None
+    return sm90_dispatch
+
+
+def sm90_unsupported_reason(desc: GemmDesc, facts: DeviceFacts) -> str | None:
+    """Why the sm90 path cannot run ``desc`` on ``facts`` (None: it can)."""
+    if not facts.is_sm90:
+        return f"device {facts.name} (compute capability {facts.capability}) is not sm_90"
+    module = _sm90_module()
+    if module is None:
+        return "the sm90 Gluon kernels are not available with this Triton version"
+    return module.unsupported_reason(desc, facts)
+
+
+def check_device_usable(device: torch.device) -> None:
+    if device.type == "cpu":
+        if not interpreting():
+            raise BackendError(
+                "CPU tensors run only through Triton's interpreter: set TRITON_INTERPRET=1 before importing "
+                "finegemm (it is set automatically on machines without a CUDA GPU)"
+            )
+    elif device.type != "cuda":
+        raise BackendError(f"tensors on {device} are not supported: use CUDA tensors (or CPU with the interpreter)")
+
+
+@functools.lru_cache(maxsize=4096)
+def _choose(desc: GemmDesc, facts: DeviceFacts, requested: str) -> tuple[str, Any]:
+    if requested in ("auto", "sm90"):
+        reason = sm90_unsupported_reason(desc, facts)
+        if reason is None:
+            config = _sm90_module().get_config(desc, facts)
+            report_config(desc, "sm90", config)
+            return "sm90", config
+        if requested == "sm90":
+            raise BackendError(f"FINEGEMM_BACKEND=sm90 cannot run {desc}: {reason}")
+        note = f"portable because {reason}" if facts.capability == (9, 0) else ""
+    else:
+        note = "forced by FINEGEMM_BACKEND=portable"
+    config = get_portable_config(desc, facts)
+    report_config(desc, "portable", config, note)
+    return "portable", config
+
+
+def choose_backend(desc: GemmDesc, device: torch.device) -> tuple[str, Any]:
+    """(backend name, kernel config) for ``desc`` on ``device``; cached per (desc, device, switch)."""
+    check_device_usable(device)
+    return _choose(desc, device_facts(device), env.backend())
+
+
+def run_sm90(name: str, *args: Any) -> None:
+    getattr(_sm90_module(), name)(*args)

@@ -1,0 +1,206 @@
+"""Dense FP8 and BF16 GEMMs with DeepGEMM's names: ``fp8_gemm_{nt,nn,tn,tt}``, ``bf16_gemm_{nt,nn,tn,tt}``.
+
+Layout letters follow DeepGEMM: the first is A, the second B; ``n`` means the tensor is passed as
+stored for ``D = A @ B^T`` with A ``[M, K]`` and B ``[N, K]`` ("nt" is the natural case), ``t`` means
+it is passed transposed (A as ``[K, M]``, B as ``[K, N]``, and their scales transposed alike). The
+``nn``/``tn``/``tt`` names transpose views and call the one ``nt`` path; any of them accepts
+row- or column-major storage for each operand.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..jit.heuristics import GemmDesc
+from ..kernels.portable.gemm_bf16 import launch_bf16_gemm
+from ..kernels.portable.gemm_fp8 import launch_fp8_gemm
+from ..layout import transform_sf_into_required_layout
+from .checks import (
+    FP8_DTYPES,
+    check_dim,
+    check_dtype,
+    check_output,
+    check_row_or_col_major,
+    check_same_device,
+    check_tensor,
+)
+from .dispatch import choose_backend, run_sm90
+
+Recipe = tuple[int, int, int]
+RECIPE_1D2D: Recipe = (1, 128, 128)
+RECIPE_1D1D: Recipe = (1, 1, 128)
+OUT_DTYPES = (torch.bfloat16, torch.float32)
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+def _unpack_pair(name: str, pair: object) -> tuple[torch.Tensor, torch.Tensor]:
+    if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+        raise TypeError(f"{name} must be a pair (fp8 tensor, scale tensor); got {type(pair).__name__}")
+    return check_tensor(f"{name}[0]", pair[0]), check_tensor(f"{name}[1]", pair[1])
+
+
+def _infer_recipe(recipe: Recipe | None, sfb: torch.Tensor, n: int) -> Recipe:
+    if recipe is None:
+        # Per-block RHS scales have ceil(N/128) rows, per-channel ones N rows.
+        return RECIPE_1D2D if sfb.dim() == 2 and sfb.shape[0] == _ceil_div(n, 128) else RECIPE_1D1D
+    recipe = tuple(recipe)
+    if recipe not in (RECIPE_1D2D, RECIPE_1D1D):
+        raise ValueError(f"recipe must be {RECIPE_1D2D} (per-block RHS scales) or {RECIPE_1D1D} "
+                         f"(per-channel RHS scales); got {recipe}")
+    return recipe
+
+
+def _check_c(c: torch.Tensor | None, d: torch.Tensor, recipe: Recipe) -> None:
+    if c is None:
+        if recipe == RECIPE_1D1D:
+            raise ValueError("c is required with recipe (1, 1, 128): it computes d = c + a @ b in FP32 "
+                             "(pass c=d to accumulate in place)")
+        return
+    check_tensor("c", c)
+    check_dtype("c", c, (torch.float32,) if recipe == RECIPE_1D1D else OUT_DTYPES)
+    if tuple(c.shape) != tuple(d.shape):
+        raise ValueError(f"c must have d's shape {tuple(d.shape)}; got {tuple(c.shape)}")
+
+
+def fp8_gemm_nt(
+    a: tuple[torch.Tensor, torch.Tensor],
+    b: tuple[torch.Tensor, torch.Tensor],
+    d: torch.Tensor,
+    c: torch.Tensor | None = None,
+    recipe: Recipe | None = None,
+    compiled_dims: str = "nk",
+    disable_ue8m0_cast: bool = False,
+) -> None:
+    """``d = c + a @ b^T`` with FP8 operands, fine-grained scales and FP32 promotion every 128 of K.
+
+    Args:
+        a: ``(a_fp8, sfa)``: e4m3 (or e5m2) ``[M, K]``, row- or column-major; ``sfa`` fp32
+            ``[M, ceil(K/128)]`` (any layout: transformed to MN-major TMA-aligned when it is not) or
+            int32 packed UE8M0 ``[M, ceil(ceil(K/128)/4)]`` already MN-major and aligned.
+        b: ``(b_fp8, sfb)``: ``[N, K]`` like ``a``; ``sfb`` fp32 ``[ceil(N/128), ceil(K/128)]`` per
+            128x128 block (recipe ``(1, 128, 128)``) or ``[N, ceil(K/128)]`` per channel (recipe
+            ``(1, 1, 128)``), or the packed int32 forms (same dtype as ``sfa``).
+        d: output ``[M, N]`` row-major: bf16 or fp32 for ``(1, 128, 128)``, fp32 for ``(1, 1, 128)``.
+        c: optional ``[M, N]`` added in FP32 (bf16/fp32; fp32 and required for ``(1, 1, 128)``; may be ``d``).
+        recipe: ``(1, 128, 128)`` or ``(1, 1, 128)``; None infers it from ``sfb``'s rows.
+        compiled_dims: accepted for DeepGEMM compatibility; every kernel is specialized on N and K
+            and bucketed on M, whatever it says.
+        disable_ue8m0_cast: accepted for DeepGEMM compatibility; FP32 scales are read as FP32 on every
+            backend here and never cast to UE8M0.
+
+    Sizes: any M >= 0 (M = 0 returns at once), any N >= 1, any K >= 1 (partial last 128-blocks of K
+    and N are fine); the sm90 fast path takes K-major operands with K % 128 == 0 and N % 8 == 0 and
+    falls back to the portable kernels otherwise.
+    """
+    del compiled_dims
+    a_fp8, sfa = _unpack_pair("a", a)
+    b_fp8, sfb = _unpack_pair("b", b)
+    check_dtype("a[0]", a_fp8, FP8_DTYPES)
+    check_dtype("b[0]", b_fp8, FP8_DTYPES)
+    check_dim("a[0]", a_fp8, 2, "[M, K]")
+    check_dim("b[0]", b_fp8, 2, "[N, K]")
+    m, k = a_fp8.shape
+    n = b_fp8.shape[0]
+    if b_fp8.shape[1] != k:
+        raise ValueError(f"b[0] must be [N, K] with a's K={k}; got shape {tuple(b_fp8.shape)}")
+    recipe = _infer_recipe(recipe, sfb, n)
+    check_output("d", d, (m, n), (torch.float32,) if recipe == RECIPE_1D1D else OUT_DTYPES)
+    _check_c(c, d, recipe)
+    device = check_same_device([("a[0]", a_fp8), ("a[1]", sfa), ("b[0]", b_fp8), ("b[1]", sfb), ("d", d), ("c", c)])
+    if sfa.dtype != sfb.dtype:
+        raise TypeError(f"a[1] and b[1] must both be float32 or both int32 packed UE8M0; got {sfa.dtype} and {sfb.dtype}")
+    a_k_major = check_row_or_col_major("a[0]", a_fp8)
+    b_k_major = check_row_or_col_major("b[0]", b_fp8)
+    sfa = transform_sf_into_required_layout(sfa, m, k, recipe, is_sfa=True, name="a[1]")
+    sfb = transform_sf_into_required_layout(sfb, n, k, recipe, is_sfa=False, name="b[1]")
+    if m == 0:
+        return
+    if k == 0:
+        d.copy_(c if c is not None else torch.zeros_like(d))
+        return
+    desc = GemmDesc(
+        "fp8_1d2d" if recipe == RECIPE_1D2D else "fp8_1d1d", m, n, k, a_k_major, b_k_major,
+        d.dtype == torch.float32, c is not None, sfa.dtype == torch.int32,
+    )
+    backend, config = choose_backend(desc, device)
+    if backend == "sm90":
+        run_sm90("fp8_gemm", desc, config, a_fp8, sfa, b_fp8, sfb, d, c)
+    else:
+        launch_fp8_gemm(a_fp8, sfa, b_fp8, sfb, d, c, recipe == RECIPE_1D2D, config)
+
+
+def _t(pair: tuple[torch.Tensor, torch.Tensor], name: str) -> tuple[torch.Tensor, torch.Tensor]:
+    x, sf = _unpack_pair(name, pair)
+    if x.dim() != 2 or sf.dim() != 2:
+        raise ValueError(f"{name} must hold 2-D tensors; got shapes {tuple(x.shape)} and {tuple(sf.shape)}")
+    return x.T, sf.T
+
+
+def fp8_gemm_nn(a, b, d, c=None, recipe=None, compiled_dims="nk", disable_ue8m0_cast=False) -> None:
+    """``d = c + a @ b`` with a ``(e4m3 [M, K], sf [M, SFK])`` and b ``(e4m3 [K, N], sf [SFK, SFN])``."""
+    fp8_gemm_nt(a, _t(b, "b"), d, c, recipe, compiled_dims, disable_ue8m0_cast)
+
+
+def fp8_gemm_tn(a, b, d, c=None, recipe=None, compiled_dims="nk", disable_ue8m0_cast=False) -> None:
+    """``d = c + a^T @ b^T`` with a ``(e4m3 [K, M], sf [SFK, M])`` and b ``(e4m3 [N, K], sf)``."""
+    fp8_gemm_nt(_t(a, "a"), b, d, c, recipe, compiled_dims, disable_ue8m0_cast)
+
+
+def fp8_gemm_tt(a, b, d, c=None, recipe=None, compiled_dims="nk", disable_ue8m0_cast=False) -> None:
+    """``d = c + a^T @ b`` with a ``(e4m3 [K, M], sf [SFK, M])`` and b ``(e4m3 [K, N], sf [SFK, SFN])``."""
+    fp8_gemm_nt(_t(a, "a"), _t(b, "b"), d, c, recipe, compiled_dims, disable_ue8m0_cast)
+
+
+def bf16_gemm_nt(
+    a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torch.Tensor | None = None, compiled_dims: str = "nk"
+) -> None:
+    """``d = c + a @ b^T`` in FP32 accumulation.
+
+    a: bf16 ``[M, K]``; b: bf16 ``[N, K]`` (each row- or column-major); d: bf16 or fp32 ``[M, N]``
+    row-major; c: optional bf16/fp32 ``[M, N]`` (may be ``d``). Any M >= 0, N >= 1, K >= 0.
+    """
+    del compiled_dims
+    check_tensor("a", a)
+    check_tensor("b", b)
+    check_dtype("a", a, (torch.bfloat16,))
+    check_dtype("b", b, (torch.bfloat16,))
+    check_dim("a", a, 2, "[M, K]")
+    check_dim("b", b, 2, "[N, K]")
+    m, k = a.shape
+    n = b.shape[0]
+    if b.shape[1] != k:
+        raise ValueError(f"b must be [N, K] with a's K={k}; got shape {tuple(b.shape)}")
+    check_output("d", d, (m, n), OUT_DTYPES)
+    _check_c(c, d, RECIPE_1D2D)
+    device = check_same_device([("a", a), ("b", b), ("d", d), ("c", c)])
+    a_k_major = check_row_or_col_major("a", a)
+    b_k_major = check_row_or_col_major("b", b)
+    if m == 0:
+        return
+    if k == 0:
+        d.copy_(c if c is not None else torch.zeros_like(d))
+        return
+    desc = GemmDesc("bf16", m, n, k, a_k_major, b_k_major, d.dtype == torch.float32, c is not None)
+    backend, config = choose_backend(desc, device)
+    if backend == "sm90":
+        run_sm90("bf16_gemm", desc, config, a, b, d, c)
+    else:
+        launch_bf16_gemm(a, b, d, c, config)
+
+
+def bf16_gemm_nn(a, b, d, c=None, compiled_dims="nk") -> None:
+    """``d = c + a @ b`` with a bf16 ``[M, K]`` and b bf16 ``[K, N]``."""
+    bf16_gemm_nt(a, check_tensor("b", b).T, d, c, compiled_dims)
+
+
+def bf16_gemm_tn(a, b, d, c=None, compiled_dims="nk") -> None:
+    """``d = c + a^T @ b^T`` with a bf16 ``[K, M]`` and b bf16 ``[N, K]``."""
+    bf16_gemm_nt(check_tensor("a", a).T, b, d, c, compiled_dims)
+
+
+def bf16_gemm_tt(a, b, d, c=None, compiled_dims="nk") -> None:
+    """``d = c + a^T @ b`` with a bf16 ``[K, M]`` and b bf16 ``[K, N]``."""
+    bf16_gemm_nt(check_tensor("a", a).T, check_tensor("b", b).T, d, c, compiled_dims)

@@ -1,0 +1,200 @@
+"""Scale-factor layouts and alignment helpers (DESIGN.md §3).
+
+The kernels read scales in one *required layout* per granularity:
+
+==============  ================================  =========================================
+granularity     logical shape                     required storage
+==============  ================================  =========================================
+1 x 128 (fp32)  ``[(G,) MN, ceil(K/128)]``        MN-major, MN stride padded to a multiple of 4
+                                                  (``get_tma_aligned_size(MN, 4)``): strides
+                                                  ``(SFK * A, 1, A)`` / ``(1, A)`` with ``A``
+                                                  the aligned MN
+1 x 128 (UE8M0) ``[(G,) MN, ceil(ceil(K/128)/4)]`` int32, four exponents per word along K,
+                                                  MN-major with the same aligned MN stride
+128 x 128       ``[(G,) ceil(MN/128), ceil(K/128)]`` row-major contiguous (fp32, or int32 packed
+                                                  along K)
+==============  ================================  =========================================
+
+Path A: pass plain FP32 scales in any layout and :func:`transform_sf_into_required_layout` builds
+the required tensor (one copy per call). Path B: pass a tensor already in the required layout and
+it is returned as is — validated, never copied.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .jit.device import get_num_sms, set_num_sms
+from .quant import pack_ue8m0
+
+__all__ = [
+    "get_tma_aligned_size",
+    "get_mn_major_tma_aligned_tensor",
+    "get_mn_major_tma_aligned_packed_ue8m0_tensor",
+    "transform_sf_into_required_layout",
+    "get_mk_alignment_for_contiguous_layout",
+    "is_required_sf_layout",
+    "set_num_sms",
+    "get_num_sms",
+    "SF_BLOCK_K",
+]
+
+SF_BLOCK_K = 128
+# TMA needs every non-innermost stride to be a multiple of 16 bytes.
+TMA_ALIGNMENT_BYTES = 16
+# Row alignment of each expert segment in the m-grouped contiguous layout: one BLOCK_M of the
+# largest M tile the grouped kernels use, so no M tile straddles two experts.
+MK_ALIGNMENT_FOR_CONTIGUOUS_LAYOUT = 128
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+def get_tma_aligned_size(x: int, element_size: int) -> int:
+    """Round ``x`` elements of ``element_size`` bytes up so that they span a multiple of 16 bytes."""
+    if element_size <= 0 or TMA_ALIGNMENT_BYTES % element_size != 0:
+        raise ValueError(f"get_tma_aligned_size: element_size must divide 16, got {element_size}")
+    alignment = TMA_ALIGNMENT_BYTES // element_size
+    return _ceil_div(x, alignment) * alignment
+
+
+def get_mk_alignment_for_contiguous_layout() -> int:
+    """Rows each expert segment of an m-grouped contiguous input must be padded to (128)."""
+    return MK_ALIGNMENT_FOR_CONTIGUOUS_LAYOUT
+
+
+def _mn_major_strides(shape: tuple[int, ...], element_size: int) -> tuple[int, ...]:
+    mn, cols = shape[-2], shape[-1]
+    aligned = get_tma_aligned_size(mn, element_size)
+    if len(shape) == 2:
+        return (1, aligned)
+    return (cols * aligned, 1, aligned)
+
+
+def _has_strides(t: torch.Tensor, strides: tuple[int, ...]) -> bool:
+    # Size-1 dims can carry any stride without changing the addressed elements.
+    return all(size == 1 or st == want for size, st, want in zip(t.shape, t.stride(), strides))
+
+
+def _empty_mn_major(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    strides = _mn_major_strides(shape, torch.empty((), dtype=dtype).element_size())
+    mn, cols = shape[-2], shape[-1]
+    aligned = strides[-1]
+    groups = shape[0] if len(shape) == 3 else 1
+    storage = torch.empty((groups, cols, aligned), dtype=dtype, device=device)
+    view = storage[:, :, :mn].transpose(1, 2)
+    return view if len(shape) == 3 else view[0]
+
+
+def get_mn_major_tma_aligned_tensor(sf: torch.Tensor) -> torch.Tensor:
+    """Return ``sf`` (``[MN, SFK]`` or ``[G, MN, SFK]``) stored MN-major with a TMA-aligned MN stride.
+
+    Returns ``sf`` itself when it is already in that layout; otherwise a new tensor (same dtype).
+    """
+    if sf.dim() not in (2, 3):
+        raise ValueError(f"get_mn_major_tma_aligned_tensor: sf must be 2-D or 3-D, got shape {tuple(sf.shape)}")
+    strides = _mn_major_strides(tuple(sf.shape), sf.element_size())
+    if _has_strides(sf, strides):
+        return sf
+    out = _empty_mn_major(tuple(sf.shape), sf.dtype, sf.device)
+    out.copy_(sf)
+    return out
+
+
+def get_mn_major_tma_aligned_packed_ue8m0_tensor(sf: torch.Tensor) -> torch.Tensor:
+    """Pack power-of-two FP32 scales ``[(G,) MN, SFK]`` into int32 ``[(G,) MN, ceil(SFK/4)]``, MN-major, aligned."""
+    if sf.dtype != torch.float32:
+        raise TypeError(f"get_mn_major_tma_aligned_packed_ue8m0_tensor: sf must be float32, got {sf.dtype}")
+    return get_mn_major_tma_aligned_tensor(pack_ue8m0(sf))
+
+
+def _expected_sf_shape(mn: int, k: int, gran_mn: int, gran_k: int, packed: bool) -> tuple[int, int]:
+    rows = mn if gran_mn == 1 else _ceil_div(mn, gran_mn)
+    cols = _ceil_div(k, gran_k)
+    return rows, (_ceil_div(cols, 4) if packed else cols)
+
+
+def _describe(t: torch.Tensor) -> str:
+    return f"shape {tuple(t.shape)}, stride {tuple(t.stride())}, dtype {t.dtype}"
+
+
+def _granularity(recipe: tuple[int, int, int], is_sfa: bool | None) -> tuple[int, int]:
+    if len(recipe) != 3:
+        raise ValueError(f"recipe must be (gran_m, gran_n, gran_k), got {recipe}")
+    if is_sfa is None:
+        raise ValueError("transform_sf_into_required_layout: is_sfa must be True (LHS scales) or False (RHS)")
+    gran_mn = recipe[0] if is_sfa else recipe[1]
+    gran_k = recipe[2]
+    if gran_mn not in (1, 128) or gran_k != SF_BLOCK_K:
+        raise ValueError(f"recipe {recipe}: supported granularities are 1 or 128 along MN and 128 along K")
+    return gran_mn, gran_k
+
+
+def required_sf_strides(shape: tuple[int, ...], gran_mn: int, element_size: int = 4) -> tuple[int, ...]:
+    """Strides of the required layout for a scale tensor of ``shape`` and MN granularity ``gran_mn``."""
+    if gran_mn == 1:
+        return _mn_major_strides(shape, element_size)
+    cols = shape[-1]
+    return (cols, 1) if len(shape) == 2 else (shape[-2] * cols, cols, 1)
+
+
+def is_required_sf_layout(sf: torch.Tensor, gran_mn: int) -> bool:
+    """Whether ``sf`` already has the strides the kernels read (see the module table)."""
+    return _has_strides(sf, required_sf_strides(tuple(sf.shape), gran_mn, sf.element_size()))
+
+
+def transform_sf_into_required_layout(
+    sf: torch.Tensor,
+    mn: int,
+    k: int,
+    recipe: tuple[int, int, int],
+    num_groups: int | None = None,
+    is_sfa: bool | None = None,
+    disable_ue8m0_cast: bool = False,
+    *,
+    name: str = "sf",
+) -> torch.Tensor:
+    """Validate ``sf`` and return it in the layout the kernels read (see the module table).
+
+    Args:
+        sf: fp32 scales ``[(G,) MN/gran_mn, ceil(K/128)]`` in any layout (path A), or a tensor already
+            in the required layout (path B, returned unchanged, no copy), or int32 packed UE8M0
+            ``[(G,) MN/gran_mn, ceil(ceil(K/128)/4)]`` already in the required layout.
+        mn, k: the operand's M (or N) and K.
+        recipe: ``(gran_m, gran_n, gran_k)``; the LHS uses ``gran_m``, the RHS ``gran_n``.
+        num_groups: leading group count for grouped GEMMs, or None for 2-D scales.
+        is_sfa: True for the LHS scales, False for the RHS scales.
+        disable_ue8m0_cast: accepted for DeepGEMM compatibility. On SM90 FP32 scales are read as FP32
+            and never cast to UE8M0, so it changes nothing.
+        name: how error messages call the tensor.
+
+    Raises:
+        TypeError: ``sf`` is not fp32 or int32.
+        ValueError: wrong shape, or an int32 tensor not in the required layout (packed scales are
+            never re-laid out: pack them with :func:`get_mn_major_tma_aligned_packed_ue8m0_tensor`).
+    """
+    del disable_ue8m0_cast
+    gran_mn, gran_k = _granularity(recipe, is_sfa)
+    if sf.dtype not in (torch.float32, torch.int32):
+        raise TypeError(f"{name} must be float32 scales or int32 packed UE8M0 scales, got {sf.dtype}")
+    packed = sf.dtype == torch.int32
+    rows, cols = _expected_sf_shape(mn, k, gran_mn, gran_k, packed)
+    want = (rows, cols) if num_groups is None else (num_groups, rows, cols)
+    if tuple(sf.shape) != want:
+        kind = "int32 packed UE8M0" if packed else "float32"
+        raise ValueError(
+            f"{name}: expected {kind} scales of shape {want} for mn={mn}, k={k}, recipe={tuple(recipe)}"
+            f"{'' if num_groups is None else f', num_groups={num_groups}'}; got {_describe(sf)}"
+        )
+    strides = required_sf_strides(want, gran_mn, sf.element_size())
+    if _has_strides(sf, strides):
+        return sf
+    if packed:
+        raise ValueError(
+            f"{name}: int32 packed UE8M0 scales must already be in the required layout (strides {strides}); "
+            f"got {_describe(sf)}. Build them with get_mn_major_tma_aligned_packed_ue8m0_tensor."
+        )
+    if gran_mn == 1:
+        return get_mn_major_tma_aligned_tensor(sf)
+    return sf.contiguous()

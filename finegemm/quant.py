@@ -1,0 +1,160 @@
+"""FP8 quantization helpers: per-token, per-channel and per-block casts, UE8M0 scales.
+
+Scales are *dequantization multipliers*: ``x ≈ x_fp8.float() * scale``. Every cast
+
+- accepts any size (a partial last block is quantized with the amax of the elements it has),
+- clamps each block's amax to at least ``1e-4`` so all-zero blocks get a finite, positive scale,
+- saturates values at ±448 (the largest finite E4M3 value) before the cast,
+- with ``use_ue8m0=True`` rounds each scale *up* to a power of two, so ``|x / scale| <= 448`` still holds.
+
+NaN and Inf inputs: the amax of a block that holds a NaN is NaN, so that block's scale is NaN and
+its FP8 values are NaN; a block that holds ±Inf (and no NaN) gets an Inf scale and FP8 values of 0
+for its finite elements and NaN for the infinite ones (Inf / Inf). Nothing is silently replaced: a
+non-finite input gives a non-finite dequantized block, which no GEMM result can hide.
+"""
+
+from __future__ import annotations
+
+import torch
+
+FP8_E4M3_MAX = 448.0
+BLOCK = 128
+AMAX_FLOOR = 1e-4
+
+__all__ = [
+    "FP8_E4M3_MAX",
+    "ceil_to_ue8m0",
+    "per_token_cast_to_fp8",
+    "per_channel_cast_to_fp8",
+    "per_block_cast_to_fp8",
+    "pack_ue8m0",
+    "unpack_ue8m0",
+    "ue8m0_to_fp32",
+]
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+def ceil_to_ue8m0(x: torch.Tensor) -> torch.Tensor:
+    """Round each positive FP32 value up to the next power of two (2 ** ceil(log2 x)).
+
+    The result is exactly representable as an UE8M0 exponent.
+    """
+    return torch.pow(2.0, torch.ceil(torch.log2(x.abs().float())))
+
+
+def _scale_from_amax(amax: torch.Tensor, use_ue8m0: bool) -> torch.Tensor:
+    sf = amax.float().clamp(min=AMAX_FLOOR) / FP8_E4M3_MAX
+    return ceil_to_ue8m0(sf) if use_ue8m0 else sf
+
+
+def _to_fp8(x: torch.Tensor) -> torch.Tensor:
+    # clamp keeps values that rounding pushed past 448 finite (torch's cast would give NaN).
+    return x.clamp(-FP8_E4M3_MAX, FP8_E4M3_MAX).to(torch.float8_e4m3fn)
+
+
+def per_token_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Quantize activations with one scale per row per 128 columns (the ``1x128`` LHS recipe).
+
+    Args:
+        x: ``[M, K]`` floating tensor (any float dtype, any device).
+        use_ue8m0: round scales up to powers of two.
+
+    Returns:
+        ``(x_fp8, sf)``: ``x_fp8`` e4m3 ``[M, K]`` contiguous; ``sf`` fp32 ``[M, ceil(K/128)]`` contiguous.
+    """
+    if x.dim() != 2:
+        raise ValueError(f"per_token_cast_to_fp8: x must be 2-D [M, K], got shape {tuple(x.shape)}")
+    m, k = x.shape
+    kb = _ceil_div(k, BLOCK)
+    padded = torch.zeros((m, kb * BLOCK), dtype=torch.float32, device=x.device)
+    padded[:, :k] = x.float()
+    view = padded.view(m, kb, BLOCK)
+    sf = _scale_from_amax(view.abs().amax(dim=2), use_ue8m0)
+    q = _to_fp8(view / sf.unsqueeze(2)).view(m, kb * BLOCK)[:, :k].contiguous()
+    return q, sf
+
+
+def per_channel_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Quantize with one scale per column per 128 rows (the RHS of the ``1d1d`` recipe given as ``[K, N]``).
+
+    Args:
+        x: ``[K, N]`` floating tensor; blocks of 128 run along dim 0.
+        use_ue8m0: round scales up to powers of two.
+
+    Returns:
+        ``(x_fp8, sf)``: e4m3 ``[K, N]`` contiguous and fp32 ``[ceil(K/128), N]`` contiguous.
+    """
+    if x.dim() != 2:
+        raise ValueError(f"per_channel_cast_to_fp8: x must be 2-D [K, N], got shape {tuple(x.shape)}")
+    q_t, sf_t = per_token_cast_to_fp8(x.t(), use_ue8m0)
+    return q_t.t().contiguous(), sf_t.t().contiguous()
+
+
+def per_block_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Quantize weights with one scale per 128x128 block (the ``128x128`` RHS recipe).
+
+    Args:
+        x: ``[N, K]`` floating tensor.
+        use_ue8m0: round scales up to powers of two.
+
+    Returns:
+        ``(x_fp8, sf)``: e4m3 ``[N, K]`` contiguous and fp32 ``[ceil(N/128), ceil(K/128)]`` contiguous.
+    """
+    if x.dim() != 2:
+        raise ValueError(f"per_block_cast_to_fp8: x must be 2-D [N, K], got shape {tuple(x.shape)}")
+    n, k = x.shape
+    nb, kb = _ceil_div(n, BLOCK), _ceil_div(k, BLOCK)
+    padded = torch.zeros((nb * BLOCK, kb * BLOCK), dtype=torch.float32, device=x.device)
+    padded[:n, :k] = x.float()
+    view = padded.view(nb, BLOCK, kb, BLOCK)
+    sf = _scale_from_amax(view.abs().amax(dim=(1, 3)), use_ue8m0)
+    q = _to_fp8(view / sf[:, None, :, None]).view(nb * BLOCK, kb * BLOCK)[:n, :k].contiguous()
+    return q, sf
+
+
+def _ue8m0_exponents(sf: torch.Tensor) -> torch.Tensor:
+    """Biased 8-bit exponents of power-of-two FP32 scales (raises if a scale is not a power of two)."""
+    bits = sf.float().contiguous().view(torch.int32)
+    if bool(((bits & 0x807FFFFF) != 0).any()):
+        raise ValueError("UE8M0 packing needs positive power-of-two FP32 scales (use ceil_to_ue8m0 first)")
+    return (bits >> 23) & 0xFF
+
+
+def pack_ue8m0(sf: torch.Tensor) -> torch.Tensor:
+    """Pack power-of-two FP32 scales into int32, four UE8M0 exponents per word along the last dim.
+
+    ``sf``: ``[..., SFK]`` fp32 (each a positive power of two). Returns int32 ``[..., ceil(SFK/4)]``
+    contiguous; byte ``j`` (little-endian) of word ``w`` holds the exponent of column ``4*w + j``;
+    missing columns of the last word are 0.
+    """
+    exps = _ue8m0_exponents(sf)
+    sfk = exps.shape[-1]
+    words = _ceil_div(sfk, 4)
+    padded = torch.zeros((*exps.shape[:-1], words * 4), dtype=torch.int32, device=sf.device)
+    padded[..., :sfk] = exps
+    padded = padded.view(*exps.shape[:-1], words, 4)
+    packed = padded[..., 0] | (padded[..., 1] << 8) | (padded[..., 2] << 16) | (padded[..., 3] << 24)
+    return packed.contiguous()
+
+
+def ue8m0_to_fp32(exps: torch.Tensor) -> torch.Tensor:
+    """FP32 values ``2 ** (e - 127)`` of biased UE8M0 exponents (int tensor, 0..254)."""
+    e = exps.to(torch.int32)
+    # e == 0 is 2**-127, a denormal in FP32 (bit 22 set); every other exponent is e << 23.
+    bits = torch.where(e == 0, torch.full_like(e, 0x00400000), e << 23)
+    return bits.view(torch.float32)
+
+
+def unpack_ue8m0(packed: torch.Tensor, sfk: int) -> torch.Tensor:
+    """Inverse of :func:`pack_ue8m0`: int32 ``[..., W]`` → fp32 ``[..., sfk]`` (any strides in)."""
+    if packed.dtype != torch.int32:
+        raise TypeError(f"unpack_ue8m0: packed must be int32, got {packed.dtype}")
+    if sfk > packed.shape[-1] * 4:
+        raise ValueError(f"unpack_ue8m0: sfk={sfk} needs at least {_ceil_div(sfk, 4)} words, got {packed.shape[-1]}")
+    p = packed.contiguous()
+    parts = [(p >> (8 * j)) & 0xFF for j in range(4)]
+    exps = torch.stack(parts, dim=-1).reshape(*p.shape[:-1], p.shape[-1] * 4)[..., :sfk]
+    return ue8m0_to_fp32(exps.contiguous())

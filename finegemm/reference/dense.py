@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from .quant import unpack_ue8m0
+from ..quant import unpack_ue8m0
 
 BLOCK = 128
 

@@ -3,7 +3,11 @@
 DeepGEMM's public names: ``import finegemm as deep_gemm`` works for its SM90 dense API.
 """
 
-from .api.gemm import (
+from .jit.env import apply_cache_dir as _apply_cache_dir
+
+_apply_cache_dir()
+
+from .api.gemm import (  # noqa: E402
     bf16_gemm_nn,
     bf16_gemm_nt,
     bf16_gemm_tn,

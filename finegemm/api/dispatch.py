@@ -73,3 +73,9 @@ def choose_backend(desc: GemmDesc, device: torch.device) -> tuple[str, Any]:
 
 def run_sm90(name: str, *args: Any) -> None:
     getattr(_sm90_module(), name)(*args)
+
+
+def debug_sync(device: torch.device) -> None:
+    """With FINEGEMM_DEBUG=1, wait for the launch so its errors surface at the call that caused them."""
+    if device.type == "cuda" and env.flag(env.DEBUG):
+        torch.cuda.synchronize(device)

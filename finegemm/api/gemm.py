@@ -1,8 +1,8 @@
 """Dense FP8 and BF16 GEMMs with DeepGEMM's names: ``fp8_gemm_{nt,nn,tn,tt}``, ``bf16_gemm_{nt,nn,tn,tt}``.
 
-Layout letters follow DeepGEMM: the first is A, the second B; ``n`` means the tensor is passed as
-stored for ``D = A @ B^T`` with A ``[M, K]`` and B ``[N, K]`` ("nt" is the natural case), ``t`` means
-it is passed transposed (A as ``[K, M]``, B as ``[K, N]``, and their scales transposed alike). The
+Layout letters follow DeepGEMM: the first is A, the second B. ``nt`` is the natural case, A ``[M, K]``
+and B ``[N, K]`` (both K-major). A ``t`` for A means A is passed as ``[K, M]``; an ``n`` for B means B
+is passed as ``[K, N]``; their scales are transposed alike (``[SFK, M]``, ``[SFK, SFN]``). The
 ``nn``/``tn``/``tt`` names transpose views and call the one ``nt`` path; any of them accepts
 row- or column-major storage for each operand.
 """
@@ -24,7 +24,7 @@ from .checks import (
     check_same_device,
     check_tensor,
 )
-from .dispatch import choose_backend, run_sm90
+from .dispatch import choose_backend, debug_sync, run_sm90
 
 Recipe = tuple[int, int, int]
 RECIPE_1D2D: Recipe = (1, 128, 128)
@@ -109,9 +109,13 @@ def fp8_gemm_nt(
     recipe = _infer_recipe(recipe, sfb, n)
     check_output("d", d, (m, n), (torch.float32,) if recipe == RECIPE_1D1D else OUT_DTYPES)
     _check_c(c, d, recipe)
-    device = check_same_device([("a[0]", a_fp8), ("a[1]", sfa), ("b[0]", b_fp8), ("b[1]", sfb), ("d", d), ("c", c)])
+    device = check_same_device(
+        [("a[0]", a_fp8), ("a[1]", sfa), ("b[0]", b_fp8), ("b[1]", sfb), ("d", d), ("c", c)]
+    )
     if sfa.dtype != sfb.dtype:
-        raise TypeError(f"a[1] and b[1] must both be float32 or both int32 packed UE8M0; got {sfa.dtype} and {sfb.dtype}")
+        raise TypeError(
+            f"a[1] and b[1] must both be float32 or both int32 packed UE8M0; got {sfa.dtype} and {sfb.dtype}"
+        )
     a_k_major = check_row_or_col_major("a[0]", a_fp8)
     b_k_major = check_row_or_col_major("b[0]", b_fp8)
     sfa = transform_sf_into_required_layout(sfa, m, k, recipe, is_sfa=True, name="a[1]")
@@ -130,6 +134,7 @@ def fp8_gemm_nt(
         run_sm90("fp8_gemm", desc, config, a_fp8, sfa, b_fp8, sfb, d, c)
     else:
         launch_fp8_gemm(a_fp8, sfa, b_fp8, sfb, d, c, recipe == RECIPE_1D2D, config)
+    debug_sync(device)
 
 
 def _t(pair: tuple[torch.Tensor, torch.Tensor], name: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -145,13 +150,13 @@ def fp8_gemm_nn(a, b, d, c=None, recipe=None, compiled_dims="nk", disable_ue8m0_
 
 
 def fp8_gemm_tn(a, b, d, c=None, recipe=None, compiled_dims="nk", disable_ue8m0_cast=False) -> None:
-    """``d = c + a^T @ b^T`` with a ``(e4m3 [K, M], sf [SFK, M])`` and b ``(e4m3 [N, K], sf)``."""
-    fp8_gemm_nt(_t(a, "a"), b, d, c, recipe, compiled_dims, disable_ue8m0_cast)
+    """``d = c + a^T @ b`` with a ``(e4m3 [K, M], sf [SFK, M])`` and b ``(e4m3 [K, N], sf [SFK, SFN])``."""
+    fp8_gemm_nt(_t(a, "a"), _t(b, "b"), d, c, recipe, compiled_dims, disable_ue8m0_cast)
 
 
 def fp8_gemm_tt(a, b, d, c=None, recipe=None, compiled_dims="nk", disable_ue8m0_cast=False) -> None:
-    """``d = c + a^T @ b`` with a ``(e4m3 [K, M], sf [SFK, M])`` and b ``(e4m3 [K, N], sf [SFK, SFN])``."""
-    fp8_gemm_nt(_t(a, "a"), _t(b, "b"), d, c, recipe, compiled_dims, disable_ue8m0_cast)
+    """``d = c + a^T @ b^T`` with a ``(e4m3 [K, M], sf [SFK, M])`` and b ``(e4m3 [N, K], sf [SFN, SFK])``."""
+    fp8_gemm_nt(_t(a, "a"), b, d, c, recipe, compiled_dims, disable_ue8m0_cast)
 
 
 def bf16_gemm_nt(
@@ -189,6 +194,7 @@ def bf16_gemm_nt(
         run_sm90("bf16_gemm", desc, config, a, b, d, c)
     else:
         launch_bf16_gemm(a, b, d, c, config)
+    debug_sync(device)
 
 
 def bf16_gemm_nn(a, b, d, c=None, compiled_dims="nk") -> None:
@@ -197,10 +203,10 @@ def bf16_gemm_nn(a, b, d, c=None, compiled_dims="nk") -> None:
 
 
 def bf16_gemm_tn(a, b, d, c=None, compiled_dims="nk") -> None:
-    """``d = c + a^T @ b^T`` with a bf16 ``[K, M]`` and b bf16 ``[N, K]``."""
-    bf16_gemm_nt(check_tensor("a", a).T, b, d, c, compiled_dims)
+    """``d = c + a^T @ b`` with a bf16 ``[K, M]`` and b bf16 ``[K, N]``."""
+    bf16_gemm_nt(check_tensor("a", a).T, check_tensor("b", b).T, d, c, compiled_dims)
 
 
 def bf16_gemm_tt(a, b, d, c=None, compiled_dims="nk") -> None:
-    """``d = c + a^T @ b`` with a bf16 ``[K, M]`` and b bf16 ``[K, N]``."""
-    bf16_gemm_nt(check_tensor("a", a).T, check_tensor("b", b).T, d, c, compiled_dims)
+    """``d = c + a^T @ b^T`` with a bf16 ``[K, M]`` and b bf16 ``[N, K]``."""
+    bf16_gemm_nt(check_tensor("a", a).T, b, d, c, compiled_dims)

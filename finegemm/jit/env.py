@@ -1,4 +1,4 @@
-"""Every ``FINEGEMM_*`` environment switch, its default and what it does (the README table comes from here)."""
+"""Every ``FINEGEMM_*`` environment switch, its default and what it does (the README's table comes from here)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ class EnvSwitch:
         return os.environ.get(self.name, self.default)
 
 
-PRINT_CONFIGS = EnvSwitch("FINEGEMM_PRINT_CONFIGS", "0", "1: print each chosen kernel config (and backend) once per shape")
+PRINT_CONFIGS = EnvSwitch(
+    "FINEGEMM_PRINT_CONFIGS", "0", "1: print each chosen kernel config (and backend) once per shape"
+)
 BACKEND = EnvSwitch(
     "FINEGEMM_BACKEND",
     "auto",
@@ -26,9 +28,12 @@ BACKEND = EnvSwitch(
 CACHE_DIR = EnvSwitch(
     "FINEGEMM_CACHE_DIR",
     "",
-    "where compiled kernels are cached on disk (sets TRITON_CACHE_DIR); empty: Triton's default ~/.triton/cache",
+    "where compiled kernels are cached on disk (sets TRITON_CACHE_DIR unless that is set); "
+    "empty: Triton's default ~/.triton/cache",
 )
-DEBUG = EnvSwitch("FINEGEMM_DEBUG", "0", "1: check every launch's arguments again after normalization and sync after it")
+DEBUG = EnvSwitch(
+    "FINEGEMM_DEBUG", "0", "1: synchronize after every launch, so an asynchronous kernel error surfaces at its call"
+)
 
 ALL_SWITCHES = (PRINT_CONFIGS, BACKEND, CACHE_DIR, DEBUG)
 BACKENDS = ("auto", "sm90", "portable")

@@ -73,8 +73,8 @@ def fp8_gemm_nt(
 def fp8_gemm(layout: str, a, b, c=None, recipe=None) -> torch.Tensor:
     """Reference for ``fp8_gemm_{layout}`` with the public functions' argument conventions.
 
-    ``nt``: a ``[M, K]``, b ``[N, K]``; ``nn``: b ``[K, N]`` with sf ``[SFK, SFN]``; ``tn``: a ``[K, M]``
-    with sf ``[SFK, M]``; ``tt``: both transposed.
+    ``nt``: a ``[M, K]``, b ``[N, K]``. A ``t`` first letter: a is ``[K, M]`` with sf ``[SFK, M]``; an
+    ``n`` second letter: b is ``[K, N]`` with sf ``[SFK, SFN]`` (so ``tn`` transposes both).
     """
     if layout[0] == "t":
         a = (a[0].T, a[1].T)
@@ -113,7 +113,8 @@ def emulate_fp8_accumulation(
     Each ``mma_k`` chunk of K (one WGMMA instruction) is added to the tensor-core accumulator the way
     the hardware adds: the accumulator and the chunk's products are aligned to the largest exponent
     among them and truncated toward zero ``mantissa_bits`` bits below it (Hopper keeps about 14 bits),
-    so small products lose their low bits to a large running sum. With ``promote_every`` set (a multiple of ``mma_k`` and of 128), every
+    so small products lose their low bits to a large running sum. With ``promote_every`` set (a
+    multiple of ``mma_k`` and of 128), every
     that many K the accumulator is scaled (per-token x per-block scales) and added to an exact
     running result, then restarted from zero: DeepGEMM's two-level accumulation. With ``None``
     the FP8 products are accumulated over the whole K in limited precision (scales applied per

@@ -1,0 +1,101 @@
+"""Test cases apart from checks: ``enumerate_*`` lists cases, ``generate_*`` builds inputs plus reference."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import torch
+
+import finegemm
+from finegemm import reference
+
+DEEPSEEK_V3_NK = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]
+DEEPSEEK_V3_M = [64, 128, 4096]
+LAYOUTS = ("nt", "nn", "tn", "tt")
+RECIPES = ((1, 128, 128), (1, 1, 128))
+
+
+def enumerate_deepseek_v3_dense() -> list[tuple[int, int, int]]:
+    return [(m, n, k) for m in DEEPSEEK_V3_M for n, k in DEEPSEEK_V3_NK]
+
+
+def enumerate_awkward_gpu() -> list[tuple[int, int, int]]:
+    """Sizes that break tile assumptions: M not a multiple of anything, N not a multiple of 128."""
+    return [(1, 2112, 7168), (77, 2112, 7168), (333, 576, 7168), (4095, 2112, 128), (130, 576, 576)]
+
+
+@dataclass
+class Fp8Case:
+    layout: str
+    recipe: tuple[int, int, int]
+    ue8m0: bool
+    m: int
+    n: int
+    k: int
+
+
+def enumerate_portable_cpu() -> list[Fp8Case]:
+    """Every layout x recipe x scale format, with the awkward sizes spread over them.
+
+    Trimmed for the interpreter (every 64x64x128 tile step costs ~15 ms on a CPU): each combination
+    gets one shape, and N=2112 (not a multiple of 128) appears once per recipe.
+    """
+    shapes = [(1, 130, 576), (77, 200, 256), (130, 96, 300), (77, 2112, 128)]
+    cases = []
+    for i, (layout, recipe, ue8m0) in enumerate(itertools.product(LAYOUTS, RECIPES, (False, True))):
+        m, n, k = shapes[i % len(shapes)]
+        cases.append(Fp8Case(layout, recipe, ue8m0, m, n, k))
+    return cases
+
+
+def quantize_operands(a_bf: torch.Tensor, b_bf: torch.Tensor, recipe, ue8m0: bool):
+    """(A, B) pairs for ``nt``: A per-token, B per-block (1d2d) or per-channel (1d1d)."""
+    a = finegemm.per_token_cast_to_fp8(a_bf, use_ue8m0=ue8m0)
+    b = (finegemm.per_block_cast_to_fp8 if recipe[1] == 128 else finegemm.per_token_cast_to_fp8)(b_bf, use_ue8m0=ue8m0)
+    return a, b
+
+
+def pack_scales(pair, gran_mn: int):
+    """Replace fp32 power-of-two scales with their int32 packed UE8M0 form in the required layout."""
+    x, sf = pair
+    packed = finegemm.get_mn_major_tma_aligned_packed_ue8m0_tensor(sf) if gran_mn == 1 else finegemm.pack_ue8m0(sf)
+    return x, packed
+
+
+def as_layout(pair, transposed: bool, mn_major: bool):
+    """The operand as the public ``fp8_gemm_{layout}`` wants it.
+
+    ``transposed``: pass ``[K, MN]`` with transposed scales (the ``t`` letter for A, ``n`` for B).
+    ``mn_major``: store the data MN-major (column-major for ``[MN, K]``), exercising strided loads.
+    """
+    x, sf = pair
+    if mn_major:
+        x = x.T.contiguous().T
+    if transposed:
+        x, sf = x.T, sf.T
+    return x, sf
+
+
+def generate_fp8(case: Fp8Case, device: str = "cpu", seed: int = 0, mn_major: bool = False):
+    """Inputs for ``fp8_gemm_{case.layout}`` plus the float64 reference of ``d``.
+
+    Returns ``(a, b, d, c, ref)``; ``d`` is poisoned with NaN so an unwritten element fails.
+    """
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    a_bf = torch.randn((case.m, case.k), generator=gen).to(device=device, dtype=torch.bfloat16)
+    b_bf = torch.randn((case.n, case.k), generator=gen).to(device=device, dtype=torch.bfloat16)
+    a, b = quantize_operands(a_bf, b_bf, case.recipe, case.ue8m0)
+    out_dtype = torch.float32 if case.recipe[1] == 1 else torch.bfloat16
+    c = torch.randn((case.m, case.n), generator=gen).to(device) if case.recipe[1] == 1 else None
+    ref = reference.fp8_gemm_nt(a, b, c, case.recipe)
+    if case.ue8m0:
+        a, b = pack_scales(a, 1), pack_scales(b, case.recipe[1])
+    a = as_layout(a, case.layout[0] == "t", mn_major)
+    b = as_layout(b, case.layout[1] == "n", mn_major)
+    d = torch.full((case.m, case.n), float("nan"), dtype=out_dtype, device=device)
+    return a, b, d, c, ref
+
+
+def run_fp8(case: Fp8Case, a, b, d, c) -> None:
+    getattr(finegemm, f"fp8_gemm_{case.layout}")(a, b, d, c=c, recipe=case.recipe)

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# One device call: GPU tests and the benchmark suites, logs and JSON under $OUT.
+# Usage (on the H200): bash scripts/gpu_check.sh [pytest-args...]
+# Env: SUITES (default "dense"), SKIP_TESTS=1, SKIP_BENCH=1, BENCH_ARGS (extra harness args).
+set -uo pipefail
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+OUT="${OUT:-/tmp/finegemm-out}"
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,driver_version --format=csv > "$OUT/gpu.txt" 2>&1
+python3 -m finegemm info 2>&1 | tee "$OUT/info.txt"
+status=0
+if [ "${SKIP_TESTS:-0}" != 1 ]; then
+    python3 -m pytest -m gpu -q -x --timeout=900 -p no:cacheprovider "$@" 2>&1 | tee "$OUT/pytest-gpu.log" | tail -25
+    status=${PIPESTATUS[0]}
+fi
+if [ "${SKIP_BENCH:-0}" != 1 ]; then
+    for suite in ${SUITES:-dense}; do
+        python3 -m finegemm bench --suite "$suite" --json "$OUT/bench-$suite.json" --plot "$OUT/bench-$suite.png" \
+            ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench-$suite.log" | tail -40
+        [ "${PIPESTATUS[0]}" = 0 ] || status=1
+    done
+fi
+exit $status

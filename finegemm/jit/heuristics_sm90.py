@@ -71,10 +71,12 @@ def estimate_us(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int
     # Small tiles run the tensor cores below peak (m64 with narrow N issues short instructions).
     eff = min(1.0, bn / 128) ** 0.5 * (1.0 if bm >= 128 else 0.85)
     compute_us = flops / (FP8_TFLOPS * 1e6 / sms * eff)
-    a_bytes = min(bm, desc.m) * k_per_unit
-    b_bytes = min(bn, desc.n) * k_per_unit
-    mem_us = a_bytes / (L2_TBPS * 1e6 / active) + b_bytes / (HBM_TBPS * 1e6 / active)
-    t = waves * (max(compute_us, mem_us) + UNIT_FIXED_US)
+    # Operand tiles come through L2 (A re-read by every N tile, B by every M tile); every unique
+    # byte crosses HBM once, which bounds the whole kernel from below.
+    tile_bytes = (min(bm, desc.m) + min(bn, desc.n)) * k_per_unit
+    mem_us = tile_bytes / (L2_TBPS * 1e6 / active)
+    unique_bytes = (desc.m + desc.n) * desc.k + desc.m * desc.n * (4 if desc.out_fp32 else 2)
+    t = max(waves * (max(compute_us, mem_us) + UNIT_FIXED_US), unique_bytes / (HBM_TBPS * 1e6) + UNIT_FIXED_US)
     if split > 1:
         out_bytes = 4.0 * desc.m * desc.n * (split + 1)
         t += SPLITK_FIXED_US + out_bytes / (HBM_TBPS * 1e6)
@@ -116,5 +118,10 @@ def make_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int
     """A config for explicit tiles: stages from the shared-memory budget, PIPE_MMA where registers allow."""
     out_fp32 = desc.out_fp32 or split > 1
     stages = min(MAX_STAGES, layouts.max_stages(bm, bn, out_fp32, facts.smem_per_block))
-    pipe = layouts.accumulator_regs(bm, bn, pipelined=True) <= 192
+    # Two partials in flight need 3 accumulators of registers; per-channel RHS scales add two
+    # column vectors (current and next K block). 192 leaves ~40 of the 232 for addresses.
+    regs = layouts.accumulator_regs(bm, bn, pipelined=True)
+    if desc.kind == "fp8_1d1d":
+        regs += 2 * bn // 4
+    pipe = regs <= 192
     return Sm90Config(bm, bn, stages, split, 8, facts.num_sms, pipe)

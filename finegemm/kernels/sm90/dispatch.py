@@ -1,0 +1,123 @@
+"""Host side of the sm90 fast path: support check, config, TMA descriptors, launch (called by api/dispatch.py).
+
+Imports cleanly on a CPU-only machine (nothing touches the device at import time). Per call the hot
+path does: one dict lookup of the cached launch plan (descriptors, grid, strides) keyed by the
+tensors' pointers and shapes, then one kernel launch (plus the split-K reduction where chosen).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import triton
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+from ...jit.device import DeviceFacts
+from ...jit.heuristics import GemmDesc
+from ...jit.heuristics_sm90 import Sm90Config, get_sm90_config
+from . import gemm_1d2d
+
+SUPPORTED_KINDS = ("fp8_1d2d", "fp8_1d1d")
+TESTED_TRITON = "3.6."
+
+_GL_DTYPES = {
+    torch.float8_e4m3fn: gl.float8e4nv,
+    torch.float8_e5m2: gl.float8e5,
+    torch.bfloat16: gl.bfloat16,
+    torch.float32: gl.float32,
+}
+
+
+def unsupported_reason(desc: GemmDesc, facts: DeviceFacts) -> str | None:
+    """None when the sm90 kernel runs ``desc``; else a short reason."""
+    if not triton.__version__.startswith(TESTED_TRITON):
+        return f"sm90 kernels are tested with Triton {TESTED_TRITON}x, found {triton.__version__}"
+    if desc.kind not in SUPPORTED_KINDS:
+        return f"kind {desc.kind} has no sm90 kernel yet"
+    if desc.layout != "normal":
+        return f"layout {desc.layout} has no sm90 kernel yet"
+    if not (desc.a_k_major and desc.b_k_major):
+        return "sm90 kernel needs K-major A and B"
+    if desc.k % 128:
+        return f"K={desc.k} is not a multiple of 128"
+    out_bytes = 4 if desc.out_fp32 else 2
+    if (desc.n * out_bytes) % 16:
+        return f"N={desc.n} rows of D are not 16-byte aligned for the TMA store"
+    if desc.kind == "fp8_1d1d" and not desc.out_fp32:
+        return "recipe (1, 1, 128) writes FP32"
+    return None
+
+
+def get_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Config:
+    return get_sm90_config(desc, facts)
+
+
+_plans: dict[tuple, Any] = {}
+_workspaces: dict[tuple, torch.Tensor] = {}
+
+
+def _workspace(device: torch.device, numel: int) -> torch.Tensor:
+    key = (device, numel)
+    ws = _workspaces.get(key)
+    if ws is None:
+        ws = torch.empty(numel, dtype=torch.float32, device=device)
+        _workspaces[key] = ws
+    return ws
+
+
+def _desc(t: torch.Tensor, block: list[int]) -> TensorDescriptor:
+    layout = gl.NVMMASharedLayout.get_default_for(block, _GL_DTYPES[t.dtype])
+    return TensorDescriptor(t, list(t.shape), list(t.stride()), block, layout)
+
+
+def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c):
+    m, k = a.shape
+    n = b.shape[0]
+    bm, bn, split = config.block_m, config.block_n, config.split_k
+    a_desc = _desc(a, [bm, 128])
+    b_desc = _desc(b, [bn, 128])
+    num_pid_m = triton.cdiv(m, bm)
+    ws = None
+    if split > 1:
+        m_pad = num_pid_m * bm
+        ws = _workspace(a.device, split * m_pad * n).view(split * m_pad, n)
+        d_desc = _desc(ws, [bm, bn])
+    else:
+        m_pad = m
+        d_desc = _desc(d, [bm, bn])
+    units = num_pid_m * triton.cdiv(n, bn) * split
+    grid = (min(units, config.num_sms),)
+    per_channel = desc.kind == "fp8_1d1d"
+    stride_sfb = sfb.stride(1) if per_channel else sfb.stride(0)
+    c_arg = c if c is not None else d
+    kernel_args = (a_desc, b_desc, d_desc, sfa, sfb, c_arg, m, sfa.stride(1), stride_sfb, c_arg.stride(0))
+    meta = dict(
+        N=n, K=k, BLOCK_M=bm, BLOCK_N=bn, STAGES=config.stages, GROUP_M=config.group_m, SPLIT_K=split,
+        SF_PACKED=sfa.dtype == torch.int32, SFB_PER_CHANNEL=per_channel, HAS_C=c is not None,
+        PIPE_MMA=config.pipe_mma, PRODUCER_REGS=40, num_warps=config.num_warps,
+    )
+    reduce = None
+    if split > 1:
+        block = 256 if n >= 256 else triton.next_power_of_2(n)
+        reduce = ((m, triton.cdiv(n, block)), (ws, d, c_arg, m, n, m_pad, d.stride(0), c_arg.stride(0)),
+                  dict(SPLIT_K=split, HAS_C=c is not None, BLOCK=block, num_warps=4))
+    return grid, kernel_args, meta, reduce
+
+
+def fp8_gemm(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c) -> None:
+    """Launch on validated tensors (shapes, layouts and dtypes as in api/gemm.py's docstring)."""
+    key = (desc, config, a.data_ptr(), sfa.data_ptr(), b.data_ptr(), sfb.data_ptr(), d.data_ptr(),
+           c.data_ptr() if c is not None else 0, a.device.index, c.dtype if c is not None else None)
+    plan = _plans.get(key)
+    if plan is None:
+        if len(_plans) >= 16:  # descriptors hold their tensors alive: keep few
+            _plans.clear()
+        plan = _build_plan(desc, config, a, sfa, b, sfb, d, c)
+        _plans[key] = plan
+    grid, kernel_args, meta, reduce = plan
+    gemm_1d2d.fp8_gemm_kernel[grid](*kernel_args, **meta)
+    if reduce is not None:
+        rgrid, rargs, rmeta = reduce
+        gemm_1d2d._splitk_reduce_kernel[rgrid](*rargs, **rmeta)

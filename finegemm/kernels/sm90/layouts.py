@@ -1,0 +1,64 @@
+"""Layout and pipeline arithmetic for the sm90 Gluon kernels: plain functions, tested on the CPU.
+
+Everything here is host-side Python (no Gluon), so the heuristics and the tests can use it without
+a GPU; the kernel calls the same functions through ``@gl.constexpr_function`` wrappers.
+"""
+
+from __future__ import annotations
+
+# K is consumed in blocks of 128: the scale granularity (DESIGN.md §1); 4 WGMMA k32 steps each.
+BLOCK_K = 128
+# Hopper opt-in shared memory per CTA (232448 B) minus what the compiler keeps for itself
+# (barriers, alignment padding, the reduction scratch of layout conversions).
+SMEM_RESERVED = 2 * 1024
+# Registers the TMA producer warp keeps after setmaxnreg.dec: it only computes tile
+# coordinates and waits on barriers (DeepGEMM gives its producer warpgroup 40).
+PRODUCER_REGS = 40
+
+
+def math_warps(block_m: int) -> int:
+    """Warps of the math partition: one warpgroup per 64 rows of the tile (m64nNk32 WGMMA)."""
+    return 4 if block_m == 64 else 8
+
+
+def stage_bytes(block_m: int, block_n: int) -> int:
+    """Shared memory of one pipeline stage: an e4m3 A tile and an e4m3 B tile of 128 K each."""
+    return (block_m + block_n) * BLOCK_K
+
+
+def epilogue_bytes(block_m: int, block_n: int, out_fp32: bool) -> int:
+    """The D staging tile for the TMA store."""
+    return block_m * block_n * (4 if out_fp32 else 2)
+
+
+def max_stages(block_m: int, block_n: int, out_fp32: bool, smem_per_block: int) -> int:
+    """How many stages fit next to the epilogue tile."""
+    budget = smem_per_block - SMEM_RESERVED - epilogue_bytes(block_m, block_n, out_fp32)
+    return budget // stage_bytes(block_m, block_n)
+
+
+def full_barrier_arrivals() -> int:
+    """The producer's one expect-tx arrival per stage (TMA bytes complete the phase)."""
+    return 1
+
+
+def empty_barrier_arrivals() -> int:
+    """The math partition releases a stage with one (elected) arrival after its WGMMA finished."""
+    return 1
+
+
+def stage_tx_bytes(block_m: int, block_n: int) -> int:
+    """Bytes the two TMA loads of one stage deliver (boxes past the edge still count in full)."""
+    return stage_bytes(block_m, block_n)
+
+
+def accumulator_regs(block_m: int, block_n: int, pipelined: bool) -> int:
+    """FP32 registers per math thread: the promoted result plus one (or two) WGMMA partials."""
+    per_tile = block_m * block_n // (math_warps(block_m) * 32)
+    return per_tile * (3 if pipelined else 2)
+
+
+def wgmma_instr_n(block_n: int) -> int:
+    """N of each wgmma.mma_async: the whole tile width (multiples of 8 up to 256 are legal for fp8)."""
+    assert block_n % 8 == 0 and 8 <= block_n <= 256, block_n
+    return block_n

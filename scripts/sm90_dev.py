@@ -1,0 +1,311 @@
+"""One-call GPU session for the sm90 kernels: correctness sweep, config sweep, peers, host overhead.
+
+Usage (on the H200): ``PYTHONPATH=. python3 scripts/sm90_dev.py [check] [bench] [host] [--full]``.
+Writes ``$OUT/sm90_dev.json`` (or ./sm90_dev.json) and prints a short table last.
+Timing: CUDA events around each call, a 1 GiB buffer zeroed before each timed call (L2 flush),
+5 warm-up calls, median of 30, fresh random normal inputs per shape.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+import finegemm
+from finegemm import reference
+from finegemm.jit.device import device_facts
+from finegemm.jit.heuristics import GemmDesc
+from finegemm.jit.heuristics_sm90 import get_sm90_config, make_config
+from finegemm.kernels.sm90 import dispatch as sm90
+from finegemm.quant import pack_ue8m0, per_block_cast_to_fp8, per_token_cast_to_fp8
+
+SHAPES_NK = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]
+DEV = torch.device("cuda")
+# DeepGEMM 2.6.1 on the H200 (shared/anchors/h200-2026-12-02.json, 'dense'), kernel us
+DEEPGEMM_US = {
+    (64, 2112, 7168): 12.8,
+    (64, 24576, 1536): 19.5,
+    (64, 32768, 512): 11.7,
+    (64, 7168, 16384): 43.3,
+    (64, 4096, 7168): 16.3,
+    (64, 7168, 2048): 10.7,
+    (128, 2112, 7168): 13.7,
+    (128, 24576, 1536): 20.4,
+    (128, 32768, 512): 13.3,
+    (128, 7168, 16384): 46.8,
+    (128, 4096, 7168): 17.3,
+    (128, 7168, 2048): 12.2,
+    (4096, 2112, 7168): 96.5,
+    (4096, 24576, 1536): 233.0,
+    (4096, 32768, 512): 130.8,
+    (4096, 7168, 16384): 647.9,
+    (4096, 4096, 7168): 167.0,
+    (4096, 7168, 2048): 93.9,
+}
+FLUSH = None
+
+
+def inputs(m, n, k, recipe="1d2d", packed=False, with_c=False, out=torch.bfloat16):
+    x = torch.randn(m, k, device=DEV, dtype=torch.bfloat16)
+    w = torch.randn(n, k, device=DEV, dtype=torch.bfloat16)
+    a, sfa = per_token_cast_to_fp8(x, use_ue8m0=packed)
+    if recipe == "1d2d":
+        b, sfb = per_block_cast_to_fp8(w, use_ue8m0=packed)
+    else:
+        b, sfb = per_token_cast_to_fp8(w, use_ue8m0=packed)
+    if packed:
+        sfa_k = finegemm.get_mn_major_tma_aligned_packed_ue8m0_tensor(sfa)
+        sfb_k = (pack_ue8m0(sfb).contiguous() if recipe == "1d2d"
+                 else finegemm.get_mn_major_tma_aligned_packed_ue8m0_tensor(sfb))
+    else:
+        sfa_k = finegemm.get_mn_major_tma_aligned_tensor(sfa)
+        sfb_k = sfb.contiguous() if recipe == "1d2d" else finegemm.get_mn_major_tma_aligned_tensor(sfb)
+    c = torch.randn(m, n, device=DEV, dtype=torch.float32) if with_c else None
+    d = torch.empty(m, n, device=DEV, dtype=out)
+    return a, sfa, sfa_k, b, sfb, sfb_k, c, d
+
+
+def desc_for(m, n, k, recipe, packed, out, with_c):
+    return GemmDesc("fp8_1d2d" if recipe == "1d2d" else "fp8_1d1d", m, n, k, True, True,
+                    out == torch.float32, with_c, packed)
+
+
+def run_direct(desc, cfg, t):
+    a, sfa, sfa_k, b, sfb, sfb_k, c, d = t
+    sm90.fp8_gemm(desc, cfg, a, sfa_k, b, sfb_k, d, c)
+
+
+def time_fn(fn, reps=30, warm=5):
+    for _ in range(warm):
+        fn()
+    times = []
+    for _ in range(reps):
+        FLUSH.zero_()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e) * 1e3)
+    return statistics.median(times)
+
+
+def check_case(m, n, k, recipe="1d2d", packed=False, out=torch.bfloat16, with_c=False, cfg=None, alias=False):
+    t = inputs(m, n, k, recipe, packed, with_c, out)
+    a, sfa, sfa_k, b, sfb, sfb_k, c, d = t
+    desc = desc_for(m, n, k, recipe, packed, out, with_c)
+    facts = device_facts(DEV)
+    cfg = cfg or get_sm90_config(desc, facts)
+    if alias and c is not None:
+        d.copy_(c)
+        c_ref = c.clone()
+        t = (a, sfa, sfa_k, b, sfb, sfb_k, d, d)
+    else:
+        c_ref = c
+        d.fill_(float("nan"))
+    run_direct(desc, cfg, t)
+    torch.cuda.synchronize()
+    got = d.clone()
+    ref = reference.fp8_gemm_nt((a, sfa), (b, sfb), c_ref, recipe=(1, 128, 128) if recipe == "1d2d" else (1, 1, 128))
+    diff = reference.calc_diff(got, ref)
+    same = None
+    if not alias:
+        d.fill_(float("nan"))
+        run_direct(desc, cfg, t)
+        torch.cuda.synchronize()
+        same = bool(torch.equal(d.view(torch.uint8) if False else d, got))
+    ok = diff < 1e-3 and not math.isnan(diff) and (same in (None, True))
+    return dict(M=m, N=n, K=k, recipe=recipe, packed=packed, out=str(out), with_c=with_c, alias=alias,
+                cfg=cfg.__dict__, diff=diff, repeat_equal=same, ok=ok)
+
+
+def phase_check(full):
+    res = []
+    cases = []
+    for m in (64, 128, 4096):
+        for n, k in SHAPES_NK:
+            cases.append(dict(m=m, n=n, k=k))
+    for m in (1, 77, 333, 4095):
+        for n, k in ((2112, 7168), (576, 7168), (2112, 128), (576, 128)):
+            cases.append(dict(m=m, n=n, k=k))
+    cases += [dict(m=333, n=2112, k=7168, packed=True), dict(m=64, n=2112, k=7168, packed=True),
+              dict(m=4096, n=7168, k=2048, packed=True),
+              dict(m=333, n=2112, k=7168, out=torch.float32, with_c=True),
+              dict(m=256, n=4096, k=7168, recipe="1d1d", out=torch.float32, with_c=True),
+              dict(m=333, n=576, k=7168, recipe="1d1d", out=torch.float32, with_c=True, alias=True),
+              dict(m=2112, n=4096, k=7168, recipe="1d1d", out=torch.float32, with_c=True),
+              dict(m=77, n=2112, k=7168, recipe="1d1d", out=torch.float32, with_c=True, packed=True)]
+    facts = device_facts(DEV)
+    # forced configs: every tile family, split-K, both MMA schedules
+    for bm, bn, split, pipe in ((64, 16, 1, True), (64, 32, 4, True), (64, 64, 1, False), (128, 128, 1, False),
+                                (128, 64, 2, True), (64, 128, 8, True)):
+        desc = desc_for(128, 2112, 7168, "1d2d", False, torch.bfloat16, False)
+        cfg = make_config(desc, facts, bm, bn, split)
+        cfg = type(cfg)(**{**cfg.__dict__, "pipe_mma": pipe})
+        cases.append(dict(m=128 if bm == 128 else 77, n=2112, k=7168, cfg=cfg))
+    for cs in cases:
+        try:
+            r = check_case(**cs)
+        except Exception as e:  # noqa: BLE001
+            r = dict(case=str(cs), error=repr(e)[:400], ok=False)
+        res.append(r)
+        print("CHECK", "ok " if r["ok"] else "BAD", {k: r.get(k) for k in ("M", "N", "K", "recipe", "packed",
+              "with_c", "diff", "repeat_equal", "error")}, r.get("cfg", {}).get("block_n"), flush=True)
+    return res
+
+
+def cublas_times(m, n, k):
+    out = {}
+    try:
+        a, sfa, _, b, sfb, _, _, _ = inputs(m, n, k)
+        sa = sfa.t().contiguous().t()  # (M, K/128) M-major
+        sb = sfb.t()
+        out["cublas_block_us"] = time_fn(lambda: torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16))
+    except Exception as e:  # noqa: BLE001
+        out["cublas_block_err"] = repr(e)[:200]
+    try:
+        a, _, _, b, _, _, _, _ = inputs(m, n, k)
+        one = torch.ones((), device=DEV)
+        out["cublas_tensor_us"] = time_fn(lambda: torch._scaled_mm(a, b.t(), one, one, out_dtype=torch.bfloat16))
+    except Exception as e:  # noqa: BLE001
+        out["cublas_tensor_err"] = repr(e)[:200]
+    return out
+
+
+def candidates(desc, facts):
+    cands = {get_sm90_config(desc, facts)}
+    m = desc.m
+    num_kb = desc.k // 128
+    if m <= 256:
+        for bm, bn in ((64, 64), (64, 128), (128, 128) if m > 64 else (64, 32)):
+            for split in (1, 2, 4, 8):
+                if num_kb % split == 0 and num_kb // split >= 2 and (bm == 64 or m > 64):
+                    cands.add(make_config(desc, facts, bm, bn, split))
+    else:
+        for bm, bn in ((128, 128), (128, 64)):
+            cands.add(make_config(desc, facts, bm, bn, 1))
+            c = make_config(desc, facts, bm, bn, 1)
+            cands.add(type(c)(**{**c.__dict__, "pipe_mma": not c.pipe_mma}))
+    return sorted(cands, key=lambda c: (c != get_sm90_config(desc, facts), c.block_m, c.block_n, c.split_k))
+
+
+def phase_bench(full, anchors):
+    facts = device_facts(DEV)
+    res = []
+    for m in (64, 128, 4096):
+        for n, k in SHAPES_NK:
+            desc = desc_for(m, n, k, "1d2d", False, torch.bfloat16, False)
+            t = inputs(m, n, k)
+            row = dict(M=m, N=n, K=k, configs=[])
+            heur = get_sm90_config(desc, facts)
+            for cfg in candidates(desc, facts) if full else [heur]:
+                try:
+                    us = time_fn(lambda cfg=cfg, desc=desc, t=t: run_direct(desc, cfg, t))
+                except Exception as e:  # noqa: BLE001
+                    row["configs"].append(dict(cfg=cfg.__dict__, error=repr(e)[:300]))
+                    continue
+                row["configs"].append(dict(cfg=cfg.__dict__, us=us, heuristic=cfg == heur))
+            ok = [c for c in row["configs"] if "us" in c]
+            row["heur_us"] = next((c["us"] for c in ok if c.get("heuristic")), None)
+            row["best_us"] = min(c["us"] for c in ok) if ok else None
+            row["best_cfg"] = min(ok, key=lambda c: c["us"])["cfg"] if ok else None
+            row.update(cublas_times(m, n, k))
+            anc = anchors.get((m, n, k), {})
+            row["deepgemm_us"] = anc.get("deepgemm_us")
+            flops = 2 * m * n * k
+            for key in ("heur_us", "best_us", "cublas_block_us", "cublas_tensor_us", "deepgemm_us"):
+                if row.get(key):
+                    row[key.replace("_us", "_TFLOPS")] = flops / row[key] / 1e6
+            res.append(row)
+            print("BENCH", m, n, k, {k2: (round(v, 1) if isinstance(v, float) else v) for k2, v in row.items()
+                                     if k2.endswith("_us")}, flush=True)
+    # 1d1d (FP32 out, C accumulated) on DeepGEMM's weight-gradient sweep shapes
+    for m, n, k in ((4096, 4096, 7168), (2112, 4096, 7168), (7168, 4096, 2048)):
+        desc = desc_for(m, n, k, "1d1d", False, torch.float32, True)
+        t = inputs(m, n, k, "1d1d", False, True, torch.float32)
+        cfg = get_sm90_config(desc, facts)
+        us = time_fn(lambda cfg=cfg, desc=desc, t=t: run_direct(desc, cfg, t))
+        res.append(dict(M=m, N=n, K=k, recipe="1d1d", heur_us=us, cfg=cfg.__dict__,
+                        heur_TFLOPS=2 * m * n * k / us / 1e6))
+        print("BENCH1D1D", m, n, k, round(us, 1), round(2 * m * n * k / us / 1e6), flush=True)
+    return res
+
+
+def phase_host():
+    """Host time per cached public call (no sync inside the loop)."""
+    out = {}
+    for m, n, k in ((64, 2112, 7168), (128, 7168, 2048)):
+        a, sfa, sfa_k, b, sfb, sfb_k, c, d = inputs(m, n, k)
+        for _ in range(20):
+            finegemm.fp8_gemm_nt((a, sfa_k), (b, sfb_k), d)
+        torch.cuda.synchronize()
+        n_calls = 2000
+        t0 = time.perf_counter()
+        for _ in range(n_calls):
+            finegemm.fp8_gemm_nt((a, sfa_k), (b, sfb_k), d)
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        desc = desc_for(m, n, k, "1d2d", False, torch.bfloat16, False)
+        cfg = get_sm90_config(desc, device_facts(DEV))
+        t2 = time.perf_counter()
+        for _ in range(n_calls):
+            sm90.fp8_gemm(desc, cfg, a, sfa_k, b, sfb_k, d, None)
+        t3 = time.perf_counter()
+        torch.cuda.synchronize()
+        out[f"{m}x{n}x{k}"] = dict(public_us=(t1 - t0) / n_calls * 1e6, direct_us=(t3 - t2) / n_calls * 1e6,
+                                   split_k=cfg.split_k)
+        print("HOST", m, n, k, out[f"{m}x{n}x{k}"], flush=True)
+    return out
+
+
+def main():
+    global FLUSH
+    args = set(sys.argv[1:])
+    full = "--full" in args
+    os.environ.setdefault("FINEGEMM_BACKEND", "auto")
+    FLUSH = torch.empty(1 << 30, dtype=torch.uint8, device=DEV)
+    torch.manual_seed(0)
+    anchors = {key: {"deepgemm_us": us} for key, us in DEEPGEMM_US.items()}
+    result = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, date=time.strftime("%Y-%m-%d %H:%M"))
+    import triton
+    result["triton"] = triton.__version__
+    outdir = os.environ.get("OUT", ".")
+    path = os.path.join(outdir, "sm90_dev.json")
+    if "check" in args:
+        result["check"] = phase_check(full)
+        json.dump(result, open(path, "w"), indent=1, default=str)
+    if "bench" in args:
+        result["bench"] = phase_bench(full, anchors)
+        json.dump(result, open(path, "w"), indent=1, default=str)
+    if "host" in args:
+        result["host"] = phase_host()
+    json.dump(result, open(path, "w"), indent=1, default=str)
+    if "check" in args:
+        bad = [r for r in result["check"] if not r["ok"]]
+        print(f"CHECK SUMMARY: {len(result['check']) - len(bad)} ok, {len(bad)} bad")
+    if "bench" in args:
+        print(f"{'M':>5} {'N':>6} {'K':>6} {'heur':>7} {'best':>7} {'DG':>7} {'cuBLASb':>7} {'cuBLASt':>7} "
+              f"{'h/DG':>5} {'b/DG':>5}  best cfg")
+        for r in result["bench"]:
+            if r.get("recipe") == "1d1d":
+                continue
+            dg = r.get("deepgemm_us")
+            h, b = r.get("heur_us"), r.get("best_us")
+            bc = r.get("best_cfg") or {}
+
+            def f(v):
+                return f"{v:7.1f}" if isinstance(v, float) else f"{'-':>7}"
+            print(f"{r['M']:>5} {r['N']:>6} {r['K']:>6} {f(h)} {f(b)} {f(dg)} {f(r.get('cublas_block_us'))} "
+                  f"{f(r.get('cublas_tensor_us'))} {dg / h if dg and h else 0:5.2f} {dg / b if dg and b else 0:5.2f}  "
+                  f"{bc.get('block_m')}x{bc.get('block_n')} s{bc.get('split_k')} st{bc.get('stages')} "
+                  f"p{int(bool(bc.get('pipe_mma')))}")
+
+
+if __name__ == "__main__":
+    main()

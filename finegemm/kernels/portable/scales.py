@@ -13,5 +13,7 @@ def load_scale(sf_ptr, rows, kb, stride_row, stride_k, mask, PACKED: tl.constexp
         exp = (word >> ((kb % 4) * 8)) & 0xFF
         # exponent 0 is 2**-127, a denormal in fp32; every other exponent is exp << 23.
         bits = tl.where(exp == 0, 0x00400000, exp << 23)
-        return tl.where(mask, bits.to(tl.float32, bitcast=True), 0.0)
-    return tl.load(sf_ptr + offs + kb * stride_k, mask=mask, other=0.0)
+        scale = tl.where(mask, bits.to(tl.float32, bitcast=True), 0.0)
+    else:
+        scale = tl.load(sf_ptr + offs + kb * stride_k, mask=mask, other=0.0)
+    return scale

@@ -1,0 +1,273 @@
+"""Fresh inputs for one case and their float64 references.
+
+Every case draws new random normal data (never zeros) from its own seed. Operands are quantized with
+finegemm's casts: activations ``per_token_cast_to_fp8`` (1x128), weights ``per_block_cast_to_fp8``
+(128x128), or ``per_token_cast_to_fp8`` on both sides for the 1D1D weight-gradient recipe and
+``per_channel_cast_to_fp8`` for k-grouped operands stored ``[K, MN]``. The per-tensor FP8 peer gets its
+own per-tensor quantization of the same BF16 data.
+
+References are float64, computed on the inputs' device from the *dequantized* operands of the family
+a peer consumes (``block``: fine-grained FP8, ``tensor``: per-tensor FP8, ``bf16``: the BF16 data), so
+each calc_diff measures the kernel's error alone. They are built lazily and cached per (family, with C).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+import finegemm
+
+from .suites import BLOCK, Case, mqa_ranges
+
+FP8 = torch.float8_e4m3fn
+FP8_MAX = 448.0
+# Rows of A per float64 reference chunk: bounds the float64 temporaries to ~1 GiB at N = 129280.
+REF_ROWS = 1024
+
+
+def per_tensor_cast_to_fp8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """One FP32 scale for the whole tensor: ``x ≈ x_fp8 * scale``; scale is a 0-d fp32 tensor."""
+    scale = (x.abs().amax().float().clamp(min=1e-4) / FP8_MAX)
+    return (x.float() / scale).clamp(-FP8_MAX, FP8_MAX).to(FP8), scale.reshape(())
+
+
+def _deq_rows(x: torch.Tensor, sf: torch.Tensor, gran_rows: int) -> torch.Tensor:
+    """Dequantize ``x [R, K]`` with 1x128 (gran_rows=1) or 128x128 (gran_rows=128) scales to float64."""
+    r, k = x.shape
+    s = sf.double()
+    if gran_rows != 1:
+        s = s.repeat_interleave(gran_rows, dim=0)[:r]
+    return x.double() * s.repeat_interleave(BLOCK, dim=1)[:, :k]
+
+
+def _mm_f64(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """float64 ``a [M, K] @ b[N, K]^T`` in row chunks (a, b float64)."""
+    out = torch.empty((a.shape[0], b.shape[0]), dtype=torch.float64, device=a.device)
+    for r0 in range(0, a.shape[0], REF_ROWS):
+        out[r0:r0 + REF_ROWS] = a[r0:r0 + REF_ROWS] @ b.T
+    return out
+
+
+@dataclass
+class Inputs:
+    """Tensors of one case (``t``), the valid-row mask of its output, and lazily built references."""
+
+    case: Case
+    device: torch.device
+    t: dict[str, object] = field(default_factory=dict)
+    builders: dict[tuple[str, bool], Callable[[], torch.Tensor]] = field(default_factory=dict)
+    valid: torch.Tensor | None = None  # bool mask over the output's leading dims (None: all valid)
+    _refs: dict[tuple[str, bool], torch.Tensor] = field(default_factory=dict)
+
+    def reference(self, family: str, with_c: bool = True) -> torch.Tensor:
+        key = (family, with_c)
+        if key not in self._refs:
+            if key not in self.builders:
+                raise KeyError(f"no {family} reference (with_c={with_c}) for {self.case.kind}")
+            self._refs[key] = self.builders[key]()
+        return self._refs[key]
+
+    def check(self, out: torch.Tensor, family: str, with_c: bool = True) -> float:
+        """calc_diff of ``out`` against the family's reference over the valid part of the output.
+
+        MQA logits: positions outside each row's range must be exactly ``-inf`` (else NaN is returned,
+        which fails); the finite part is compared.
+        """
+        ref = self.reference(family, with_c)
+        out = out.to(ref.device)
+        if self.case.kind == "mqa_logits":
+            outside = torch.isinf(ref)
+            if not bool(torch.isneginf(out[outside]).all()):
+                return float("nan")
+            return finegemm.calc_diff(out[~outside], ref[~outside])
+        if self.valid is not None:
+            out, ref = out[self.valid], ref[self.valid]
+        return finegemm.calc_diff(out, ref)
+
+    def free_references(self) -> None:
+        self._refs.clear()
+
+
+def make_inputs(case: Case, device: torch.device, seed: int) -> Inputs:
+    """Build the inputs of ``case`` on ``device`` from ``seed`` (see the module docstring)."""
+    gen = torch.Generator(device=device)
+    gen.manual_seed(seed)
+    inp = Inputs(case, device)
+    randn = lambda *shape: torch.randn(*shape, generator=gen, device=device, dtype=torch.float32).to(torch.bfloat16)
+    builder = {
+        "fp8_gemm": _dense_fp8, "fp8_gemm_wgrad": _dense_fp8, "bf16_gemm": _bf16,
+        "m_grouped_contiguous": _contiguous, "m_grouped_masked": _masked, "k_grouped": _k_grouped,
+        "mqa_logits": _mqa,
+    }[case.kind]
+    builder(case, inp, randn)
+    return inp
+
+
+def _dense_fp8(case: Case, inp: Inputs, randn) -> None:
+    m, n, k = case.m, case.n, case.k
+    wgrad = case.kind == "fp8_gemm_wgrad"
+    a_bf, b_bf = randn(m, k), randn(n, k)
+    a = finegemm.per_token_cast_to_fp8(a_bf)
+    b = finegemm.per_token_cast_to_fp8(b_bf) if wgrad else finegemm.per_block_cast_to_fp8(b_bf)
+    a_t, b_t = per_tensor_cast_to_fp8(a_bf), per_tensor_cast_to_fp8(b_bf)
+    c = torch.randn(m, n, device=inp.device, dtype=torch.float32) if wgrad else None
+    inp.t.update(a_bf=a_bf, b_bf=b_bf, a=a, b=b, a_t=a_t, b_t=b_t, c=c,
+                 sfa_mn=finegemm.get_mn_major_tma_aligned_tensor(a[1]))
+    gran_b = 1 if wgrad else BLOCK
+
+    def block(with_c: bool) -> torch.Tensor:
+        out = _mm_f64(_deq_rows(a[0], a[1], 1), _deq_rows(b[0], b[1], gran_b))
+        return out + c.double() if (with_c and c is not None) else out
+
+    inp.builders[("block", True)] = lambda: block(True)
+    inp.builders[("block", False)] = lambda: block(False)
+    tensor = lambda: _mm_f64(a_t[0].double() * a_t[1].double(), b_t[0].double() * b_t[1].double())
+    inp.builders[("tensor", True)] = inp.builders[("tensor", False)] = tensor
+    bf16 = lambda: _mm_f64(a_bf.double(), b_bf.double())
+    inp.builders[("bf16", True)] = inp.builders[("bf16", False)] = bf16
+
+
+def _bf16(case: Case, inp: Inputs, randn) -> None:
+    m, n, k = case.m, case.n, case.k
+    a_bf, b_bf = randn(m, k), randn(n, k)
+    out_dtype = torch.float32 if case.out == "fp32" else torch.bfloat16
+    c = randn(m, n).to(out_dtype) if case.accumulate else None
+    inp.t.update(a_bf=a_bf, b_bf=b_bf, c=c)
+
+    def ref(with_c: bool) -> torch.Tensor:
+        out = _mm_f64(a_bf.double(), b_bf.double())
+        return out + c.double() if (with_c and c is not None) else out
+
+    inp.builders[("bf16", True)] = lambda: ref(True)
+    inp.builders[("bf16", False)] = lambda: ref(False)
+
+
+def _quantize_experts(b_bf: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-expert 128x128 casts of ``[G, N, K]`` → (fp8 ``[G, N, K]``, fp32 ``[G, N/128, K/128]``)."""
+    parts = [finegemm.per_block_cast_to_fp8(b_bf[g]) for g in range(b_bf.shape[0])]
+    return torch.stack([p[0] for p in parts]), torch.stack([p[1] for p in parts])
+
+
+def _contiguous(case: Case, inp: Inputs, randn) -> None:
+    g, n, k = case.groups, case.n, case.k
+    align = finegemm.get_mk_alignment_for_contiguous_layout()
+    a_bf, b_bf = randn(case.m, k), randn(g, n, k)
+    layout = torch.full((case.m,), -1, dtype=torch.int32, device=inp.device)
+    segments = []  # (group, first row, valid rows)
+    start = 0
+    for e, rows in enumerate(case.ms):
+        layout[start:start + rows] = e
+        segments.append((e, start, rows))
+        start += -(-rows // align) * align
+    a = finegemm.per_token_cast_to_fp8(a_bf)
+    b = _quantize_experts(b_bf)
+    a_t, b_t = per_tensor_cast_to_fp8(a_bf), per_tensor_cast_to_fp8(b_bf)
+    inp.valid = layout >= 0
+    inp.t.update(a_bf=a_bf, b_bf=b_bf, a=a, b=b, a_t=a_t, b_t=b_t, layout=layout, segments=segments,
+                 sfa_mn=finegemm.get_mn_major_tma_aligned_tensor(a[1]))
+
+    def ref(a64: torch.Tensor, b64: Callable[[int], torch.Tensor]) -> torch.Tensor:
+        out = torch.zeros((case.m, n), dtype=torch.float64, device=inp.device)
+        for e, s, rows in segments:
+            out[s:s + rows] = _mm_f64(a64[s:s + rows], b64(e))
+        return out
+
+    block = lambda: ref(_deq_rows(a[0], a[1], 1), lambda e: _deq_rows(b[0][e], b[1][e], BLOCK))
+    tensor = lambda: ref(a_t[0].double() * a_t[1].double(), lambda e: b_t[0][e].double() * b_t[1].double())
+    inp.builders[("block", True)] = inp.builders[("block", False)] = block
+    inp.builders[("tensor", True)] = inp.builders[("tensor", False)] = tensor
+
+
+def _masked(case: Case, inp: Inputs, randn) -> None:
+    g, max_m, n, k = case.groups, case.m, case.n, case.k
+    a_bf, b_bf = randn(g, max_m, k), randn(g, n, k)
+    a_fp8, sfa = finegemm.per_token_cast_to_fp8(a_bf.view(g * max_m, k))
+    a = (a_fp8.view(g, max_m, k), sfa.view(g, max_m, -1))
+    b = _quantize_experts(b_bf)
+    a_t, b_t = per_tensor_cast_to_fp8(a_bf), per_tensor_cast_to_fp8(b_bf)
+    masked_m = torch.tensor(case.ms, dtype=torch.int32, device=inp.device)
+    valid = torch.zeros((g, max_m), dtype=torch.bool, device=inp.device)
+    for e, rows in enumerate(case.ms):
+        valid[e, :rows] = True
+    inp.valid = valid
+    inp.t.update(a_bf=a_bf, b_bf=b_bf, a=a, b=b, a_t=a_t, b_t=b_t, masked_m=masked_m, expected_m=max(case.ms),
+                 sfa_mn=finegemm.get_mn_major_tma_aligned_tensor(a[1]))
+
+    def ref(a64: Callable[[int], torch.Tensor], b64: Callable[[int], torch.Tensor]) -> torch.Tensor:
+        out = torch.zeros((g, max_m, n), dtype=torch.float64, device=inp.device)
+        for e, rows in enumerate(case.ms):
+            out[e, :rows] = _mm_f64(a64(e)[:rows], b64(e))
+        return out
+
+    block = lambda: ref(lambda e: _deq_rows(a[0][e], a[1][e], 1), lambda e: _deq_rows(b[0][e], b[1][e], BLOCK))
+    tensor = lambda: ref(lambda e: a_t[0][e].double() * a_t[1].double(),
+                         lambda e: b_t[0][e].double() * b_t[1].double())
+    inp.builders[("block", True)] = inp.builders[("block", False)] = block
+    inp.builders[("tensor", True)] = inp.builders[("tensor", False)] = tensor
+
+
+def _k_grouped(case: Case, inp: Inputs, randn) -> None:
+    g, m, n = case.groups, case.m, case.n
+    a_bf, b_bf = randn(case.k, m), randn(case.k, n)
+    a_parts, b_parts, bounds = [], [], []
+    start = 0
+    for kg in case.ks:
+        a_parts.append(finegemm.per_channel_cast_to_fp8(a_bf[start:start + kg]))
+        b_parts.append(finegemm.per_channel_cast_to_fp8(b_bf[start:start + kg]))
+        bounds.append((start, kg))
+        start += kg
+    # Stored [K_sum, MN] with scales [sum_g ceil(k_g/128), MN], as the tn k-grouped layout takes them.
+    a = (torch.cat([p[0] for p in a_parts]), torch.cat([p[1] for p in a_parts]))
+    b = (torch.cat([p[0] for p in b_parts]), torch.cat([p[1] for p in b_parts]))
+    a_t, b_t = per_tensor_cast_to_fp8(a_bf), per_tensor_cast_to_fp8(b_bf)
+    c = torch.randn(g, m, n, device=inp.device, dtype=torch.float32)
+    ks_tensor = torch.tensor(case.ks, dtype=torch.int32, device=inp.device)
+    inp.t.update(a_bf=a_bf, b_bf=b_bf, a=a, b=b, a_parts=a_parts, b_parts=b_parts, bounds=bounds, a_t=a_t, b_t=b_t,
+                 c=c, ks=list(case.ks), ks_tensor=ks_tensor)
+
+    def ref(a64: Callable[[int], torch.Tensor], b64: Callable[[int], torch.Tensor], with_c: bool) -> torch.Tensor:
+        out = c.double().clone() if with_c else torch.zeros((g, m, n), dtype=torch.float64, device=inp.device)
+        for e in range(g):
+            out[e] += _mm_f64(a64(e).T.contiguous(), b64(e).T.contiguous())
+        return out
+
+    def deq_channel(parts, e):  # [k_g, MN] fp8 with [ceil(k_g/128), MN] scales → float64
+        x, sf = parts[e]
+        return _deq_rows(x.T, sf.T, 1).T
+
+    for with_c in (True, False):
+        inp.builders[("block", with_c)] = (
+            lambda w=with_c: ref(lambda e: deq_channel(a_parts, e), lambda e: deq_channel(b_parts, e), w))
+        inp.builders[("tensor", with_c)] = (lambda w=with_c: ref(
+            lambda e: a_t[0][bounds[e][0]:sum(bounds[e])].double() * a_t[1].double(),
+            lambda e: b_t[0][bounds[e][0]:sum(bounds[e])].double() * b_t[1].double(), w))
+
+
+def _mqa(case: Case, inp: Inputs, randn) -> None:
+    s, skv, h, d = case.m, case.n, case.heads, case.k
+    q = randn(s, h, d).to(FP8)  # DeepGEMM's convention: q plainly cast (|x| << 448), no scale
+    kv_fp8, kv_sf = finegemm.per_token_cast_to_fp8(randn(skv, d))
+    kv_sf = kv_sf[:, 0].contiguous()
+    weights = torch.randn(s, h, device=inp.device, dtype=torch.float32)
+    rng = mqa_ranges(s, skv, case.ranges)
+    ks = torch.tensor([r[0] for r in rng], dtype=torch.int32, device=inp.device)
+    ke = torch.tensor([r[1] for r in rng], dtype=torch.int32, device=inp.device)
+    inp.t.update(q=q, kv=(kv_fp8, kv_sf), weights=weights, ks=ks, ke=ke)
+
+    def ref() -> torch.Tensor:
+        kv64 = kv_fp8.double() * kv_sf.double()[:, None]
+        cols = torch.arange(skv, device=inp.device)
+        out = torch.empty((s, skv), dtype=torch.float64, device=inp.device)
+        rows = max(1, REF_ROWS // max(h, 1))
+        for r0 in range(0, s, rows):
+            qc = q[r0:r0 + rows].double()  # [r, h, d]
+            score = torch.relu(torch.einsum("rhd,jd->rhj", qc, kv64))
+            logits = torch.einsum("rhj,rh->rj", score, weights[r0:r0 + rows].double())
+            inside = (cols[None, :] >= ks[r0:r0 + rows, None]) & (cols[None, :] < ke[r0:r0 + rows, None])
+            out[r0:r0 + rows] = torch.where(inside, logits, torch.full_like(logits, float("-inf")))
+        return out
+
+    inp.builders[("block", True)] = inp.builders[("block", False)] = ref

@@ -1,0 +1,297 @@
+"""Benchmark cases: every suite's shapes with their FLOP and byte counts (pure Python, no device).
+
+A :class:`Case` is one problem. Its ``kind`` says which op it exercises (and so which finegemm function
+and which peers apply); ``flops`` counts useful multiply-adds x 2, ``bytes`` the fewest bytes the op
+must move through device memory (each input read once, each output written once, plus C read when
+accumulating), which gives the HBM floor.
+
+Shapes come from DESIGN.md §7 and ``shared/anchors/h200-2026-12-02.json`` (fields named per suite
+below), so the peers' figures can be checked against the anchors.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+BLOCK = 128
+
+# DeepSeek-V3 dense shapes (DESIGN.md §7, anchors field ``dense``).
+DEEPSEEK_V3_M = (64, 128, 4096)
+DEEPSEEK_V3_NK = ((2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048))
+
+# Weight-gradient shapes of the anchors' ``fp8_gemm_test_sweep`` with accumulate=1 (1D1D, FP32 out).
+WEIGHT_GRAD_MNK = (
+    (2112, 4096, 7168), (576, 4096, 7168), (24576, 4096, 1536), (32768, 4096, 512),
+    (7168, 4096, 16384), (4096, 4096, 7168), (7168, 4096, 2048),
+)
+
+# BF16 shapes of the anchors' ``bf16_gemm``: M x (N, K), BF16 out with and without accumulation, plus
+# the FP32-out LM-head-like shapes.
+BF16_M = (1, 128, 4096)
+BF16_NK = ((2112, 7168), (576, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048))
+BF16_FP32_NK = ((256, 7168), (129280, 7168))
+
+# M-grouped (anchors field ``grouped``): contiguous (groups, rows per group) and masked (groups, max_m),
+# each with (N, K) in MOE_NK; masked adds DESIGN.md's decode extreme (32 experts x 64 rows).
+MOE_NK = ((4096, 7168), (7168, 2048))
+CONTIGUOUS_GM = ((4, 8192), (8, 4096))
+MASKED_GM = ((1, 1024), (2, 512), (4, 256), (32, 64))
+
+# K-grouped (anchors field ``k_grouped``): groups x (M, N); per-group K = 32768/groups x U(0.7, 1.3),
+# rounded to 128, drawn from a fixed seed so the list is the same in every run.
+K_GROUPED_G = (4, 8, 16)
+K_GROUPED_MN = ((4096, 7168), (7168, 2048))
+K_GROUPED_TOTAL = 32768
+
+# MQA logits prefill (anchors field ``mqa``, FP32 logits, uncompressed): (seq_len, seq_len_kv, heads,
+# head_dim, ranges). ``causal``: row i sees kv [0, i + S_kv - S]; ``window``: the same end, start
+# end - S_kv/2 (our stand-in for DeepGEMM's context-parallel ranges, which are not identical).
+MQA_PREFILL = (
+    (2048, 8192, 32, 64, "window"), (2048, 8192, 64, 128, "causal"), (8192, 8192, 64, 128, "window"),
+    (8192, 8192, 32, 128, "window"), (2048, 8192, 64, 32, "causal"), (8192, 8192, 32, 64, "window"),
+    (8192, 8192, 64, 64, "causal"),
+)
+
+# Kind -> the finegemm function it needs (a suite whose function is missing is listed as unavailable).
+OP_OF_KIND = {
+    "fp8_gemm": "fp8_gemm_nt",
+    "fp8_gemm_wgrad": "fp8_gemm_nt",
+    "bf16_gemm": "bf16_gemm_nt",
+    "m_grouped_contiguous": "m_grouped_fp8_gemm_nt_contiguous",
+    "m_grouped_masked": "m_grouped_fp8_gemm_nt_masked",
+    "k_grouped": "k_grouped_fp8_gemm_tn_contiguous",
+    "mqa_logits": "fp8_mqa_logits",
+}
+
+SUITES = ("dense", "weight-grad", "bf16", "grouped", "k-grouped", "mqa")
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+def _align(x: int, a: int) -> int:
+    return _ceil_div(x, a) * a
+
+
+@dataclass(frozen=True)
+class Case:
+    """One benchmark problem.
+
+    ``m``/``n``/``k`` mean: dense ``D[m, n] = A[m, k] @ B[n, k]^T``; m-grouped: ``m`` total rows
+    (``ms`` per group, before alignment padding), ``n``/``k`` per expert; k-grouped: ``k`` the sum of
+    ``ks``; mqa: ``m`` = seq_len, ``n`` = seq_len_kv, ``k`` = head_dim.
+    """
+
+    suite: str
+    kind: str
+    m: int
+    n: int
+    k: int
+    groups: int = 1
+    ms: tuple[int, ...] = ()
+    ks: tuple[int, ...] = ()
+    out: str = "bf16"  # output dtype: "bf16" or "fp32"
+    accumulate: bool = False  # D = C + A @ B^T (C read)
+    heads: int = 0
+    ranges: str = ""
+    label: str = field(default="", compare=False)
+
+    @property
+    def name(self) -> str:
+        return self.label or f"{self.m}x{self.n}x{self.k}"
+
+    @property
+    def op(self) -> str:
+        return OP_OF_KIND[self.kind]
+
+    @property
+    def is_fp8(self) -> bool:
+        return self.kind != "bf16_gemm"
+
+    @property
+    def tolerance(self) -> float:
+        """calc_diff bound: 1e-3 for FP8 (DESIGN.md §1), 1e-5 for BF16 GEMMs."""
+        return 1e-3 if self.is_fp8 else 1e-5
+
+    @property
+    def flops(self) -> int:
+        if self.kind == "m_grouped_masked":
+            return 2 * sum(self.ms) * self.n * self.k
+        if self.kind == "mqa_logits":
+            return 2 * mqa_pairs(self.m, self.n, self.ranges) * self.heads * self.k
+        return 2 * self.m * self.n * self.k
+
+    @property
+    def bytes(self) -> int:
+        return case_bytes(self)
+
+    def params(self) -> dict:
+        """The fields that define the case, for JSON."""
+        p = {"suite": self.suite, "kind": self.kind, "name": self.name, "M": self.m, "N": self.n, "K": self.k}
+        if self.groups != 1 or self.kind.startswith(("m_grouped", "k_grouped")):
+            p["groups"] = self.groups
+        if self.ms:
+            p["ms"] = list(self.ms)
+        if self.ks:
+            p["ks"] = list(self.ks)
+        p["out"] = self.out
+        p["accumulate"] = self.accumulate
+        if self.kind == "mqa_logits":
+            p.update(heads=self.heads, ranges=self.ranges)
+        return p
+
+
+def mqa_ranges(seq_len: int, seq_len_kv: int, ranges: str) -> list[tuple[int, int]]:
+    """Per-row ``[start, end)`` of the kv positions row i attends to (see MQA_PREFILL)."""
+    out = []
+    for i in range(seq_len):
+        end = min(seq_len_kv, max(1, i + seq_len_kv - seq_len + 1))
+        start = max(0, end - seq_len_kv // 2) if ranges == "window" else 0
+        out.append((start, end))
+    return out
+
+
+def mqa_pairs(seq_len: int, seq_len_kv: int, ranges: str) -> int:
+    return sum(e - s for s, e in mqa_ranges(seq_len, seq_len_kv, ranges))
+
+
+def case_bytes(c: Case) -> int:
+    """Fewest bytes moved: FP8 operands 1 B/elem, FP32 scales, BF16 2 B, FP32 4 B; C read when accumulating."""
+    out_b = 4 if c.out == "fp32" else 2
+    kb = _ceil_div(c.k, BLOCK)
+    if c.kind == "fp8_gemm":
+        return c.m * c.k + c.n * c.k + 4 * (c.m * kb + _ceil_div(c.n, BLOCK) * kb) + out_b * c.m * c.n * (
+            2 if c.accumulate else 1)
+    if c.kind == "fp8_gemm_wgrad":
+        return c.m * c.k + c.n * c.k + 4 * kb * (c.m + c.n) + 2 * 4 * c.m * c.n
+    if c.kind == "bf16_gemm":
+        return 2 * (c.m * c.k + c.n * c.k) + out_b * c.m * c.n * (2 if c.accumulate else 1)
+    b_bytes = c.groups * (c.n * c.k + 4 * _ceil_div(c.n, BLOCK) * kb)
+    if c.kind == "m_grouped_contiguous":
+        return c.m * c.k + 4 * c.m * kb + b_bytes + out_b * c.m * c.n + 4 * c.m
+    if c.kind == "m_grouped_masked":
+        rows = sum(c.ms)
+        return rows * c.k + 4 * rows * kb + b_bytes + out_b * rows * c.n + 4 * c.groups
+    if c.kind == "k_grouped":
+        kbs = sum(_ceil_div(k, BLOCK) for k in c.ks)
+        return c.k * (c.m + c.n) + 4 * kbs * (c.m + c.n) + 2 * 4 * c.groups * c.m * c.n
+    if c.kind == "mqa_logits":
+        s, skv, h, d = c.m, c.n, c.heads, c.k
+        return s * h * d + skv * d + 4 * skv + 4 * s * h + out_b * s * skv + 8 * s
+    raise ValueError(f"unknown kind {c.kind!r}")
+
+
+def _k_grouped_ks(groups: int, seed: int) -> tuple[int, ...]:
+    rng = random.Random(seed)
+    expected = K_GROUPED_TOTAL // groups
+    return tuple(max(BLOCK, _align(int(expected * rng.uniform(0.7, 1.3)), BLOCK)) for _ in range(groups))
+
+
+def dense_cases(shapes: list[tuple[int, int, int]] | None = None, suite: str = "dense") -> list[Case]:
+    shapes = shapes if shapes is not None else [(m, n, k) for m in DEEPSEEK_V3_M for n, k in DEEPSEEK_V3_NK]
+    return [Case(suite, "fp8_gemm", m, n, k) for m, n, k in shapes]
+
+
+def weight_grad_cases(shapes: list[tuple[int, int, int]] | None = None) -> list[Case]:
+    shapes = shapes if shapes is not None else list(WEIGHT_GRAD_MNK)
+    return [Case("weight-grad", "fp8_gemm_wgrad", m, n, k, out="fp32", accumulate=True) for m, n, k in shapes]
+
+
+def bf16_cases(shapes: list[tuple[int, int, int]] | None = None) -> list[Case]:
+    if shapes is not None:
+        return [Case("bf16", "bf16_gemm", m, n, k) for m, n, k in shapes]
+    cases = []
+    for m in BF16_M:
+        for n, k in BF16_NK:
+            for acc in (False, True):
+                cases.append(Case("bf16", "bf16_gemm", m, n, k, accumulate=acc,
+                                  label=f"{m}x{n}x{k}{'+c' if acc else ''}"))
+        for n, k in BF16_FP32_NK:
+            cases.append(Case("bf16", "bf16_gemm", m, n, k, out="fp32", label=f"{m}x{n}x{k}:f32"))
+    return cases
+
+
+def grouped_cases() -> list[Case]:
+    cases = []
+    for g, mpg in CONTIGUOUS_GM:
+        for n, k in MOE_NK:
+            cases.append(_contiguous(g, (mpg,) * g, n, k))
+    for g, max_m in MASKED_GM:
+        for n, k in MOE_NK:
+            cases.append(_masked(g, max_m, (max_m,) * g, n, k))
+    return cases
+
+
+def _contiguous(g: int, ms: tuple[int, ...], n: int, k: int, alignment: int = BLOCK) -> Case:
+    total = sum(_align(m, alignment) for m in ms)
+    return Case("grouped", "m_grouped_contiguous", total, n, k, groups=g, ms=ms,
+                label=f"contig {g}x{ms[0]}x{n}x{k}")
+
+
+def _masked(g: int, max_m: int, ms: tuple[int, ...], n: int, k: int) -> Case:
+    return Case("grouped", "m_grouped_masked", max_m, n, k, groups=g, ms=ms, label=f"masked {g}x{max_m}x{n}x{k}")
+
+
+def k_grouped_cases() -> list[Case]:
+    cases = []
+    for g in K_GROUPED_G:
+        ks = _k_grouped_ks(g, seed=g)
+        for m, n in K_GROUPED_MN:
+            cases.append(Case("k-grouped", "k_grouped", m, n, sum(ks), groups=g, ks=ks, out="fp32", accumulate=True,
+                              label=f"kgrp {g}x{m}x{n}xK{sum(ks)}"))
+    return cases
+
+
+def mqa_cases() -> list[Case]:
+    return [Case("mqa", "mqa_logits", s, skv, d, heads=h, ranges=r, out="fp32", label=f"mqa {s}x{skv} h{h}d{d} {r}")
+            for s, skv, h, d, r in MQA_PREFILL]
+
+
+def smoke_cases(suite: str) -> list[Case]:
+    """Tiny shapes for the CPU interpreter (each runs in well under a second there)."""
+    if suite == "dense":
+        return dense_cases([(16, 64, 128), (33, 96, 256)])
+    if suite == "weight-grad":
+        return weight_grad_cases([(32, 64, 256)])
+    if suite == "bf16":
+        return [Case("bf16", "bf16_gemm", 16, 64, 64), Case("bf16", "bf16_gemm", 16, 64, 64, accumulate=True,
+                                                                label="16x64x64+c")]
+    if suite == "grouped":
+        return [_contiguous(2, (100, 128), 64, 128), _masked(2, 32, (17, 32), 64, 128)]
+    if suite == "k-grouped":
+        return [Case("k-grouped", "k_grouped", 32, 64, 384, groups=2, ks=(128, 256), out="fp32", accumulate=True,
+                     label="kgrp 2x32x64xK384")]
+    if suite == "mqa":
+        return [Case("mqa", "mqa_logits", 16, 64, 32, heads=4, ranges="causal", out="fp32", label="mqa 16x64 h4d32")]
+    raise ValueError(f"unknown suite {suite!r}")
+
+
+def suite_cases(suite: str, smoke: bool = False) -> list[Case]:
+    if smoke:
+        return smoke_cases(suite)
+    return {
+        "dense": dense_cases, "weight-grad": weight_grad_cases, "bf16": bf16_cases, "grouped": grouped_cases,
+        "k-grouped": k_grouped_cases, "mqa": mqa_cases,
+    }[suite]()
+
+
+def parse_shapes(text: str) -> list[tuple[int, int, int]]:
+    """``"M,N,K;M,N,K"`` → list of (M, N, K); raises ValueError naming the bad item."""
+    shapes = []
+    for item in text.replace(" ", "").split(";"):
+        if not item:
+            continue
+        parts = item.lower().replace("x", ",").split(",")
+        if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+            raise ValueError(f"--shapes: {item!r} is not M,N,K with three positive integers")
+        shapes.append(tuple(int(p) for p in parts))
+    if not shapes:
+        raise ValueError("--shapes: no shape given")
+    return shapes
+
+
+def missing_op(case: Case, module: object) -> str | None:
+    """None when ``module`` (finegemm) has the case's op, else a reason naming it."""
+    return None if hasattr(module, case.op) else f"finegemm has no {case.op} yet"

@@ -1,0 +1,141 @@
+"""Timing: CUDA events around each call with the L2 flushed before it, optional CUDA-graph replay, host
+overhead per call, device-to-device copy bandwidth, and a wall-clock fallback for the CPU smoke mode.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
+
+import torch
+
+# 1 GiB: many times the H200's 60 MB L2 (DESIGN.md §7, the anchors' method), so nothing survives a flush.
+FLUSH_BYTES = 1 << 30
+# Each buffer of the copy-bandwidth test: 1 GiB read + 1 GiB written per copy, far past L2.
+COPY_BYTES = 1 << 30
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Per-call times in microseconds over ``samples`` timed calls."""
+
+    median_us: float
+    min_us: float
+    max_us: float
+    samples: int
+    method: str  # "cuda-events", "cuda-graph" or "wall"
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _summary(times_us: list[float], method: str) -> Timing:
+    return Timing(statistics.median(times_us), min(times_us), max(times_us), len(times_us), method)
+
+
+class L2Flush:
+    """Zeroes a buffer of ``nbytes`` on the device (a no-op on the CPU) — call before each timed call."""
+
+    def __init__(self, device: torch.device, nbytes: int = FLUSH_BYTES, enabled: bool = True) -> None:
+        self.buf = torch.empty(nbytes, dtype=torch.uint8, device=device) if enabled and device.type == "cuda" else None
+
+    def __call__(self) -> None:
+        if self.buf is not None:
+            self.buf.zero_()
+
+
+def capture_graph(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """Capture ``fn`` (already warmed up) into a CUDA graph; returns its replay."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()  # one call on the capture stream, so lazy per-stream state (cuBLAS workspaces) exists
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    torch.cuda.synchronize()
+    return graph.replay
+
+
+def time_cuda(fn: Callable[[], Any], flush: L2Flush, warmup: int, repeats: int, graph: bool = False) -> Timing:
+    """Median over ``repeats`` calls of the time between CUDA events recorded just around each call."""
+    run = capture_graph(fn) if graph else fn
+    for _ in range(warmup):
+        flush()
+        run()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
+    for start, end in zip(starts, ends):
+        flush()
+        start.record()
+        run()
+        end.record()
+    torch.cuda.synchronize()
+    times = [s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)]
+    return _summary(times, "cuda-graph" if graph else "cuda-events")
+
+
+def time_wall(fn: Callable[[], Any], warmup: int, repeats: int) -> Timing:
+    """Wall-clock median (CPU tensors through the interpreter: exercises the code path, not a speed)."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e6)
+    return _summary(times, "wall")
+
+
+def time_call(fn: Callable[[], Any], device: torch.device, flush: L2Flush, warmup: int, repeats: int,
+              graph: bool = False) -> Timing:
+    if device.type == "cuda":
+        return time_cuda(fn, flush, warmup, repeats, graph)
+    return time_wall(fn, warmup, repeats)
+
+
+def host_overhead(fn: Callable[[], Any], device: torch.device, calls: int = 200, rounds: int = 5,
+                  warmup: int = 10) -> dict[str, float]:
+    """Microseconds per call of ``calls`` back-to-back launches (no flush, no sync in between).
+
+    ``enqueue_us``: host time to issue one call (what the Python side costs); ``wall_us``: time per call
+    until the device finished them all — for a small shape, whichever of host or device is slower.
+    Medians over ``rounds``.
+    """
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    for _ in range(warmup):
+        fn()
+    sync()
+    enqueue, wall = [], []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        t1 = time.perf_counter()
+        sync()
+        t2 = time.perf_counter()
+        enqueue.append((t1 - t0) / calls * 1e6)
+        wall.append((t2 - t0) / calls * 1e6)
+    return {"enqueue_us": statistics.median(enqueue), "wall_us": statistics.median(wall), "calls": calls}
+
+
+def copy_bandwidth(device: torch.device, nbytes: int = COPY_BYTES, repeats: int = 10) -> float | None:
+    """Device-to-device copy rate in GB/s (bytes read + bytes written), None off the GPU."""
+    if device.type != "cuda":
+        return None
+    src = torch.randint(1, 255, (nbytes,), dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
+    for start, end in zip(starts, ends):
+        start.record()
+        dst.copy_(src)
+        end.record()
+    torch.cuda.synchronize()
+    ms = statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+    del src, dst
+    return 2 * nbytes / (ms * 1e-3) / 1e9

@@ -1,0 +1,650 @@
+"""Grouped GEMMs (finegemm.api.grouped) against the float64 references (finegemm.reference.grouped).
+
+CPU tests run the portable kernels through Triton's interpreter (~15 ms per 64x64x128 tile step), so
+their shapes are tiny: 2-3 groups of 0-256 rows, N in {160, 192} (not multiples of 128, so N tiles
+straddle scale blocks), K in {256, 384}. GPU tests (``-m gpu``) use DESIGN.md §7's shapes. Cases are
+built by the ``generate_*`` helpers, apart from the checks.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+import finegemm  # noqa: F401  (turns the interpreter on without a GPU)
+from finegemm.api import grouped as fg
+from finegemm.jit.heuristics import PortableConfig
+from finegemm.kernels.portable.m_grouped import launch_m_grouped_contiguous
+from finegemm.layout import (
+    get_mk_alignment_for_contiguous_layout,
+    get_mn_major_tma_aligned_packed_ue8m0_tensor,
+    transform_sf_into_required_layout,
+)
+from finegemm.quant import (
+    ceil_to_ue8m0,
+    pack_ue8m0,
+    per_block_cast_to_fp8,
+    per_channel_cast_to_fp8,
+    per_token_cast_to_fp8,
+)
+from finegemm.reference import grouped as ref
+from finegemm.reference.dense import calc_diff
+
+ALIGN = get_mk_alignment_for_contiguous_layout()
+POISON = 7.0  # an exact bf16/fp32 value no result equals by accident
+FP8_BOUND = 1e-3
+BF16_BOUND = 1e-5
+
+
+def _align(x: int) -> int:
+    return (x + ALIGN - 1) // ALIGN * ALIGN
+
+
+# ---------------------------------------------------------------------------------------------
+# Generators
+# ---------------------------------------------------------------------------------------------
+
+def _fp8_scales(sf: torch.Tensor, ue8m0: bool, mn_major: bool) -> torch.Tensor:
+    """fp32 scales as given (path A), or packed UE8M0 int32 in the required layout."""
+    if not ue8m0:
+        return sf
+    return get_mn_major_tma_aligned_packed_ue8m0_tensor(sf) if mn_major else pack_ue8m0(sf)
+
+
+def _poison_fp8(x: torch.Tensor, mask: torch.Tensor) -> None:
+    """Set the masked rows of an e4m3 tensor to NaN (0x7F; torch has no masked_fill for fp8)."""
+    x.view(torch.uint8)[mask] = 0x7F
+
+
+def _quant_rows(x: torch.Tensor, ue8m0: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    q, sf = per_token_cast_to_fp8(x, use_ue8m0=ue8m0)
+    return q, sf
+
+
+def _quant_weights(w: torch.Tensor, ue8m0: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """``w [G, N, K]`` → (e4m3 ``[G, N, K]``, sf ``[G, ceil(N/128), ceil(K/128)]``)."""
+    parts = [per_block_cast_to_fp8(w[g], use_ue8m0=ue8m0) for g in range(w.shape[0])]
+    return torch.stack([p[0] for p in parts]), torch.stack([p[1] for p in parts])
+
+
+def generate_m_grouped_contiguous(rows: list[int], n: int, k: int, *, use_psum_layout: bool = False,
+                                  ue8m0: bool = False, bf16: bool = False, device: str = "cpu",
+                                  extra_padding_blocks: int = 0):
+    """Inputs for the contiguous ops: each group's ``rows[g]`` tokens, its segment padded to 128.
+
+    Padding rows of ``a`` hold NaN (FP8: NaN in the fp8 data) so a kernel that read them would fail.
+    Returns ``(a, b, grouped_layout, d, row_groups)`` with ``d`` poisoned.
+    """
+    num_groups = len(rows)
+    m = sum(_align(r) for r in rows) + extra_padding_blocks * ALIGN
+    row_groups = torch.full((m,), -1, dtype=torch.int32)
+    ends, start = [], 0
+    for g, r in enumerate(rows):
+        row_groups[start:start + r] = g
+        ends.append(start + r)
+        start += _align(r)
+    x = torch.randn(m, k, device=device)
+    w = torch.randn(num_groups, n, k, device=device)
+    pad = (row_groups < 0).to(device)
+    layout = torch.tensor(ends, dtype=torch.int32) if use_psum_layout else row_groups.clone()
+    layout = layout.to(device)
+    d = torch.full((m, n), POISON, dtype=torch.bfloat16, device=device)
+    if bf16:
+        a = x.to(torch.bfloat16)
+        a[pad] = float("nan")
+        return a, w.to(torch.bfloat16), layout, d, row_groups
+    a_fp8, sfa = _quant_rows(x, ue8m0)
+    _poison_fp8(a_fp8, pad)
+    b_fp8, sfb = _quant_weights(w, ue8m0)
+    return (a_fp8, _fp8_scales(sfa, ue8m0, True)), (b_fp8, _fp8_scales(sfb, ue8m0, False)), layout, d, row_groups
+
+
+def generate_m_grouped_masked(num_groups: int, max_m: int, n: int, k: int, masked: list[int], *,
+                              ue8m0: bool = False, bf16: bool = False, device: str = "cpu"):
+    """Inputs for the masked ops; rows of ``a`` at or past ``masked[g]`` hold NaN. ``d`` is poisoned."""
+    x = torch.randn(num_groups, max_m, k, device=device)
+    w = torch.randn(num_groups, n, k, device=device)
+    masked_m = torch.tensor(masked, dtype=torch.int32, device=device)
+    invalid = torch.arange(max_m, device=device)[None, :] >= masked_m.clamp(0, max_m)[:, None].long()
+    d = torch.full((num_groups, max_m, n), POISON, dtype=torch.bfloat16, device=device)
+    if bf16:
+        a = x.to(torch.bfloat16)
+        a[invalid] = float("nan")
+        return a, w.to(torch.bfloat16), masked_m, d
+    parts = [_quant_rows(x[g], ue8m0) for g in range(num_groups)]
+    a_fp8 = torch.stack([p[0] for p in parts])
+    sfa = torch.stack([p[1] for p in parts])
+    _poison_fp8(a_fp8, invalid)
+    b_fp8, sfb = _quant_weights(w, ue8m0)
+    return (a_fp8, _fp8_scales(sfa, ue8m0, True)), (b_fp8, _fp8_scales(sfb, ue8m0, False)), masked_m, d
+
+
+def _k_grouped_cast(x: torch.Tensor, ks: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """``x [sum K, MN]`` cast per group: (e4m3 ``[sum K, MN]``, fp32 ``[sum K/128, MN]``)."""
+    mn = x.shape[1]
+    qs, sfs, start = [], [], 0
+    for kk in ks:
+        if kk:
+            q, sf = per_channel_cast_to_fp8(x[start:start + kk])
+            qs.append(q)
+            sfs.append(sf)
+        start += kk
+    if not qs:
+        return (torch.empty((0, mn), dtype=torch.float8_e4m3fn, device=x.device),
+                torch.empty((0, mn), dtype=torch.float32, device=x.device))
+    return torch.cat(qs), torch.cat(sfs)
+
+
+def _flatten_k_major(q: torch.Tensor, ks: list[int]) -> torch.Tensor:
+    """``[sum K, MN]`` → flat buffer with group g a row-major ``[MN, ks[g]]`` block (DeepGEMM's nt form)."""
+    out, start = [], 0
+    for kk in ks:
+        out.append(q[start:start + kk].T.contiguous().reshape(-1))
+        start += kk
+    return torch.cat(out) if out else q.reshape(-1)
+
+
+def generate_k_grouped(ks: list[int], m: int, n: int, *, flat_k_major: bool = False, bf16: bool = False,
+                       device: str = "cpu"):
+    """Inputs for the k-grouped ops: returns ``(a, b, c, d, ks_tensor)`` with ``d`` poisoned fp32."""
+    num_groups, sum_k = len(ks), sum(ks)
+    x = torch.randn(sum_k, m, device=device)
+    y = torch.randn(sum_k, n, device=device)
+    c = torch.randn(num_groups, m, n, device=device)
+    d = torch.full((num_groups, m, n), POISON, dtype=torch.float32, device=device)
+    ks_tensor = torch.tensor(ks, dtype=torch.int32, device=device)
+    if bf16:
+        return x.to(torch.bfloat16), y.to(torch.bfloat16), c, d, ks_tensor
+    a = _k_grouped_cast(x, ks)
+    b = _k_grouped_cast(y, ks)
+    if flat_k_major:
+        a = (_flatten_k_major(a[0], ks), a[1].T)
+        b = (_flatten_k_major(b[0], ks), b[1].T)
+    return a, b, c, d, ks_tensor
+
+
+def _check_contiguous(d: torch.Tensor, expected: torch.Tensor, row_groups: torch.Tensor, bound: float) -> None:
+    valid = (row_groups >= 0).to(d.device)
+    assert not torch.isnan(d.float()).any()
+    if bool(valid.any()):
+        assert calc_diff(d[valid], expected[valid]) < bound
+    # Padding rows are written as exact zeros.
+    assert bool((d[~valid] == 0).all())
+
+
+def _check_masked(d: torch.Tensor, expected: torch.Tensor, masked: list[int], bound: float) -> None:
+    max_m = d.shape[1]
+    for g, rows in enumerate(ref.masked_rows(torch.tensor(masked), max_m)):
+        if rows:
+            assert calc_diff(d[g, :rows], expected[g, :rows]) < bound, f"group {g}"
+        # Rows at or past masked_m[g] are never written.
+        assert bool((d[g, rows:] == POISON).all()), f"group {g} rows >= {rows} were written"
+
+
+# ---------------------------------------------------------------------------------------------
+# CPU: m-grouped contiguous
+# ---------------------------------------------------------------------------------------------
+
+# (rows per group, N, K, ue8m0): empty groups, partial segments, one full segment, both scale formats.
+CONTIGUOUS_CASES = [
+    ([100, 0, 200], 160, 256, False),
+    ([128, 37], 192, 384, True),
+]
+
+
+@pytest.mark.parametrize("use_psum_layout", [False, True], ids=["per_row", "psum"])
+@pytest.mark.parametrize("rows,n,k,ue8m0", CONTIGUOUS_CASES)
+def test_m_grouped_fp8_nt_contiguous(rows, n, k, ue8m0, use_psum_layout):
+    torch.manual_seed(0)
+    a, b, layout, d, row_groups = generate_m_grouped_contiguous(rows, n, k, use_psum_layout=use_psum_layout,
+                                                                ue8m0=ue8m0)
+    fg.m_grouped_fp8_gemm_nt_contiguous(a, b, d, layout, use_psum_layout=use_psum_layout)
+    expected = ref.m_grouped_fp8_gemm_nt_contiguous(a, b, layout, use_psum_layout)
+    _check_contiguous(d, expected, row_groups, FP8_BOUND)
+
+
+def test_m_grouped_fp8_nn_contiguous_and_repeat():
+    torch.manual_seed(1)
+    a, b, layout, d, row_groups = generate_m_grouped_contiguous([60, 130], 160, 256, extra_padding_blocks=1)
+    b_nn = (b[0].transpose(1, 2).contiguous(), b[1].transpose(1, 2).contiguous())  # [G, K, N], [G, SFK, SFN]
+    fg.m_grouped_fp8_gemm_nn_contiguous(a, b_nn, d, layout)
+    expected = ref.m_grouped_fp8_gemm_nn_contiguous(a, b_nn, layout)
+    _check_contiguous(d, expected, row_groups, FP8_BOUND)
+    # Bitwise repeat through the nt path on the same data.
+    d2 = torch.full_like(d, POISON)
+    fg.m_grouped_fp8_gemm_nt_contiguous(a, b, d2, layout)
+    assert torch.equal(d, d2)
+
+
+def test_m_grouped_contiguous_all_padding_and_empty():
+    torch.manual_seed(2)
+    a, b, layout, d, row_groups = generate_m_grouped_contiguous([0, 0], 160, 256, extra_padding_blocks=1)
+    fg.m_grouped_fp8_gemm_nt_contiguous(a, b, d, layout)
+    assert bool((d == 0).all())
+    # M_total = 0 returns at once.
+    empty = (a[0][:0], a[1][:0])
+    fg.m_grouped_fp8_gemm_nt_contiguous(empty, b, d[:0], layout[:0])
+
+
+def test_m_grouped_contiguous_kernel_bounds_bad_ids():
+    # Ids outside [0, G) that the host checks would reject (and skip on CUDA without FINEGEMM_DEBUG)
+    # are padding in the kernel: zero rows, no out-of-bounds read of b.
+    torch.manual_seed(3)
+    a, b, layout, d, row_groups = generate_m_grouped_contiguous([128, 64], 160, 256)
+    bad = layout.clone()
+    bad[:128] = 5
+    bad[128:192] = -7
+    config = PortableConfig(64, 64, 128, 4, 1, 1)
+    sfa = transform_sf_into_required_layout(a[1], a[0].shape[0], 256, (1, 128, 128), is_sfa=True)
+    launch_m_grouped_contiguous(a[0], b[0], d, bad, sfa, b[1], False, ALIGN, config)
+    assert bool((d == 0).all())
+
+
+# ---------------------------------------------------------------------------------------------
+# CPU: m-grouped masked
+# ---------------------------------------------------------------------------------------------
+
+# masked_m per group: partial, empty, above max_m (clamped), negative (none).
+MASKED_CASES = [
+    (3, 128, 160, 256, [50, 0, 300], False),
+    (2, 64, 192, 384, [64, -3], True),
+]
+
+
+@pytest.mark.parametrize("num_groups,max_m,n,k,masked,ue8m0", MASKED_CASES)
+def test_m_grouped_fp8_nt_masked(num_groups, max_m, n, k, masked, ue8m0):
+    torch.manual_seed(4)
+    a, b, masked_m, d = generate_m_grouped_masked(num_groups, max_m, n, k, masked, ue8m0=ue8m0)
+    fg.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, expected_m=64)
+    expected = ref.m_grouped_fp8_gemm_nt_masked(a, b, masked_m)
+    _check_masked(d, expected, masked, FP8_BOUND)
+
+
+def test_fp8_m_grouped_gemm_nt_masked_alias():
+    assert fg.fp8_m_grouped_gemm_nt_masked is fg.m_grouped_fp8_gemm_nt_masked
+
+
+# ---------------------------------------------------------------------------------------------
+# CPU: k-grouped
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("in_place", [False, True], ids=["c_apart", "c_is_d"])
+def test_k_grouped_fp8_tn_contiguous(in_place):
+    torch.manual_seed(5)
+    ks, m, n = [128, 0, 256], 96, 160
+    a, b, c, d, ks_tensor = generate_k_grouped(ks, m, n)
+    expected = ref.k_grouped_fp8_gemm_tn_contiguous(a, b, ks, c)
+    if in_place:
+        d = c.clone()
+        c = d
+    fg.k_grouped_fp8_gemm_tn_contiguous(a, b, d, ks, ks_tensor, c=c)
+    assert calc_diff(d, expected) < FP8_BOUND
+    assert torch.equal(d[1], expected[1].float())  # empty group: d = c exactly
+
+
+def test_k_grouped_fp8_nt_contiguous():
+    torch.manual_seed(6)
+    ks, m, n = [256, 128], 64, 192
+    a, b, c, d, ks_tensor = generate_k_grouped(ks, m, n, flat_k_major=True)
+    fg.k_grouped_fp8_gemm_nt_contiguous(a, b, d, ks, ks_tensor, c=c)
+    assert calc_diff(d, ref.k_grouped_fp8_gemm_nt_contiguous(a, b, ks, c)) < FP8_BOUND
+
+
+def test_k_grouped_all_empty_copies_c():
+    ks, m, n = [0, 0], 32, 160
+    a, b, c, d, ks_tensor = generate_k_grouped(ks, m, n)
+    fg.k_grouped_fp8_gemm_tn_contiguous(a, b, d, ks, ks_tensor, c=c)
+    assert torch.equal(d, c)
+
+
+# ---------------------------------------------------------------------------------------------
+# CPU: BF16 twins
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("use_psum_layout", [False, True], ids=["per_row", "psum"])
+def test_m_grouped_bf16_contiguous(use_psum_layout):
+    torch.manual_seed(7)
+    a, b, layout, d, row_groups = generate_m_grouped_contiguous([70, 0, 128], 160, 128, bf16=True,
+                                                                use_psum_layout=use_psum_layout)
+    fg.m_grouped_bf16_gemm_nt_contiguous(a, b, d, layout, use_psum_layout=use_psum_layout)
+    _check_contiguous(d, ref.m_grouped_bf16_gemm_nt_contiguous(a, b, layout, use_psum_layout), row_groups,
+                      BF16_BOUND)
+    d_nn = torch.full_like(d, POISON)
+    b_nn = b.transpose(1, 2).contiguous()
+    fg.m_grouped_bf16_gemm_nn_contiguous(a, b_nn, d_nn, layout, use_psum_layout=use_psum_layout)
+    assert torch.equal(d, d_nn)
+
+
+def test_m_grouped_bf16_nt_masked():
+    torch.manual_seed(8)
+    masked = [40, 200]
+    a, b, masked_m, d = generate_m_grouped_masked(2, 64, 160, 128, masked, bf16=True)
+    fg.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, 48)
+    _check_masked(d, ref.m_grouped_bf16_gemm_nt_masked(a, b, masked_m), masked, BF16_BOUND)
+
+
+def test_k_grouped_bf16_tn_contiguous():
+    torch.manual_seed(9)
+    ks, m, n = [128, 0, 128], 64, 160
+    a, b, c, d, ks_tensor = generate_k_grouped(ks, m, n, bf16=True)
+    fg.k_grouped_bf16_gemm_tn_contiguous(a, b, d, ks, ks_tensor, c=c)
+    assert calc_diff(d, ref.k_grouped_bf16_gemm_tn_contiguous(a, b, ks, c)) < BF16_BOUND
+
+
+# ---------------------------------------------------------------------------------------------
+# CPU: bad input (each raises before launch, naming the argument)
+# ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def contiguous_inputs():
+    torch.manual_seed(10)
+    return generate_m_grouped_contiguous([100, 128], 160, 256)
+
+
+@pytest.fixture(scope="module")
+def masked_inputs():
+    torch.manual_seed(11)
+    return generate_m_grouped_masked(2, 64, 160, 256, [10, 20])
+
+
+@pytest.fixture(scope="module")
+def k_grouped_inputs():
+    torch.manual_seed(12)
+    return generate_k_grouped([128, 128], 32, 160)
+
+
+def test_bad_group_id_out_of_range(contiguous_inputs):
+    a, b, layout, d, _ = contiguous_inputs
+    bad = layout.clone()
+    bad[3] = 2
+    with pytest.raises(ValueError, match=r"grouped_layout\[3\] = 2 is not a group id.*\[0, 2\)"):
+        fg.m_grouped_fp8_gemm_nt_contiguous(a, b, d.clone(), bad)
+    bad[3] = -2
+    with pytest.raises(ValueError, match=r"grouped_layout\[3\] = -2"):
+        fg.m_grouped_fp8_gemm_nt_contiguous(a, b, d.clone(), bad)
+
+
+def test_bad_unaligned_segment(contiguous_inputs):
+    a, b, layout, d, _ = contiguous_inputs
+    bad = layout.clone()
+    bad[100:228] = 1  # group 1 starts right after group 0's 100 rows
+    bad[228:] = -1
+    with pytest.raises(ValueError, match=r"group 1 start at row 100.*multiple of.*128"):
+        fg.m_grouped_fp8_gemm_nt_contiguous(a, b, d.clone(), bad)
+
+
+def test_bad_psum_layout(contiguous_inputs):
+    a, b, _, d, _ = contiguous_inputs
+    with pytest.raises(ValueError, match=r"grouped_layout \(psum\) \[1\] = 120.*>= 128"):
+        fg.m_grouped_fp8_gemm_nt_contiguous(a, b, d.clone(), torch.tensor([100, 120], dtype=torch.int32),
+                                            use_psum_layout=True)
+    with pytest.raises(ValueError, match=r"ends at row 300 but a has only M_total=256"):
+        fg.m_grouped_fp8_gemm_nt_contiguous(a, b, d.clone(), torch.tensor([100, 300], dtype=torch.int32),
+                                            use_psum_layout=True)
+    with pytest.raises(ValueError, match=r"grouped_layout must be int32 \[2\]"):
+        fg.m_grouped_fp8_gemm_nt_contiguous(a, b, d.clone(), torch.zeros(256, dtype=torch.int32),
+                                            use_psum_layout=True)
+
+
+def test_bad_grouped_layout_dtype_and_length(contiguous_inputs):
+    a, b, layout, d, _ = contiguous_inputs
+    with pytest.raises(TypeError, match=r"grouped_layout must have dtype torch.int32; got torch.int64"):
+        fg.m_grouped_fp8_gemm_nt_contiguous(a, b, d.clone(), layout.long())
+    with pytest.raises(ValueError, match=r"grouped_layout must be int32 \[256\].*got shape \(255,\)"):
+        fg.m_grouped_fp8_gemm_nt_contiguous(a, b, d.clone(), layout[:-1])
+
+
+def test_bad_contiguous_group_counts_and_dtypes(contiguous_inputs):
+    a, b, layout, d, _ = contiguous_inputs
+    with pytest.raises(ValueError, match=r"b\[1\]: expected float32 scales of shape \(2, 2, 2\)"):
+        fg.m_grouped_fp8_gemm_nt_contiguous(a, (b[0], b[1][:1]), d.clone(), layout)
+    with pytest.raises(TypeError, match=r"a\[0\] must have dtype"):
+        fg.m_grouped_fp8_gemm_nt_contiguous((a[0].to(torch.bfloat16), a[1]), b, d.clone(), layout)
+    with pytest.raises(TypeError, match=r"d must have dtype torch.bfloat16; got torch.float32"):
+        fg.m_grouped_fp8_gemm_nt_contiguous(a, b, d.float(), layout)
+    with pytest.raises(ValueError, match=r"b\[0\] must be 3-D \[G, N, K\]"):
+        fg.m_grouped_fp8_gemm_nt_contiguous(a, (b[0][0], b[1]), d.clone(), layout)
+    with pytest.raises(ValueError, match=r"b\[0\] must be \[G, N, K\] with a's K=256"):
+        fg.m_grouped_fp8_gemm_nt_contiguous(a, (b[0][:, :, :128], b[1]), d.clone(), layout)
+    with pytest.raises(ValueError, match=r"supports recipe \(1, 128, 128\) only"):
+        fg.m_grouped_fp8_gemm_nt_contiguous(a, b, d.clone(), layout, recipe=(1, 1, 128))
+    with pytest.raises(TypeError, match=r"a\[1\] and b\[1\] must both be float32"):
+        packed = get_mn_major_tma_aligned_packed_ue8m0_tensor(ceil_to_ue8m0(a[1]))
+        fg.m_grouped_fp8_gemm_nt_contiguous((a[0], packed), b, d.clone(), layout)
+    with pytest.raises(ValueError, match=r"d must have shape \(256, 160\)"):
+        fg.m_grouped_fp8_gemm_nt_contiguous(a, b, d[:, :128].clone(), layout)
+
+
+def test_bad_masked_inputs(masked_inputs):
+    a, b, masked_m, d = masked_inputs
+    with pytest.raises(ValueError, match=r"b\[0\] has 1 groups but a\[0\] has 2"):
+        fg.m_grouped_fp8_gemm_nt_masked(a, (b[0][:1], b[1][:1]), d.clone(), masked_m, 16)
+    with pytest.raises(ValueError, match=r"masked_m must be int32 \[2\].*got shape \(3,\)"):
+        fg.m_grouped_fp8_gemm_nt_masked(a, b, d.clone(), torch.zeros(3, dtype=torch.int32), 16)
+    with pytest.raises(TypeError, match=r"masked_m must have dtype torch.int32; got torch.int64"):
+        fg.m_grouped_fp8_gemm_nt_masked(a, b, d.clone(), masked_m.long(), 16)
+    with pytest.raises(ValueError, match=r"expected_m must be a positive int; got 0"):
+        fg.m_grouped_fp8_gemm_nt_masked(a, b, d.clone(), masked_m, 0)
+    with pytest.raises(ValueError, match=r"d must have shape \(2, 64, 160\)"):
+        fg.m_grouped_fp8_gemm_nt_masked(a, b, d[:, :32].clone(), masked_m, 16)
+    with pytest.raises(ValueError, match=r"a\[1\]: expected float32 scales of shape \(2, 64, 2\)"):
+        fg.m_grouped_fp8_gemm_nt_masked((a[0], a[1][:, :32]), b, d.clone(), masked_m, 16)
+    with pytest.raises(TypeError, match=r"a must have dtype torch.bfloat16"):
+        fg.m_grouped_bf16_gemm_nt_masked(a[0], b[0], d.clone(), masked_m, 16)
+
+
+def test_bad_k_grouped_ks(k_grouped_inputs):
+    a, b, c, d, ks_tensor = k_grouped_inputs
+    with pytest.raises(ValueError, match=r"ks\[0\] = 100: every group's K must be a non-negative multiple of.*128"):
+        fg.k_grouped_fp8_gemm_tn_contiguous(a, b, d.clone(), [100, 156], ks_tensor, c=c)
+    with pytest.raises(ValueError, match=r"sum\(ks\) = 128 but a\[0\] holds K = 256"):
+        fg.k_grouped_fp8_gemm_tn_contiguous(a, b, d.clone(), [128, 0], ks_tensor, c=c)
+    with pytest.raises(ValueError, match=r"ks has 3 groups but d has 2"):
+        fg.k_grouped_fp8_gemm_tn_contiguous(a, b, d.clone(), [128, 128, 0], ks_tensor, c=c)
+    with pytest.raises(TypeError, match=r"ks must be a list of ints"):
+        fg.k_grouped_fp8_gemm_tn_contiguous(a, b, d.clone(), ks_tensor, ks_tensor, c=c)
+    with pytest.raises(ValueError, match=r"ks_tensor holds \[256, 0\] but ks is \[128, 128\]"):
+        fg.k_grouped_fp8_gemm_tn_contiguous(a, b, d.clone(), [128, 128], torch.tensor([256, 0], dtype=torch.int32),
+                                            c=c)
+    with pytest.raises(ValueError, match=r"ks_tensor must be int32 \[2\]"):
+        fg.k_grouped_fp8_gemm_tn_contiguous(a, b, d.clone(), [128, 128], ks_tensor[:1], c=c)
+
+
+def test_bad_k_grouped_operands(k_grouped_inputs):
+    a, b, c, d, ks_tensor = k_grouped_inputs
+    ks = [128, 128]
+    with pytest.raises(ValueError, match=r"c is required by k-grouped GEMMs"):
+        fg.k_grouped_fp8_gemm_tn_contiguous(a, b, d.clone(), ks, ks_tensor)
+    with pytest.raises(TypeError, match=r"d must have dtype torch.float32; got torch.bfloat16"):
+        fg.k_grouped_fp8_gemm_tn_contiguous(a, b, d.to(torch.bfloat16), ks, ks_tensor, c=c)
+    with pytest.raises(TypeError, match=r"a\[1\]: k-grouped FP8 GEMMs take float32 scales"):
+        fg.k_grouped_fp8_gemm_tn_contiguous((a[0], a[1].to(torch.int32)), b, d.clone(), ks, ks_tensor, c=c)
+    with pytest.raises(ValueError, match=r"b\[1\] must be float32 \[sum\(ks\)/128, N\] = \(2, 160\)"):
+        fg.k_grouped_fp8_gemm_tn_contiguous(a, (b[0], b[1][:1]), d.clone(), ks, ks_tensor, c=c)
+    with pytest.raises(ValueError, match=r"supports recipe \(1, 1, 128\) only"):
+        fg.k_grouped_fp8_gemm_tn_contiguous(a, b, d.clone(), ks, ks_tensor, c=c, recipe=(1, 128, 128))
+    with pytest.raises(ValueError, match=r"c must have d's shape"):
+        fg.k_grouped_fp8_gemm_tn_contiguous(a, b, d.clone(), ks, ks_tensor, c=c[:1])
+    with pytest.raises(ValueError, match=r"a\[0\] must hold sum\(ks\) \* M = 256 \* 32 = 8192 elements"):
+        fg.k_grouped_fp8_gemm_nt_contiguous((a[0].reshape(-1)[:100], a[1].T), (b[0].reshape(-1), b[1].T),
+                                            d.clone(), ks, ks_tensor, c=c)
+
+
+def test_contiguous_config_block_m_divides_alignment():
+    assert fg._contiguous_config(PortableConfig(256, 128, 128, 8, 3, 8)).block_m == 128
+    kept = PortableConfig(64, 64, 128, 4, 1, 1)
+    assert fg._contiguous_config(kept) is kept
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU (DESIGN.md §7 shapes; run with `pytest -m gpu` on the H200)
+# ---------------------------------------------------------------------------------------------
+
+GPU_NK = [(4096, 7168), (7168, 2048)]
+
+
+def _random_rows(num_groups: int, expected_m: int, rng: random.Random) -> list[int]:
+    return [int(expected_m * rng.uniform(0.7, 1.3)) for _ in range(num_groups)]
+
+
+def _gpu_contiguous_row_cases():
+    rng = random.Random(0)
+    for num_groups, expected_m in [(4, 8192), (8, 4096)]:
+        yield pytest.param(_random_rows(num_groups, expected_m, rng), id=f"{num_groups}x{expected_m}")
+    with_empty = _random_rows(8, 4096, rng)
+    with_empty[0] = with_empty[5] = 0
+    yield pytest.param(with_empty, id="8x4096_empty")
+    yield pytest.param([0, 0, 16384 + 77, 0], id="one_giant")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("use_psum_layout", [False, True], ids=["per_row", "psum"])
+@pytest.mark.parametrize("n,k", GPU_NK)
+@pytest.mark.parametrize("rows", list(_gpu_contiguous_row_cases()))
+def test_gpu_m_grouped_fp8_contiguous(rows, n, k, use_psum_layout):
+    torch.manual_seed(0)
+    a, b, layout, d, row_groups = generate_m_grouped_contiguous(rows, n, k, use_psum_layout=use_psum_layout,
+                                                                device="cuda")
+    # d is a view of a larger poisoned buffer: the rows around it must stay untouched.
+    m = d.shape[0]
+    big = torch.full((m + 2, n), POISON, dtype=torch.bfloat16, device="cuda")
+    d = big[1:m + 1]
+    fg.m_grouped_fp8_gemm_nt_contiguous(a, b, d, layout, use_psum_layout=use_psum_layout)
+    torch.cuda.synchronize()
+    expected = ref.m_grouped_fp8_gemm_nt_contiguous(a, b, layout, use_psum_layout)
+    _check_contiguous(d, expected, row_groups, FP8_BOUND)
+    assert bool((big[0] == POISON).all()) and bool((big[-1] == POISON).all())
+
+
+@pytest.mark.gpu
+def test_gpu_m_grouped_fp8_nn_contiguous_ue8m0():
+    torch.manual_seed(1)
+    rows = _random_rows(4, 4096, random.Random(1))
+    a, b, layout, d, row_groups = generate_m_grouped_contiguous(rows, 4096, 7168, ue8m0=True, device="cuda")
+    b_nn = (b[0].transpose(1, 2).contiguous(), b[1].transpose(1, 2).contiguous())
+    fg.m_grouped_fp8_gemm_nn_contiguous(a, b_nn, d, layout)
+    torch.cuda.synchronize()
+    _check_contiguous(d, ref.m_grouped_fp8_gemm_nn_contiguous(a, b_nn, layout), row_groups, FP8_BOUND)
+
+
+@pytest.mark.gpu
+def test_gpu_contiguous_content_checks_need_debug(monkeypatch):
+    torch.manual_seed(2)
+    a, b, layout, d, row_groups = generate_m_grouped_contiguous([300, 200], 4096, 2048, device="cuda")
+    bad = layout.clone()
+    bad[:128] = 9  # out of range: only FINEGEMM_DEBUG=1 reads grouped_layout on the host
+    monkeypatch.setenv("FINEGEMM_DEBUG", "1")
+    with pytest.raises(ValueError, match=r"grouped_layout\[0\] = 9 is not a group id"):
+        fg.m_grouped_fp8_gemm_nt_contiguous(a, b, d, bad)
+    monkeypatch.setenv("FINEGEMM_DEBUG", "0")
+    fg.m_grouped_fp8_gemm_nt_contiguous(a, b, d, bad)  # no check, no sync: the kernel treats the rows as padding
+    torch.cuda.synchronize()
+    assert bool((d[:128] == 0).all())
+    row_groups[:128] = -1
+    _check_contiguous(d, ref.m_grouped_fp8_gemm_nt_contiguous(a, b, layout), row_groups, FP8_BOUND)
+
+
+def _gpu_masked_cases():
+    # (num_groups, max_m, expected_m): decode shapes, 1-32 experts x 64-1024 rows.
+    yield 1, 64, 64
+    yield 6, 1024, 768
+    yield 32, 256, 192
+    yield 32, 1024, 64
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n,k", GPU_NK)
+@pytest.mark.parametrize("num_groups,max_m,expected_m", list(_gpu_masked_cases()))
+def test_gpu_m_grouped_fp8_masked(num_groups, max_m, expected_m, n, k):
+    torch.manual_seed(3)
+    rng = random.Random(num_groups * max_m)
+    masked = [min(int(expected_m * rng.uniform(0.7, 1.3)), max_m) for _ in range(num_groups)]
+    if num_groups > 2:
+        masked[1] = 0
+        masked[2] = max_m + 50  # clamped to max_m in the kernel
+    a, b, masked_m, d = generate_m_grouped_masked(num_groups, max_m, n, k, masked, device="cuda")
+    big = torch.full((num_groups, max_m + 1, n), POISON, dtype=torch.bfloat16, device="cuda")
+    d = big[:, :max_m]
+    fg.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, expected_m)
+    torch.cuda.synchronize()
+    _check_masked(d, ref.m_grouped_fp8_gemm_nt_masked(a, b, masked_m), masked, FP8_BOUND)
+    assert bool((big[:, max_m] == POISON).all())
+
+
+@pytest.mark.gpu
+def test_gpu_m_grouped_fp8_masked_cuda_graph():
+    torch.manual_seed(4)
+    num_groups, max_m, n, k, expected_m = 8, 256, 4096, 7168, 128
+    a, b, masked_m, d = generate_m_grouped_masked(num_groups, max_m, n, k, [max_m] * num_groups, device="cuda")
+    # Path B: scales already in the required layout, so the captured call copies nothing.
+    sfa = transform_sf_into_required_layout(a[1], max_m, k, (1, 128, 128), num_groups=num_groups, is_sfa=True)
+    a = (a[0], sfa)
+    fg.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, expected_m)  # compile outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+        fg.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, expected_m)
+    torch.cuda.current_stream().wait_stream(stream)
+    rng = random.Random(5)
+    for _ in range(3):
+        masked = [rng.randint(0, max_m + 20) for _ in range(num_groups)]
+        masked[0] = 0
+        masked_m.copy_(torch.tensor(masked, dtype=torch.int32))
+        d.fill_(POISON)
+        graph.replay()
+        torch.cuda.synchronize()
+        _check_masked(d, ref.m_grouped_fp8_gemm_nt_masked(a, b, masked_m), masked, FP8_BOUND)
+
+
+def _gpu_k_grouped_cases():
+    rng = random.Random(6)
+    for num_groups, m, n, expected_k in [(8, 768, 2048, 128), (4, 4096, 7168, 8192), (8, 7168, 2048, 4096)]:
+        ks = [_align(max(1, int(expected_k * rng.uniform(0.7, 1.3)))) for _ in range(num_groups)]
+        ks[rng.randrange(num_groups)] = 0
+        yield pytest.param(ks, m, n, id=f"{num_groups}x{m}x{n}x{expected_k}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("flat_k_major", [False, True], ids=["tn", "nt"])
+@pytest.mark.parametrize("ks,m,n", list(_gpu_k_grouped_cases()))
+def test_gpu_k_grouped_fp8(ks, m, n, flat_k_major):
+    torch.manual_seed(7)
+    a, b, c, d, ks_tensor = generate_k_grouped(ks, m, n, flat_k_major=flat_k_major, device="cuda")
+    op = fg.k_grouped_fp8_gemm_nt_contiguous if flat_k_major else fg.k_grouped_fp8_gemm_tn_contiguous
+    reference = ref.k_grouped_fp8_gemm_nt_contiguous if flat_k_major else ref.k_grouped_fp8_gemm_tn_contiguous
+    expected = reference(a, b, ks, c)
+    op(a, b, d, ks, ks_tensor, c=c)
+    torch.cuda.synchronize()
+    assert calc_diff(d, expected) < FP8_BOUND
+    # In place: c is d.
+    d2 = c.clone()
+    op(a, b, d2, ks, ks_tensor, c=d2)
+    torch.cuda.synchronize()
+    assert calc_diff(d2, expected) < FP8_BOUND
+
+
+@pytest.mark.gpu
+def test_gpu_bf16_grouped():
+    torch.manual_seed(8)
+    rows = _random_rows(4, 4096, random.Random(8))
+    rows[1] = 0
+    a, b, layout, d, row_groups = generate_m_grouped_contiguous(rows, 4096, 2048, bf16=True, device="cuda")
+    fg.m_grouped_bf16_gemm_nt_contiguous(a, b, d, layout)
+    torch.cuda.synchronize()
+    _check_contiguous(d, ref.m_grouped_bf16_gemm_nt_contiguous(a, b, layout), row_groups, BF16_BOUND)
+
+    masked = [100, 0, 1024, 1500]
+    a, b, masked_m, d = generate_m_grouped_masked(4, 1024, 7168, 2048, masked, bf16=True, device="cuda")
+    fg.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, 512)
+    torch.cuda.synchronize()
+    _check_masked(d, ref.m_grouped_bf16_gemm_nt_masked(a, b, masked_m), masked, BF16_BOUND)
+
+    ks = [1024, 0, 2048, 512]
+    a, b, c, d, ks_tensor = generate_k_grouped(ks, 4096, 2048, bf16=True, device="cuda")
+    fg.k_grouped_bf16_gemm_tn_contiguous(a, b, d, ks, ks_tensor, c=c)
+    torch.cuda.synchronize()
+    assert calc_diff(d, ref.k_grouped_bf16_gemm_tn_contiguous(a, b, ks, c)) < BF16_BOUND

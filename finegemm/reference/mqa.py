@@ -36,10 +36,15 @@ def clamp_ranges(start: torch.Tensor, end: torch.Tensor, seq_len_kv: int,
 def _scores(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: torch.Tensor,
             dtype: torch.dtype) -> torch.Tensor:
     """``sum_h relu(q[i,h] . kv[j] * kv_sf[j]) * w[i,h]`` for every (i, j) in ``dtype`` → ``[S, S_kv]``."""
-    qd, kd = q.to(dtype), kv.to(dtype)
-    s = torch.einsum("shd,kd->shk", qd, kd)  # [S, H, S_kv]
-    s = (s * kv_sf.reshape(-1).to(dtype)[None, None, :]).relu()
-    return (s * weights.to(dtype)[:, :, None]).sum(dim=1)
+    kd, sf = kv.to(dtype), kv_sf.reshape(-1).to(dtype)
+    seq_len, heads, _ = q.shape
+    out = torch.empty((seq_len, kv.shape[0]), dtype=dtype, device=q.device)
+    chunk = max(1, (1 << 26) // max(1, heads * kv.shape[0]))  # bound the [chunk, H, S_kv] temporary
+    for i in range(0, seq_len, chunk):
+        s = torch.einsum("shd,kd->shk", q[i:i + chunk].to(dtype), kd)
+        s = (s * sf[None, None, :]).relu()
+        out[i:i + chunk] = (s * weights[i:i + chunk].to(dtype)[:, :, None]).sum(dim=1)
+    return out
 
 
 def _mask_and_compact(full: torch.Tensor, st: torch.Tensor, en: torch.Tensor, max_seqlen_k: int) -> torch.Tensor:

@@ -17,7 +17,7 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 from ...jit.device import DeviceFacts
 from ...jit.heuristics import GemmDesc
 from ...jit.heuristics_sm90 import Sm90Config, get_sm90_config
-from . import gemm_1d2d
+from . import gemm_1d2d, layouts
 
 SUPPORTED_KINDS = ("fp8_1d2d", "fp8_1d1d")
 TESTED_TRITON = "3.6."
@@ -83,10 +83,10 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c):
     if split > 1:
         m_pad = num_pid_m * bm
         ws = _workspace(a.device, split * m_pad * n).view(split * m_pad, n)
-        d_desc = _desc(ws, [bm, bn])
+        d_desc = _desc(ws, [64, bn])
     else:
         m_pad = m
-        d_desc = _desc(d, [bm, bn])
+        d_desc = _desc(d, [64, bn])
     units = num_pid_m * triton.cdiv(n, bn) * split
     grid = (min(units, config.num_sms),)
     per_channel = desc.kind == "fp8_1d1d"
@@ -96,7 +96,8 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c):
     meta = dict(
         N=n, K=k, BLOCK_M=bm, BLOCK_N=bn, STAGES=config.stages, GROUP_M=config.group_m, SPLIT_K=split,
         SF_PACKED=sfa.dtype == torch.int32, SFB_PER_CHANNEL=per_channel, HAS_C=c is not None,
-        PIPE_MMA=config.pipe_mma, PRODUCER_REGS=40, num_warps=config.num_warps,
+        PIPE_MMA=config.pipe_mma, PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS,
+        num_warps=config.num_warps,
     )
     reduce = None
     if split > 1:

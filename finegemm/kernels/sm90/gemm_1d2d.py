@@ -8,8 +8,8 @@ Roles (``gl.warp_specialize``):
   - producer: 1 warp (padded by the compiler to a warpgroup, ``setmaxnreg.dec`` to 40 registers).
     Walks the same persistent tile sequence as the math partition and, per 128-wide K block, waits
     ``empty[s]``, arms ``full[s]`` with the stage's byte count and issues two TMA loads (A and B).
-  - math (default partition): 4 warps (BLOCK_M 64) or 8 warps (BLOCK_M 128, one warpgroup per 64
-    rows), ``setmaxnreg.inc`` to the rest of the register file (232 with 8 warps). Per K block:
+  - math: one warpgroup (4 warps) per 64 rows of the tile, each its own partition (the default one
+    and, for BLOCK_M 128, a worker), ``setmaxnreg.inc`` to 232 registers. Per K block:
     wait ``full[s]``, issue ``wgmma.mma_async`` (4 x m64nNk32 per warpgroup) into a *fresh*
     accumulator, and promote the previous block's partial on the CUDA cores while the tensor cores
     work (``PIPE_MMA``: two partials in flight, wait(1)), then release ``empty[s]``.
@@ -20,7 +20,7 @@ Roles (``gl.warp_specialize``):
     reused).
 
 Stages: ``STAGES`` ring slots of (BLOCK_M + BLOCK_N) x 128 bytes. Barriers: ``full[s]`` (count 1,
-expect-tx) and ``empty[s]`` (count 1: the math partition's elected arrive). Phase of slot ``s`` on
+expect-tx) and ``empty[s]`` (count BLOCK_M / 64: one elected arrive per math warpgroup). Phase of slot ``s`` on
 its ``i``-th use is ``i & 1``; the producer waits on ``empty`` with the flipped phase so that the
 first pass through the ring does not block.
 
@@ -173,8 +173,10 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                     N: gl.constexpr, K: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                     STAGES: gl.constexpr, GROUP_M: gl.constexpr, SPLIT_K: gl.constexpr,
                     SF_PACKED: gl.constexpr, SFB_PER_CHANNEL: gl.constexpr, HAS_C: gl.constexpr,
-                    PIPE_MMA: gl.constexpr, num_warps: gl.constexpr):
-    mma_layout: gl.constexpr = mma_layout_for(BLOCK_M, BLOCK_N, num_warps)
+                    PIPE_MMA: gl.constexpr, WG: gl.constexpr):
+    # One warpgroup: rows [64 * WG, 64 * WG + 64) of every BLOCK_M tile.
+    WG_M: gl.constexpr = 64
+    mma_layout: gl.constexpr = mma_layout_for(WG_M, BLOCK_N, 4)
     row_layout: gl.constexpr = gl.SliceLayout(1, mma_layout)
     col_layout: gl.constexpr = gl.SliceLayout(0, mma_layout)
     SFB_UNIFORM: gl.constexpr = (128 % BLOCK_N) == 0
@@ -185,7 +187,8 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
     num_pid_n: gl.constexpr = (N + BLOCK_N - 1) // BLOCK_N
     num_units = num_pid_m * num_pid_n * SPLIT_K
 
-    zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, mma_layout)
+    zero = gl.zeros([WG_M, BLOCK_N], gl.float32, mma_layout)
+    d_sub = d_smem.slice(WG * WG_M, WG_M, dim=0)
     it = 0
     for unit in range(gl.program_id(0), num_units, gl.num_programs(0)):
         tile = unit // SPLIT_K
@@ -194,28 +197,28 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
         kb0 = split * kb_per_split
-        rows = off_m + gl.arange(0, BLOCK_M, layout=row_layout)
+        rows = off_m + WG * WG_M + gl.arange(0, WG_M, layout=row_layout)
         cols = off_n + gl.arange(0, BLOCK_N, layout=col_layout)
         row_mask = rows < M
         col_mask = cols < N
         nb0 = off_n // 128
         second_col = (cols // 128) != nb0
 
-        acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, mma_layout)
+        acc = gl.zeros([WG_M, BLOCK_N], gl.float32, mma_layout)
         sa, sb0, sb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col, kb0,
                                stride_sfa_k, stride_sfb, NUM_NB, SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM)
         if PIPE_MMA:
             # Prologue: the first K block's WGMMA in flight.
             s = it % STAGES
             mbarrier.wait(full_bars.index(s), (it // STAGES) & 1)
-            prev = warpgroup_mma(a_bufs.index(s), b_bufs.index(s).permute((1, 0)), zero,
+            prev = warpgroup_mma(a_bufs.index(s).slice(WG * WG_M, WG_M, dim=0), b_bufs.index(s).permute((1, 0)), zero,
                                  use_acc=False, is_async=True)
             prev_s = s
             it += 1
             for kk in range(1, kb_per_split):
                 s = it % STAGES
                 mbarrier.wait(full_bars.index(s), (it // STAGES) & 1)
-                cur = warpgroup_mma(a_bufs.index(s), b_bufs.index(s).permute((1, 0)), zero,
+                cur = warpgroup_mma(a_bufs.index(s).slice(WG * WG_M, WG_M, dim=0), b_bufs.index(s).permute((1, 0)), zero,
                                     use_acc=False, is_async=True)
                 # Next block's scales load while both WGMMAs run.
                 nsa, nsb0, nsb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col,
@@ -237,7 +240,7 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
             for kk in range(kb_per_split):
                 s = it % STAGES
                 mbarrier.wait(full_bars.index(s), (it // STAGES) & 1)
-                part = warpgroup_mma(a_bufs.index(s), b_bufs.index(s).permute((1, 0)), zero,
+                part = warpgroup_mma(a_bufs.index(s).slice(WG * WG_M, WG_M, dim=0), b_bufs.index(s).permute((1, 0)), zero,
                                      use_acc=False, is_async=True)
                 # Next block's scales load while the WGMMA runs (the last iteration reloads its own).
                 nkb = gl.minimum(kb0 + kk + 1, kb0 + kb_per_split - 1)
@@ -254,19 +257,19 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
 
         # Epilogue: C in FP32, cast, registers -> smem -> TMA store (left in flight).
         if SPLIT_K > 1:
-            out_row = split * (num_pid_m * BLOCK_M) + off_m
+            out_row = split * (num_pid_m * BLOCK_M) + off_m + WG * WG_M
         else:
-            out_row = off_m
+            out_row = off_m + WG * WG_M
             if HAS_C:
                 c_ptrs = c_ptr + rows.to(gl.int64)[:, None] * stride_cm + cols[None, :]
                 c = gl.load(c_ptrs, mask=row_mask[:, None] & col_mask[None, :], other=0.0)
                 acc = acc + c.to(gl.float32)
         tma.store_wait(0)
         gl.thread_barrier()
-        d_smem.store(acc.to(d_desc.dtype))
+        d_sub.store(acc.to(d_desc.dtype))
         fence_async_shared()
         gl.thread_barrier()
-        tma.async_copy_shared_to_global(d_desc, [out_row, off_n], d_smem)
+        tma.async_copy_shared_to_global(d_desc, [out_row, off_n], d_sub)
     tma.store_wait(0)
 
 
@@ -276,29 +279,46 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                     N: gl.constexpr, K: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                     STAGES: gl.constexpr, GROUP_M: gl.constexpr, SPLIT_K: gl.constexpr,
                     SF_PACKED: gl.constexpr, SFB_PER_CHANNEL: gl.constexpr, HAS_C: gl.constexpr,
-                    PIPE_MMA: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr):
+                    PIPE_MMA: gl.constexpr, PRODUCER_REGS: gl.constexpr, MATH_REGS: gl.constexpr):
     """Entry: carve shared memory, init barriers, fork producer and math partitions."""
+    NUM_WG: gl.constexpr = BLOCK_M // 64
     gl.static_assert(K % 128 == 0, "K must be a multiple of 128 (the scale block)")
     gl.static_assert((K // 128) % SPLIT_K == 0, "SPLIT_K must divide K / 128")
     gl.static_assert(BLOCK_N % 8 == 0, "BLOCK_N must be a multiple of 8")
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
-    d_smem = gl.allocate_shared_memory(d_desc.dtype, d_desc.block_type.shape, d_desc.layout)
+    d_smem = gl.allocate_shared_memory(d_desc.dtype, [BLOCK_M, BLOCK_N], d_desc.layout)
     full_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
         mbarrier.init(full_bars.index(i), count=1)
-        mbarrier.init(empty_bars.index(i), count=1)
+        mbarrier.init(empty_bars.index(i), count=NUM_WG)
     fence_async_shared()
 
-    gl.warp_specialize([
-        (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
-                           sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
-                           N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
-                           SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, num_warps)),
-        (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
-                           N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K)),
-    ], [1], [PRODUCER_REGS])
+    if NUM_WG == 2:
+        # Two math warpgroups in two partitions: no CTA-wide barrier couples them, so one
+        # promotes while the other's WGMMA runs (the overlap DeepGEMM gets from its 2 WGs).
+        gl.warp_specialize([
+            (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
+                               sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
+                               N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
+                               SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, 0)),
+            (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
+                               sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
+                               N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
+                               SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, 1)),
+            (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
+                               N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K)),
+        ], [4, 1], [MATH_REGS, PRODUCER_REGS])
+    else:
+        gl.warp_specialize([
+            (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
+                               sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
+                               N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
+                               SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, 0)),
+            (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
+                               N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K)),
+        ], [1], [PRODUCER_REGS])
 
 
 # ---------------------------------------------------------------------------------------------

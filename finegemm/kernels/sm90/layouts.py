@@ -16,9 +16,15 @@ SMEM_RESERVED = 2 * 1024
 PRODUCER_REGS = 40
 
 
-def math_warps(block_m: int) -> int:
-    """Warps of the math partition: one warpgroup per 64 rows of the tile (m64nNk32 WGMMA)."""
-    return 4 if block_m == 64 else 8
+# Registers each math warpgroup asks for with setmaxnreg.inc (the compiler's leftover rule then
+# gives the default partition the same 232 when a producer warpgroup keeps 40).
+MATH_REGS = 232
+
+
+def math_warpgroups(block_m: int) -> int:
+    """Math warpgroups: one per 64 rows of the tile (m64nNk32 WGMMA), each its own partition."""
+    assert block_m in (64, 128), block_m
+    return block_m // 64
 
 
 def stage_bytes(block_m: int, block_n: int) -> int:
@@ -42,9 +48,9 @@ def full_barrier_arrivals() -> int:
     return 1
 
 
-def empty_barrier_arrivals() -> int:
-    """The math partition releases a stage with one (elected) arrival after its WGMMA finished."""
-    return 1
+def empty_barrier_arrivals(block_m: int) -> int:
+    """Each math warpgroup releases a stage with one (elected) arrival after its WGMMA finished."""
+    return math_warpgroups(block_m)
 
 
 def stage_tx_bytes(block_m: int, block_n: int) -> int:
@@ -54,8 +60,8 @@ def stage_tx_bytes(block_m: int, block_n: int) -> int:
 
 def accumulator_regs(block_m: int, block_n: int, pipelined: bool) -> int:
     """FP32 registers per math thread: the promoted result plus one (or two) WGMMA partials."""
-    per_tile = block_m * block_n // (math_warps(block_m) * 32)
-    return per_tile * (3 if pipelined else 2)
+    per_thread = 64 * block_n // 128  # a warpgroup's 64 x BLOCK_N fp32 tile over 128 threads
+    return per_thread * (3 if pipelined else 2)
 
 
 def wgmma_instr_n(block_n: int) -> int:

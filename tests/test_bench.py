@@ -192,3 +192,18 @@ def test_future_suites_with_fakes(monkeypatch, suite, op, fake):
         assert r.status == "ok", (cr.case.name, r.status, r.reason)
         assert r.calc_diff < cr.case.tolerance
         assert cr.results["finegemm-sm90"].status == "skipped"
+
+
+def test_future_suites_through_the_real_api_modules(monkeypatch):
+    """The harness's calls against finegemm.api.grouped / attention, before __init__ exports them."""
+    grouped = pytest.importorskip("finegemm.api.grouped")
+    attention = pytest.importorskip("finegemm.api.attention")
+    ops = ("m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nt_masked", "k_grouped_fp8_gemm_tn_contiguous")
+    for name in ops:
+        monkeypatch.setattr(finegemm, name, getattr(grouped, name), raising=False)
+    monkeypatch.setattr(finegemm, "fp8_mqa_logits", attention.fp8_mqa_logits, raising=False)
+    cases = [c for s in ("grouped", "k-grouped", "mqa") for c in suites.suite_cases(s, smoke=True)]
+    peers = make_peers(["finegemm-portable"])
+    for cr in run_cases(cases, peers, CPU, RunOptions(warmup=0, repeats=1, flush=False), None):
+        r = cr.results["finegemm-portable"]
+        assert r.status == "ok", (cr.case.name, r.status, r.reason)

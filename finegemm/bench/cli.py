@@ -55,6 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plain", action="store_true", help="plain-text table and progress even if rich is installed")
     parser.add_argument("--no-progress", action="store_true", help="no progress output on stderr")
     parser.add_argument("--verbose-errors", action="store_true", help="print tracebacks of finegemm errors")
+    parser.add_argument("--commit", default=None,
+                        help="finegemm commit to record when the tree has no .git (e.g. a copy on a lent GPU)")
 
 
 def _suites(arg: str | None) -> list[str]:
@@ -119,6 +121,8 @@ def main(args: argparse.Namespace) -> int:
         return 2
 
     meta = sysinfo.collect(device)
+    if args.commit and not meta["git"]["commit"]:
+        meta["git"] = {"commit": args.commit, "dirty": None, "source": "--commit"}
     dev = meta["device"]
     print(f"finegemm bench on {dev['name']}" + (f" ({dev['sm_count']} SMs)" if "sm_count" in dev else "")
           + f", torch {meta['versions']['torch']}, triton {meta['versions']['triton']}, "
@@ -144,6 +148,8 @@ def main(args: argparse.Namespace) -> int:
         results = run_cases(cases, peers, device, opts, copy_gbps, on_case=on_case, on_step=progress.step)
     finally:
         progress.close()
+    if device.type == "cuda":
+        meta["device"]["clocks_after"] = sysinfo.gpu_clocks()  # the clocks at start are often idle ones
     host = None
     if args.host_overhead:
         small = suites.Case("host", "fp8_gemm", 16, 64, 128) if args.smoke else suites.Case("host", "fp8_gemm", 128,

@@ -264,7 +264,7 @@ def smoke_cases(suite: str) -> list[Case]:
         return [Case("k-grouped", "k_grouped", 32, 64, 384, groups=2, ks=(128, 256), out="fp32", accumulate=True,
                      label="kgrp 2x32x64xK384")]
     if suite == "mqa":
-        return [Case("mqa", "mqa_logits", 16, 64, 32, heads=4, ranges="causal", out="fp32", label="mqa 16x64 h4d32")]
+        return [Case("mqa", "mqa_logits", 16, 64, 32, heads=16, ranges="causal", out="fp32", label="mqa 16x64 h16d32")]
     raise ValueError(f"unknown suite {suite!r}")
 
 

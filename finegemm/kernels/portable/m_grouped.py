@@ -32,7 +32,7 @@ from ...jit.heuristics import PortableConfig
 from .gemm_fp8 import swizzled_tile
 from .grouped_tile import tile_product
 
-INT32_MAX = 2**31 - 1
+INT32_MAX = tl.constexpr(2**31 - 1)  # "no group ends here" for the padded lanes of the PSUM vector
 
 
 @triton.jit

@@ -9,8 +9,12 @@ row- or column-major storage for each operand.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import torch
 
+from ..jit import env
 from ..jit.heuristics import GemmDesc
 from ..kernels.portable.gemm_bf16 import launch_bf16_gemm
 from ..kernels.portable.gemm_fp8 import launch_fp8_gemm
@@ -95,7 +99,67 @@ def fp8_gemm_nt(
     and N are fine); the sm90 fast path takes K-major operands with K % 128 == 0 and N % 8 == 0 and
     falls back to the portable kernels otherwise.
     """
-    del compiled_dims
+    del compiled_dims, disable_ue8m0_cast
+    try:
+        a_fp8, sfa = a
+        b_fp8, sfb = b
+        key = (_key(a_fp8), _key(sfa), _key(b_fp8), _key(sfb), _key(d), _key(c), recipe, env.BACKEND.get())
+        plan = _FP8_PLANS.get(key)
+    except (TypeError, ValueError, AttributeError):
+        key, plan = None, None
+    if plan is None:
+        plan = _plan_fp8(a, b, d, c, recipe)
+        if key is not None:
+            _remember(_FP8_PLANS, key, plan)
+        a_fp8, sfa = a
+        b_fp8, sfb = b
+    if plan.desc is None:
+        return
+    if not plan.sfa_ready:
+        sfa = transform_sf_into_required_layout(sfa, plan.desc.m, plan.desc.k, plan.recipe, is_sfa=True)
+    if not plan.sfb_ready:
+        sfb = transform_sf_into_required_layout(sfb, plan.desc.n, plan.desc.k, plan.recipe, is_sfa=False)
+    if plan.desc.k == 0:
+        d.copy_(c if c is not None else torch.zeros_like(d))
+    elif plan.backend == "sm90":
+        run_sm90("fp8_gemm", plan.desc, plan.config, a_fp8, sfa, b_fp8, sfb, d, c)
+    else:
+        launch_fp8_gemm(a_fp8, sfa, b_fp8, sfb, d, c, plan.recipe == RECIPE_1D2D, plan.config)
+    debug_sync(plan.device)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What one call signature resolved to; reused while shapes, strides, dtypes and devices repeat."""
+
+    desc: GemmDesc | None  # None: M == 0, nothing to do
+    recipe: Recipe
+    backend: str
+    config: Any
+    device: torch.device
+    sfa_ready: bool = True  # scales already in the required layout (path B): passed as they are
+    sfb_ready: bool = True
+
+
+# Validation and dispatch cost tens of microseconds of Python; decode-sized GEMMs take about as much on
+# the GPU, so each distinct call signature is validated once and its plan replayed (bounded cache).
+_FP8_PLANS: dict[tuple, _Plan] = {}
+_BF16_PLANS: dict[tuple, _Plan] = {}
+_MAX_PLANS = 4096
+
+
+def _key(t: torch.Tensor | None) -> tuple | None:
+    return None if t is None else (t.shape, t.stride(), t.dtype, t.device)
+
+
+def _remember(cache: dict, key: tuple, plan: _Plan) -> None:
+    if len(cache) >= _MAX_PLANS:
+        cache.clear()
+    cache[key] = plan
+
+
+def _plan_fp8(a, b, d, c, recipe) -> _Plan:
+    """Validate every argument of :func:`fp8_gemm_nt` and resolve backend and config."""
     a_fp8, sfa = _unpack_pair("a", a)
     b_fp8, sfb = _unpack_pair("b", b)
     check_dtype("a[0]", a_fp8, FP8_DTYPES)
@@ -118,23 +182,16 @@ def fp8_gemm_nt(
         )
     a_k_major = check_row_or_col_major("a[0]", a_fp8)
     b_k_major = check_row_or_col_major("b[0]", b_fp8)
-    sfa = transform_sf_into_required_layout(sfa, m, k, recipe, is_sfa=True, name="a[1]")
-    sfb = transform_sf_into_required_layout(sfb, n, k, recipe, is_sfa=False, name="b[1]")
+    sfa_ready = transform_sf_into_required_layout(sfa, m, k, recipe, is_sfa=True, name="a[1]") is sfa
+    sfb_ready = transform_sf_into_required_layout(sfb, n, k, recipe, is_sfa=False, name="b[1]") is sfb
     if m == 0:
-        return
-    if k == 0:
-        d.copy_(c if c is not None else torch.zeros_like(d))
-        return
+        return _Plan(None, recipe, "none", None, device)
     desc = GemmDesc(
         "fp8_1d2d" if recipe == RECIPE_1D2D else "fp8_1d1d", m, n, k, a_k_major, b_k_major,
         d.dtype == torch.float32, c is not None, sfa.dtype == torch.int32,
     )
-    backend, config = choose_backend(desc, device)
-    if backend == "sm90":
-        run_sm90("fp8_gemm", desc, config, a_fp8, sfa, b_fp8, sfb, d, c)
-    else:
-        launch_fp8_gemm(a_fp8, sfa, b_fp8, sfb, d, c, recipe == RECIPE_1D2D, config)
-    debug_sync(device)
+    backend, config = choose_backend(desc, device) if k > 0 else ("none", None)
+    return _Plan(desc, recipe, backend, config, device, sfa_ready, sfb_ready)
 
 
 def _t(pair: tuple[torch.Tensor, torch.Tensor], name: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -168,6 +225,28 @@ def bf16_gemm_nt(
     row-major; c: optional bf16/fp32 ``[M, N]`` (may be ``d``). Any M >= 0, N >= 1, K >= 0.
     """
     del compiled_dims
+    try:
+        key = (_key(a), _key(b), _key(d), _key(c), env.BACKEND.get())
+        plan = _BF16_PLANS.get(key)
+    except (TypeError, AttributeError):
+        key, plan = None, None
+    if plan is None:
+        plan = _plan_bf16(a, b, d, c)
+        if key is not None:
+            _remember(_BF16_PLANS, key, plan)
+    if plan.desc is None:
+        return
+    if plan.desc.k == 0:
+        d.copy_(c if c is not None else torch.zeros_like(d))
+    elif plan.backend == "sm90":
+        run_sm90("bf16_gemm", plan.desc, plan.config, a, b, d, c)
+    else:
+        launch_bf16_gemm(a, b, d, c, plan.config)
+    debug_sync(plan.device)
+
+
+def _plan_bf16(a, b, d, c) -> _Plan:
+    """Validate every argument of :func:`bf16_gemm_nt` and resolve backend and config."""
     check_tensor("a", a)
     check_tensor("b", b)
     check_dtype("a", a, (torch.bfloat16,))
@@ -184,17 +263,10 @@ def bf16_gemm_nt(
     a_k_major = check_row_or_col_major("a", a)
     b_k_major = check_row_or_col_major("b", b)
     if m == 0:
-        return
-    if k == 0:
-        d.copy_(c if c is not None else torch.zeros_like(d))
-        return
+        return _Plan(None, RECIPE_1D2D, "none", None, device)
     desc = GemmDesc("bf16", m, n, k, a_k_major, b_k_major, d.dtype == torch.float32, c is not None)
-    backend, config = choose_backend(desc, device)
-    if backend == "sm90":
-        run_sm90("bf16_gemm", desc, config, a, b, d, c)
-    else:
-        launch_bf16_gemm(a, b, d, c, config)
-    debug_sync(device)
+    backend, config = choose_backend(desc, device) if k > 0 else ("none", None)
+    return _Plan(desc, RECIPE_1D2D, backend, config, device)
 
 
 def bf16_gemm_nn(a, b, d, c=None, compiled_dims="nk") -> None:

@@ -17,6 +17,18 @@ from .api.gemm import (  # noqa: E402
     fp8_gemm_tn,
     fp8_gemm_tt,
 )
+from .api.grouped import (
+    fp8_m_grouped_gemm_nt_masked,
+    k_grouped_bf16_gemm_tn_contiguous,
+    k_grouped_fp8_gemm_nt_contiguous,
+    k_grouped_fp8_gemm_tn_contiguous,
+    m_grouped_bf16_gemm_nn_contiguous,
+    m_grouped_bf16_gemm_nt_contiguous,
+    m_grouped_bf16_gemm_nt_masked,
+    m_grouped_fp8_gemm_nn_contiguous,
+    m_grouped_fp8_gemm_nt_contiguous,
+    m_grouped_fp8_gemm_nt_masked,
+)
 from .layout import (
     get_mk_alignment_for_contiguous_layout,
     get_mn_major_tma_aligned_packed_ue8m0_tensor,
@@ -41,6 +53,10 @@ __version__ = "0.1.0"
 __all__ = [
     "fp8_gemm_nt", "fp8_gemm_nn", "fp8_gemm_tn", "fp8_gemm_tt",
     "bf16_gemm_nt", "bf16_gemm_nn", "bf16_gemm_tn", "bf16_gemm_tt",
+    "m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nn_contiguous", "m_grouped_fp8_gemm_nt_masked",
+    "fp8_m_grouped_gemm_nt_masked", "k_grouped_fp8_gemm_nt_contiguous", "k_grouped_fp8_gemm_tn_contiguous",
+    "m_grouped_bf16_gemm_nt_contiguous", "m_grouped_bf16_gemm_nn_contiguous", "m_grouped_bf16_gemm_nt_masked",
+    "k_grouped_bf16_gemm_tn_contiguous",
     "get_tma_aligned_size", "get_mn_major_tma_aligned_tensor", "get_mn_major_tma_aligned_packed_ue8m0_tensor",
     "transform_sf_into_required_layout", "get_mk_alignment_for_contiguous_layout", "set_num_sms", "get_num_sms",
     "per_token_cast_to_fp8", "per_channel_cast_to_fp8", "per_block_cast_to_fp8", "ceil_to_ue8m0",

@@ -1,16 +1,9 @@
 """Config heuristic for the sm90 Gluon FP8 GEMM: a frozen :class:`GemmDesc` + :class:`DeviceFacts` in,
 a frozen :class:`Sm90Config` out. Pure functions, no device access, unit-tested on the CPU.
 
-The model ranks every legal candidate (BLOCK_M, BLOCK_N, SPLIT_K) by an estimated time:
-
-- a *unit* is one (tile, K split); units are spread over ``num_sms`` persistent CTAs, so time is
-  ``waves x time per unit`` with ``waves = ceil(units / num_sms)`` (the wave-quantization that
-  DeepGEMM fights with odd BLOCK_N);
-- a unit costs the larger of its tensor-core time and its memory time; memory time counts the A
-  tile (re-read from L2 by every N tile) and the B tile (streamed from HBM, shared by the active CTAs);
-- split-K adds a fixed-order reduction pass over ``SPLIT_K x M x N`` FP32 partials plus a launch.
-
-Constants are H200 measurements or datasheet leads, named below with their source.
+Rules come from the v2 config sweep on the H200 (benchmarks/NOTES.md, benchmarks/results/
+sm90_v2_sweep.json); each rule's docstring names the measurement behind it. Stages always fill the
+shared memory left beside the epilogue tile.
 """
 
 from __future__ import annotations
@@ -22,21 +15,8 @@ from ..kernels.sm90 import layouts
 from .device import DeviceFacts
 from .heuristics import GemmDesc
 
-# Dense FP8 tensor-core rate actually reached by a 2-warpgroup WGMMA loop (DeepGEMM's best shapes
-# reach ~1490 TFLOPS on the H200 anchors; datasheet 1979).
-FP8_TFLOPS = 1500.0
-# HBM copy rate on the H200 (anchors README: "4.25 TB/s"); L2 -> SM fill rate, a lead (~2.5x HBM).
-HBM_TBPS = 4.0
-L2_TBPS = 9.0
-# One extra kernel launch on the stream plus the reduction's own latency (us), a lead.
-SPLITK_FIXED_US = 2.5
-# Fixed per-unit overhead: pipeline fill (first TMA round trip ~1 us) and epilogue.
-UNIT_FIXED_US = 0.6
-
-BLOCK_NS = (16, 32, 64, 128)
-BLOCK_MS = (64, 128)
+# Deeper rings than this never measured faster (one 64x128 stage is 24 KiB: 8 fit anyway).
 MAX_STAGES = 16
-SPLITS = (1, 2, 3, 4, 6, 7, 8, 12, 14, 16)
 
 
 @dataclass(frozen=True)
@@ -57,62 +37,45 @@ class Sm90Config:
         return 4
 
 
-def _units(desc: GemmDesc, bm: int, bn: int, split: int) -> int:
-    return math.ceil(desc.m / bm) * math.ceil(desc.n / bn) * split
+def _split_for(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int) -> int:
+    """Largest K split (1, 2, 4, 8) that keeps the work units within one wave and >= 12 K blocks each.
 
-
-def estimate_us(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int) -> float:
-    """Modelled kernel time in microseconds (see module docstring)."""
-    sms = facts.num_sms
-    units = _units(desc, bm, bn, split)
-    waves = math.ceil(units / sms)
-    active = min(units, sms)
-    k_per_unit = desc.k / split
-    flops = 2.0 * bm * bn * k_per_unit
-    # Small tiles run the tensor cores below peak (m64 with narrow N issues short instructions).
-    eff = min(1.0, bn / 128) ** 0.5 * (1.0 if bm >= 128 else 0.85)
-    compute_us = flops / (FP8_TFLOPS * 1e6 / sms * eff)
-    # Operand tiles come through L2 (A re-read by every N tile, B by every M tile); every unique
-    # byte crosses HBM once, which bounds the whole kernel from below.
-    tile_bytes = (min(bm, desc.m) + min(bn, desc.n)) * k_per_unit
-    mem_us = tile_bytes / (L2_TBPS * 1e6 / active)
-    unique_bytes = (desc.m + desc.n) * desc.k + desc.m * desc.n * (4 if desc.out_fp32 else 2)
-    t = max(waves * (max(compute_us, mem_us) + UNIT_FIXED_US), unique_bytes / (HBM_TBPS * 1e6) + UNIT_FIXED_US)
-    if split > 1:
-        out_bytes = 4.0 * desc.m * desc.n * (split + 1)
-        t += SPLITK_FIXED_US + out_bytes / (HBM_TBPS * 1e6)
-    return t
-
-
-def _legal(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int) -> bool:
+    Measured on the H200 (benchmarks/NOTES.md, v2): at M <= 256 the N tiles alone leave SMs idle
+    (e.g. 17 tiles for N=2112); splitting K fills them (64x2112x7168: 30.1 us -> 17.9 us with 4
+    splits), but splits with fewer than ~12 K blocks lose to the reduction pass (64x7168x2048:
+    s1 14.7 us, s2 16.3 us).
+    """
+    if desc.m > 256:
+        return 1
     num_kb = desc.k // layouts.BLOCK_K
-    if num_kb % split:
-        return False
-    if split > 1 and (desc.m > 256 or num_kb // split < 2):
-        return False
-    out_fp32 = desc.out_fp32 or split > 1
-    if layouts.max_stages(bm, bn, out_fp32, facts.smem_per_block) < 3:
-        return False
-    if bm == 128 and desc.m <= 64:
-        return False
-    return True
+    tiles = math.ceil(desc.m / bm) * math.ceil(desc.n / bn)
+    best = 1
+    for split in (2, 4, 8):
+        if num_kb % split == 0 and num_kb // split >= 12 and tiles * split <= facts.num_sms:
+            best = split
+    return best
 
 
 def get_sm90_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Config:
-    """The fastest candidate under :func:`estimate_us` (ties: bigger tiles, fewer splits)."""
-    best = None
-    for bm in BLOCK_MS:
-        for bn in BLOCK_NS:
-            for split in SPLITS:
-                if not _legal(desc, facts, bm, bn, split):
-                    continue
-                t = estimate_us(desc, facts, bm, bn, split)
-                key = (round(t, 3), -bm * bn, split)
-                if best is None or key < best[0]:
-                    best = (key, bm, bn, split)
-    assert best is not None, desc
-    _, bm, bn, split = best
-    return make_config(desc, facts, bm, bn, split)
+    """Tiles by measured rules (v2 sweep on the H200, benchmarks/NOTES.md).
+
+    - BLOCK_N 128 won every DeepSeek-V3 shape (64 was 5-75 % slower at M=4096, within 2 % at M=64);
+      narrower N only when N itself is narrow.
+    - BLOCK_M 64 (one math warpgroup) for M <= 64, else 128 (two warpgroups that overlap each
+      other's promotion with their WGMMA).
+    - Split-K for M <= 256 by :func:`_split_for`.
+    - PIPE_MMA (two partials in flight per warpgroup) for M <= 256; at M=4096 the plain schedule
+      wins by 8-25 % (the second warpgroup already hides the promotion, and the extra registers cost).
+    """
+    bm = 64 if desc.m <= 64 else 128
+    bn = 128
+    while bn > 32 and bn // 2 >= desc.n:
+        bn //= 2
+    split = _split_for(desc, facts, bm, bn)
+    cfg = make_config(desc, facts, bm, bn, split)
+    if desc.m > 256 and cfg.pipe_mma:
+        cfg = Sm90Config(cfg.block_m, cfg.block_n, cfg.stages, cfg.split_k, cfg.group_m, cfg.num_sms, False)
+    return cfg
 
 
 def make_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int = 1) -> Sm90Config:

@@ -168,6 +168,12 @@ def _promote(acc, part, sa, sb0, sb1, second_col,
 
 
 @gluon.jit
+def _a_rows(a_bufs, s, WG: gl.constexpr):
+    """This warpgroup's 64 rows of the A tile in ring slot ``s``."""
+    return a_bufs.index(s).slice(WG * 64, 64, dim=0)
+
+
+@gluon.jit
 def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                     sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
                     N: gl.constexpr, K: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
@@ -211,14 +217,14 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
             # Prologue: the first K block's WGMMA in flight.
             s = it % STAGES
             mbarrier.wait(full_bars.index(s), (it // STAGES) & 1)
-            prev = warpgroup_mma(a_bufs.index(s).slice(WG * WG_M, WG_M, dim=0), b_bufs.index(s).permute((1, 0)), zero,
+            prev = warpgroup_mma(_a_rows(a_bufs, s, WG), b_bufs.index(s).permute((1, 0)), zero,
                                  use_acc=False, is_async=True)
             prev_s = s
             it += 1
             for kk in range(1, kb_per_split):
                 s = it % STAGES
                 mbarrier.wait(full_bars.index(s), (it // STAGES) & 1)
-                cur = warpgroup_mma(a_bufs.index(s).slice(WG * WG_M, WG_M, dim=0), b_bufs.index(s).permute((1, 0)), zero,
+                cur = warpgroup_mma(_a_rows(a_bufs, s, WG), b_bufs.index(s).permute((1, 0)), zero,
                                     use_acc=False, is_async=True)
                 # Next block's scales load while both WGMMAs run.
                 nsa, nsb0, nsb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col,
@@ -240,7 +246,7 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
             for kk in range(kb_per_split):
                 s = it % STAGES
                 mbarrier.wait(full_bars.index(s), (it // STAGES) & 1)
-                part = warpgroup_mma(a_bufs.index(s).slice(WG * WG_M, WG_M, dim=0), b_bufs.index(s).permute((1, 0)), zero,
+                part = warpgroup_mma(_a_rows(a_bufs, s, WG), b_bufs.index(s).permute((1, 0)), zero,
                                      use_acc=False, is_async=True)
                 # Next block's scales load while the WGMMA runs (the last iteration reloads its own).
                 nkb = gl.minimum(kb0 + kk + 1, kb0 + kb_per_split - 1)

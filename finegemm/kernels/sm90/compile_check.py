@@ -1,0 +1,74 @@
+"""Compile the sm90 kernel for ``GPUTarget("cuda", 90, 32)`` without a GPU (CI checks of PTX/SASS).
+
+``compile_variant(desc, config)`` builds exactly the specialization :mod:`.dispatch` launches
+(same constexprs, same descriptor block shapes and layouts) through ``GluonASTSource``;
+``resource_usage`` reads registers / stack / local memory from the cubin with Triton's cuobjdump.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon._runtime import GluonASTSource
+
+from ...jit.heuristics import GemmDesc
+from ...jit.heuristics_sm90 import Sm90Config
+from . import gemm_1d2d, layouts
+
+TARGET = GPUTarget("cuda", 90, 32)
+
+
+def _desc_sig(dtype: str, block: list[int], gl_dtype) -> str:
+    layout = gl.NVMMASharedLayout.get_default_for(block, gl_dtype)
+    return f"tensordesc<{dtype}[{', '.join(map(str, block))}],{layout!r}>"
+
+
+def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32"):
+    """The compiled kernel (``triton.compiler.CompiledKernel``) for ``desc`` under ``config``."""
+    bm, bn, split = config.block_m, config.block_n, config.split_k
+    d_fp32 = desc.out_fp32 or split > 1
+    sf = "*i32" if desc.sf_packed else "*fp32"
+    sig = {
+        "a_desc": _desc_sig("fp8e4nv", [bm, 128], gl.float8e4nv),
+        "b_desc": _desc_sig("fp8e4nv", [bn, 128], gl.float8e4nv),
+        "d_desc": _desc_sig("fp32", [64, bn], gl.float32) if d_fp32 else _desc_sig("bf16", [64, bn], gl.bfloat16),
+        "sfa_ptr": sf, "sfb_ptr": sf, "c_ptr": f"*{c_dtype}",
+        "M": "i32", "stride_sfa_k": "i32", "stride_sfb": "i32", "stride_cm": "i32",
+    }
+    constexprs = dict(
+        N=desc.n, K=desc.k, BLOCK_M=bm, BLOCK_N=bn, STAGES=config.stages, GROUP_M=config.group_m, SPLIT_K=split,
+        SF_PACKED=desc.sf_packed, SFB_PER_CHANNEL=desc.kind == "fp8_1d1d", HAS_C=desc.with_c,
+        PIPE_MMA=config.pipe_mma, PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS,
+    )
+    for name in constexprs:
+        sig[name] = "constexpr"
+    src = GluonASTSource(gemm_1d2d.fp8_gemm_kernel, sig, constexprs)
+    return triton.compile(src, target=TARGET, options={"num_warps": config.num_warps})
+
+
+def resource_usage(kernel) -> dict[str, int]:
+    """{'REG', 'STACK', 'SHARED', 'LOCAL'} of the cubin, from ``cuobjdump --dump-resource-usage``."""
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+        f.write(kernel.asm["cubin"])
+        path = f.name
+    try:
+        out = subprocess.run([tool, "--dump-resource-usage", path], capture_output=True, text=True, check=True).stdout
+    finally:
+        os.unlink(path)
+    return {k: int(v) for k, v in re.findall(r"(REG|STACK|SHARED|LOCAL):(\d+)", out)}
+
+
+PTX_MUST_CONTAIN = {
+    "wgmma e4m3": r"wgmma\.mma_async\.sync\.aligned\.m64n\d+k32\.f32\.e4m3\.e4m3",
+    "TMA load": r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global",
+    "TMA store": r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta",
+    "mbarrier": r"mbarrier\.try_wait",
+    "setmaxnreg": r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32",
+}

@@ -76,23 +76,13 @@ class DemoRow:
         return f"{flops / self.us / 1e6:8.1f}" if self.us else "       -"
 
 
-def _time_us(fn, device: torch.device, iters: int = 20) -> float | None:
-    """Median µs of ``fn`` with CUDA events and an L2 flush before each call (None on CPU)."""
+def _time_us(fn, device: torch.device) -> float | None:
+    """Median µs of ``fn`` (CUDA events, L2 flushed before each call); None on a CPU."""
     if device.type != "cuda":
         return None
-    flush = torch.empty(256 * 1024 * 1024, dtype=torch.int32, device=device)
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(iters):
-        flush.zero_()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)
-    return sorted(times)[len(times) // 2]
+    from .bench.timer import L2Flush, time_cuda
+
+    return time_cuda(fn, L2Flush(device), warmup=3, repeats=20).median_us
 
 
 def _run_case(m: int, n: int, k: int, device: torch.device, kind: str, timed: bool) -> DemoRow:

@@ -20,6 +20,13 @@ def check_tensor(name: str, t: object) -> torch.Tensor:
     return t
 
 
+def unpack_pair(name: str, pair: object) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(fp8 tensor, scale tensor)`` from an argument that must be such a pair."""
+    if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+        raise TypeError(f"{name} must be a pair (fp8 tensor, scale tensor); got {type(pair).__name__}")
+    return check_tensor(f"{name}[0]", pair[0]), check_tensor(f"{name}[1]", pair[1])
+
+
 def check_dtype(name: str, t: torch.Tensor, allowed: Iterable[torch.dtype]) -> None:
     allowed = tuple(allowed)
     if t.dtype not in allowed:

@@ -27,6 +27,7 @@ from .checks import (
     check_row_or_col_major,
     check_same_device,
     check_tensor,
+    unpack_pair,
 )
 from .dispatch import choose_backend, debug_sync, run_sm90
 
@@ -38,12 +39,6 @@ OUT_DTYPES = (torch.bfloat16, torch.float32)
 
 def _ceil_div(a: int, b: int) -> int:
     return (a + b - 1) // b
-
-
-def _unpack_pair(name: str, pair: object) -> tuple[torch.Tensor, torch.Tensor]:
-    if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-        raise TypeError(f"{name} must be a pair (fp8 tensor, scale tensor); got {type(pair).__name__}")
-    return check_tensor(f"{name}[0]", pair[0]), check_tensor(f"{name}[1]", pair[1])
 
 
 def _infer_recipe(recipe: Recipe | None, sfb: torch.Tensor, n: int) -> Recipe:
@@ -160,8 +155,8 @@ def _remember(cache: dict, key: tuple, plan: _Plan) -> None:
 
 def _plan_fp8(a, b, d, c, recipe) -> _Plan:
     """Validate every argument of :func:`fp8_gemm_nt` and resolve backend and config."""
-    a_fp8, sfa = _unpack_pair("a", a)
-    b_fp8, sfb = _unpack_pair("b", b)
+    a_fp8, sfa = unpack_pair("a", a)
+    b_fp8, sfb = unpack_pair("b", b)
     check_dtype("a[0]", a_fp8, FP8_DTYPES)
     check_dtype("b[0]", b_fp8, FP8_DTYPES)
     check_dim("a[0]", a_fp8, 2, "[M, K]")
@@ -195,7 +190,7 @@ def _plan_fp8(a, b, d, c, recipe) -> _Plan:
 
 
 def _t(pair: tuple[torch.Tensor, torch.Tensor], name: str) -> tuple[torch.Tensor, torch.Tensor]:
-    x, sf = _unpack_pair(name, pair)
+    x, sf = unpack_pair(name, pair)
     if x.dim() != 2 or sf.dim() != 2:
         raise ValueError(f"{name} must hold 2-D tensors; got shapes {tuple(x.shape)} and {tuple(sf.shape)}")
     return x.T, sf.T

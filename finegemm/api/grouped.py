@@ -56,6 +56,7 @@ from .checks import (
     check_same_device,
     check_tensor,
     describe,
+    unpack_pair,
 )
 from .dispatch import choose_backend, run_sm90
 
@@ -76,12 +77,6 @@ __all__ = [
 # ---------------------------------------------------------------------------------------------
 # Small private checks (the shared ones live in api/checks.py)
 # ---------------------------------------------------------------------------------------------
-
-def _unpack_pair(name: str, pair: object) -> Pair:
-    if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-        raise TypeError(f"{name} must be a pair (fp8 tensor, scale tensor); got {type(pair).__name__}")
-    return check_tensor(f"{name}[0]", pair[0]), check_tensor(f"{name}[1]", pair[1])
-
 
 def _check_recipe(recipe: object, allowed: Recipe, op: str) -> Recipe:
     if recipe is None:
@@ -283,8 +278,8 @@ def m_grouped_fp8_gemm_nt_contiguous(
     Any M_total >= 0, N >= 1, K >= 1. See the module doc for which content checks run where.
     """
     del compiled_dims
-    a_fp8, sfa = _unpack_pair("a", a)
-    b_fp8, sfb = _unpack_pair("b", b)
+    a_fp8, sfa = unpack_pair("a", a)
+    b_fp8, sfb = unpack_pair("b", b)
     recipe = _check_recipe(recipe, RECIPE_1D2D, "m_grouped_fp8_gemm_nt_contiguous")
     check_dtype("a[0]", a_fp8, FP8_DTYPES)
     check_dtype("b[0]", b_fp8, FP8_DTYPES)
@@ -305,7 +300,7 @@ def m_grouped_fp8_gemm_nt_contiguous(
 
 
 def _t_grouped_pair(pair: object, name: str) -> Pair:
-    x, sf = _unpack_pair(name, pair)
+    x, sf = unpack_pair(name, pair)
     if x.dim() != 3 or sf.dim() != 3:
         raise ValueError(f"{name} must hold 3-D tensors ([G, K, N] and [G, SFK, SFN]); "
                          f"got shapes {tuple(x.shape)} and {tuple(sf.shape)}")
@@ -433,8 +428,8 @@ def m_grouped_fp8_gemm_nt_masked(
     captured in a CUDA graph once the kernel is compiled (call it once before capturing).
     """
     del compiled_dims
-    a_fp8, sfa = _unpack_pair("a", a)
-    b_fp8, sfb = _unpack_pair("b", b)
+    a_fp8, sfa = unpack_pair("a", a)
+    b_fp8, sfb = unpack_pair("b", b)
     recipe = _check_recipe(recipe, RECIPE_1D2D, "m_grouped_fp8_gemm_nt_masked")
     check_dtype("a[0]", a_fp8, FP8_DTYPES)
     check_dtype("b[0]", b_fp8, FP8_DTYPES)
@@ -554,8 +549,8 @@ def k_grouped_fp8_gemm_tn_contiguous(
         recipe: ``(1, 1, 128)`` only. compiled_dims: accepted for DeepGEMM compatibility.
     """
     del compiled_dims
-    a_fp8, sfa = _unpack_pair("a", a)
-    b_fp8, sfb = _unpack_pair("b", b)
+    a_fp8, sfa = unpack_pair("a", a)
+    b_fp8, sfb = unpack_pair("b", b)
     _check_recipe(recipe, RECIPE_1D1D, "k_grouped_fp8_gemm_tn_contiguous")
     check_dtype("a[0]", a_fp8, FP8_DTYPES)
     check_dtype("b[0]", b_fp8, FP8_DTYPES)
@@ -608,8 +603,8 @@ def k_grouped_fp8_gemm_nt_contiguous(
             :func:`k_grouped_fp8_gemm_tn_contiguous`.
     """
     del compiled_dims
-    a_fp8, sfa = _unpack_pair("a", a)
-    b_fp8, sfb = _unpack_pair("b", b)
+    a_fp8, sfa = unpack_pair("a", a)
+    b_fp8, sfb = unpack_pair("b", b)
     _check_recipe(recipe, RECIPE_1D1D, "k_grouped_fp8_gemm_nt_contiguous")
     check_dtype("a[0]", a_fp8, FP8_DTYPES)
     check_dtype("b[0]", b_fp8, FP8_DTYPES)

@@ -52,18 +52,21 @@ def get_mqa_logits_config(seq_len: int, seq_len_kv: int, heads: int, head_dim: i
                           hopper: bool) -> MqaLogitsConfig:
     """Pure heuristic (no device access): tile sizes for ``[S, H, D] x [S_kv, D]`` on ``facts``.
 
-    - N of the dot (``block_q * heads``) is 128 on GPUs: one WGMMA m64n128k32 chain per warpgroup on
-      sm_90, the width DeepGEMM's sm90 kernel also uses (``block_q = 128 / heads``); 64 on the
-      interpreter (fewer numpy ops per program).
-    - M (``block_kv``): 128 keys on sm_90 (two warpgroups of 64 rows with ``num_warps=8``; the
-      accumulator is 64 fp32 registers per thread), 64 elsewhere and on the interpreter.
+    - sm_90, measured on an H200 (benchmarks/results/mqa_h200_2026-12-02.json, S=2048, S_kv=8192):
+      N of the dot (``block_q * heads``) 128, M (``block_kv``) 64 keys, 4 warps, 3 stages: 329 us at
+      H=64/D=128 against 401 us for 128 keys x 8 warps (one CTA per SM at 138 registers) and 435 us
+      for 256 keys; 104 us vs 122 us at H=32/D=64. At D=32 the epilogue dominates and N=64 with
+      128 keys is best (235 us vs 255 us).
+    - Other GPUs: the same 128 x 64 tiles, 2 stages. Interpreter: N=64, M=64 (fewer numpy ops).
     - Splits of the key axis: enough programs for ~4 per SM (``4 * num_sms``), never fewer than one
       tile per split; one split on the interpreter, where a program is only overhead.
     """
     if facts.interpreter:
         block_q, block_kv, warps, stages = max(1, 64 // heads), 64, 4, 1
+    elif hopper and head_dim <= 32:
+        block_q, block_kv, warps, stages = max(1, 64 // heads), 128, 4, 3
     elif hopper:
-        block_q, block_kv, warps, stages = max(1, 128 // heads), 128, 8, 3
+        block_q, block_kv, warps, stages = max(1, 128 // heads), 64, 4, 3
     else:
         block_q, block_kv, warps, stages = max(1, 128 // heads), 64, 4, 2
     num_tiles = max(1, triton.cdiv(seq_len_kv, block_kv))

@@ -46,13 +46,15 @@ class PagedMqaLogitsConfig:
 
 def get_paged_mqa_logits_config(next_n: int, heads: int, head_dim: int, facts: DeviceFacts,
                                 hopper: bool) -> PagedMqaLogitsConfig:
-    """Pure heuristic. The op is bound by reading the cache (DeepGEMM reaches ~4 TB/s on an H200), so the
-    aim is many loads in flight: 4 CTAs per SM slot, 128-key tiles (a [128, next_n * H] fp32 accumulator,
-    64 registers a thread with 8 warps). The interpreter takes the whole 256-key item in one dot."""
+    """Pure heuristic. On sm_90 the whole 256-key item is one dot (``[256, next_n * H]`` accumulator, 8
+    warps) with 2 CTAs per SM slot: on an H200 (benchmarks/results/mqa_h200_2026-12-02.json, B=256,
+    avg context 8192, H=64) 129 us for next_n=1 and 234 us for next_n=2, against 139/282 us for
+    64-key tiles x 4 CTAs and 172/352 us for 128-key tiles x 4 CTAs. Elsewhere 64-key tiles with 4
+    CTAs a slot; the interpreter takes the whole item in one dot."""
     if facts.interpreter:
         return PagedMqaLogitsConfig(SPLIT_KV, 1, 4, 1)
     if hopper:
-        return PagedMqaLogitsConfig(128, 4, 8, 2)
+        return PagedMqaLogitsConfig(SPLIT_KV, 2, 8, 1)
     return PagedMqaLogitsConfig(64, 4, 4, 2)
 
 

@@ -7,7 +7,13 @@ from .jit.env import apply_cache_dir as _apply_cache_dir
 
 _apply_cache_dir()
 
-from .api.gemm import (  # noqa: E402
+from .api.attention import (
+    fp8_mqa_logits,
+    fp8_paged_mqa_logits,
+    get_paged_mqa_logits_metadata,
+    pack_paged_kv_cache,
+)
+from .api.gemm import (
     bf16_gemm_nn,
     bf16_gemm_nt,
     bf16_gemm_tn,
@@ -57,6 +63,7 @@ __all__ = [
     "fp8_m_grouped_gemm_nt_masked", "k_grouped_fp8_gemm_nt_contiguous", "k_grouped_fp8_gemm_tn_contiguous",
     "m_grouped_bf16_gemm_nt_contiguous", "m_grouped_bf16_gemm_nn_contiguous", "m_grouped_bf16_gemm_nt_masked",
     "k_grouped_bf16_gemm_tn_contiguous",
+    "fp8_mqa_logits", "fp8_paged_mqa_logits", "get_paged_mqa_logits_metadata", "pack_paged_kv_cache",
     "get_tma_aligned_size", "get_mn_major_tma_aligned_tensor", "get_mn_major_tma_aligned_packed_ue8m0_tensor",
     "transform_sf_into_required_layout", "get_mk_alignment_for_contiguous_layout", "set_num_sms", "get_num_sms",
     "per_token_cast_to_fp8", "per_channel_cast_to_fp8", "per_block_cast_to_fp8", "ceil_to_ue8m0",

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One device call: GPU tests and the benchmark suites, logs and JSON under $OUT.
 # Usage (on the H200): bash scripts/gpu_check.sh [pytest-args...]
+# Here first: git rev-parse --short HEAD > .commit (and carry ".commit").
 # Env: SUITES (default "dense"), SKIP_TESTS=1, SKIP_BENCH=1, BENCH_ARGS (extra harness args).
 set -uo pipefail
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
@@ -8,6 +9,9 @@ OUT="${OUT:-/tmp/finegemm-out}"
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,driver_version --format=csv > "$OUT/gpu.txt" 2>&1
 python3 -m finegemm info 2>&1 | tee "$OUT/info.txt"
+# The device's copy of the tree has no .git: the caller writes the commit to .commit and carries it.
+COMMIT_ARGS=""
+[ -f .commit ] && COMMIT_ARGS="--commit $(cat .commit)"
 status=0
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
     python3 -m pytest -m gpu -q -x --timeout=900 -p no:cacheprovider "$@" 2>&1 | tee "$OUT/pytest-gpu.log" | tail -25
@@ -16,7 +20,7 @@ fi
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
     for suite in ${SUITES:-dense}; do
         python3 -m finegemm bench --suite "$suite" --json "$OUT/bench-$suite.json" --plot "$OUT/bench-$suite.png" \
-            ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench-$suite.log" | tail -40
+            $COMMIT_ARGS ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench-$suite.log" | tail -40
         [ "${PIPESTATUS[0]}" = 0 ] || status=1
     done
 fi

@@ -60,16 +60,17 @@ def _mask_and_compact(full: torch.Tensor, st: torch.Tensor, en: torch.Tensor, ma
     return out
 
 
-def fp8_mqa_logits(
-    q: torch.Tensor,
-    kv: tuple[torch.Tensor, torch.Tensor],
-    weights: torch.Tensor,
-    cu_seq_len_k_start: torch.Tensor,
-    cu_seq_len_k_end: torch.Tensor,
-    clean_logits: bool = True,
-    max_seqlen_k: int = 0,
-    logits_dtype: torch.dtype = torch.float32,
-) -> torch.Tensor:
+def _mqa_logits(q: torch.Tensor, kv: tuple[torch.Tensor, torch.Tensor], weights: torch.Tensor,
+                start: torch.Tensor, end: torch.Tensor, max_seqlen_k: int, dtype: torch.dtype) -> torch.Tensor:
+    """Both prefill references: scores in ``dtype``, then the clamped-range mask and compact form."""
+    kv_fp8, kv_sf = kv
+    st, en = clamp_ranges(start, end, kv_fp8.shape[0], max_seqlen_k)
+    return _mask_and_compact(_scores(q, kv_fp8, kv_sf, weights, dtype), st, en, max_seqlen_k)
+
+
+def fp8_mqa_logits(q: torch.Tensor, kv: tuple[torch.Tensor, torch.Tensor], weights: torch.Tensor,
+                   cu_seq_len_k_start: torch.Tensor, cu_seq_len_k_end: torch.Tensor, clean_logits: bool = True,
+                   max_seqlen_k: int = 0, logits_dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """Float64 reference of :func:`finegemm.api.attention.fp8_mqa_logits`.
 
     q: e4m3 ``[S, H, D]``; kv: (e4m3 ``[S_kv, D]``, fp32 ``[S_kv]``); weights fp32 ``[S, H]``; ranges int
@@ -78,26 +79,16 @@ def fp8_mqa_logits(
     ``logits_dtype`` is accepted for signature parity and ignored.
     """
     del clean_logits, logits_dtype
-    kv_fp8, kv_sf = kv
-    st, en = clamp_ranges(cu_seq_len_k_start, cu_seq_len_k_end, kv_fp8.shape[0], max_seqlen_k)
-    return _mask_and_compact(_scores(q, kv_fp8, kv_sf, weights, torch.float64), st, en, max_seqlen_k)
+    return _mqa_logits(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, max_seqlen_k, torch.float64)
 
 
-def fp8_mqa_logits_simulated(
-    q: torch.Tensor,
-    kv: tuple[torch.Tensor, torch.Tensor],
-    weights: torch.Tensor,
-    cu_seq_len_k_start: torch.Tensor,
-    cu_seq_len_k_end: torch.Tensor,
-    clean_logits: bool = True,
-    max_seqlen_k: int = 0,
-    logits_dtype: torch.dtype = torch.float32,
-) -> torch.Tensor:
+def fp8_mqa_logits_simulated(q: torch.Tensor, kv: tuple[torch.Tensor, torch.Tensor], weights: torch.Tensor,
+                             cu_seq_len_k_start: torch.Tensor, cu_seq_len_k_end: torch.Tensor,
+                             clean_logits: bool = True, max_seqlen_k: int = 0,
+                             logits_dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """The kernels' arithmetic in FP32 (dot, scale, relu, weight, head sum), same masks; float32 result."""
     del clean_logits, logits_dtype
-    kv_fp8, kv_sf = kv
-    st, en = clamp_ranges(cu_seq_len_k_start, cu_seq_len_k_end, kv_fp8.shape[0], max_seqlen_k)
-    return _mask_and_compact(_scores(q, kv_fp8, kv_sf, weights, torch.float32), st, en, max_seqlen_k)
+    return _mqa_logits(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, max_seqlen_k, torch.float32)
 
 
 # --------------------------------------------------------------------------------------------- paged
@@ -131,17 +122,9 @@ def paged_row_context_lens(context_lens: torch.Tensor, next_n: int) -> torch.Ten
     return c.clamp(min=0).reshape(-1)
 
 
-def fp8_paged_mqa_logits(
-    q: torch.Tensor,
-    kv_cache: torch.Tensor,
-    weights: torch.Tensor,
-    context_lens: torch.Tensor,
-    block_table: torch.Tensor,
-    schedule_meta: torch.Tensor | None,
-    max_context_len: int,
-    clean_logits: bool = False,
-    logits_dtype: torch.dtype = torch.float32,
-) -> torch.Tensor:
+def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, context_lens: torch.Tensor,
+                         block_table: torch.Tensor, schedule_meta: torch.Tensor | None, max_context_len: int,
+                         clean_logits: bool = False, logits_dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """Float64 reference of :func:`finegemm.api.attention.fp8_paged_mqa_logits`.
 
     q e4m3 ``[B, next_n, H, D]``; kv_cache uint8 ``[num_blocks, block_kv, 1, D + 4]``; weights fp32

@@ -36,6 +36,15 @@ INT32_MAX = tl.constexpr(2**31 - 1)  # "no group ends here" for the padded lanes
 
 
 @triton.jit
+def _tile_coords(M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """This program's tile of an ``M x N`` output (grouped swizzle): first row, rows, columns, column mask."""
+    pid_m, pid_n = swizzled_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    row0 = pid_m * BLOCK_M
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    return row0, row0 + tl.arange(0, BLOCK_M), rn, rn < N
+
+
+@triton.jit
 def _m_grouped_contiguous_kernel(
     a_ptr, b_ptr, d_ptr, sfa_ptr, sfb_ptr, layout_ptr,
     M, N, K, NUM_GROUPS,
@@ -46,12 +55,8 @@ def _m_grouped_contiguous_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
 ):
     tl.static_assert(ALIGN % BLOCK_M == 0, "BLOCK_M must divide the contiguous-layout alignment")
-    pid_m, pid_n = swizzled_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
-    row0 = pid_m * BLOCK_M
-    rm = row0 + tl.arange(0, BLOCK_M)
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    row0, rm, rn, n_mask = _tile_coords(M, N, BLOCK_M, BLOCK_N, GROUP_M)
     m_mask = rm < M
-    n_mask = rn < N
 
     # Group lookup: one expert per tile (segments are ALIGN-aligned and BLOCK_M divides ALIGN).
     if USE_PSUM:
@@ -99,12 +104,8 @@ def _m_grouped_masked_kernel(
     g = tl.program_id(1)
     # Valid rows of this group, clamped so that no index leaves [0, MAX_M).
     valid_m = tl.minimum(tl.maximum(tl.load(masked_m_ptr + g), 0), MAX_M)
-    pid_m, pid_n = swizzled_tile(tl.program_id(0), MAX_M, N, BLOCK_M, BLOCK_N, GROUP_M)
-    row0 = pid_m * BLOCK_M
-    rm = row0 + tl.arange(0, BLOCK_M)
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    row0, rm, rn, n_mask = _tile_coords(MAX_M, N, BLOCK_M, BLOCK_N, GROUP_M)
     m_mask = rm < valid_m
-    n_mask = rn < N
     # Tiles at or past masked_m[g] run no K iteration and store nothing.
     k_len = tl.where(row0 < valid_m, K, 0)
 
@@ -121,21 +122,21 @@ def _m_grouped_masked_kernel(
     tl.store(d_ptrs, acc.to(d_ptr.dtype.element_ty), mask=m_mask[:, None] & n_mask[None, :])
 
 
-def _scale_strides(sf: torch.Tensor | None, dims: int) -> tuple[int, ...]:
-    return tuple(sf.stride()) if sf is not None else (0,) * dims
+def _scale_args(a: torch.Tensor, d: torch.Tensor, sfa: torch.Tensor | None, sfb: torch.Tensor | None,
+                sfa_dims: int) -> tuple[tuple, tuple, dict]:
+    """What both m-grouped kernels take for the scales: (sfa, sfb) pointers, their strides, the dtype
+    constexprs. BF16 (``sfa=None``) passes ``d`` as a never-read stand-in pointer and zero strides."""
+    is_fp8 = sfa is not None
+    ptrs = (sfa, sfb) if is_fp8 else (d, d)
+    strides = (*sfa.stride(), *sfb.stride()) if is_fp8 else (0,) * (sfa_dims + 3)
+    flags = dict(IS_FP8=is_fp8, SF_PACKED=is_fp8 and sfa.dtype == torch.int32,
+                 UPCAST=not is_fp8 and a.device.type == "cpu")
+    return ptrs, strides, flags
 
 
-def launch_m_grouped_contiguous(
-    a: torch.Tensor,
-    b: torch.Tensor,
-    d: torch.Tensor,
-    grouped_layout: torch.Tensor,
-    sfa: torch.Tensor | None,
-    sfb: torch.Tensor | None,
-    use_psum_layout: bool,
-    alignment: int,
-    config: PortableConfig,
-) -> None:
+def launch_m_grouped_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, grouped_layout: torch.Tensor,
+                                sfa: torch.Tensor | None, sfb: torch.Tensor | None, use_psum_layout: bool,
+                                alignment: int, config: PortableConfig) -> None:
     """Launch on validated tensors.
 
     a: ``[M, K]`` (e4m3/e5m2 with ``sfa``, or bf16 with ``sfa=None``), any strides; b: ``[G, N, K]``
@@ -148,32 +149,20 @@ def launch_m_grouped_contiguous(
     num_groups, n, _ = b.shape
     if alignment % config.block_m:
         raise ValueError(f"internal: BLOCK_M={config.block_m} does not divide the contiguous alignment {alignment}")
-    is_fp8 = sfa is not None
-    sfa_arg = sfa if is_fp8 else d
-    sfb_arg = sfb if is_fp8 else d
+    sf_ptrs, sf_strides, flags = _scale_args(a, d, sfa, sfb, 2)
     grid = (triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n),)
     _m_grouped_contiguous_kernel[grid](
-        a, b, d, sfa_arg, sfb_arg, grouped_layout,
+        a, b, d, *sf_ptrs, grouped_layout,
         m, n, k, num_groups,
-        a.stride(0), a.stride(1), b.stride(0), b.stride(1), b.stride(2), d.stride(0), d.stride(1),
-        *_scale_strides(sfa, 2), *_scale_strides(sfb, 3),
-        USE_PSUM=use_psum_layout, IS_FP8=is_fp8, SF_PACKED=is_fp8 and sfa.dtype == torch.int32,
-        UPCAST=not is_fp8 and a.device.type == "cpu",
-        ALIGN=alignment, BLOCK_G=triton.next_power_of_2(max(num_groups, 1)),
+        a.stride(0), a.stride(1), b.stride(0), b.stride(1), b.stride(2), d.stride(0), d.stride(1), *sf_strides,
+        USE_PSUM=use_psum_layout, **flags, ALIGN=alignment, BLOCK_G=triton.next_power_of_2(max(num_groups, 1)),
         BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, GROUP_M=config.group_m,
         num_warps=config.num_warps, num_stages=config.num_stages,
     )
 
 
-def launch_m_grouped_masked(
-    a: torch.Tensor,
-    b: torch.Tensor,
-    d: torch.Tensor,
-    masked_m: torch.Tensor,
-    sfa: torch.Tensor | None,
-    sfb: torch.Tensor | None,
-    config: PortableConfig,
-) -> None:
+def launch_m_grouped_masked(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, masked_m: torch.Tensor,
+                            sfa: torch.Tensor | None, sfb: torch.Tensor | None, config: PortableConfig) -> None:
     """Launch on validated tensors.
 
     a: ``[G, MAX_M, K]`` (FP8 with ``sfa`` or bf16 with ``sfa=None``), any strides; b: ``[G, N, K]``;
@@ -182,18 +171,13 @@ def launch_m_grouped_masked(
     """
     num_groups, max_m, k = a.shape
     n = b.shape[1]
-    is_fp8 = sfa is not None
-    sfa_arg = sfa if is_fp8 else d
-    sfb_arg = sfb if is_fp8 else d
+    sf_ptrs, sf_strides, flags = _scale_args(a, d, sfa, sfb, 3)
     grid = (triton.cdiv(max_m, config.block_m) * triton.cdiv(n, config.block_n), num_groups)
     _m_grouped_masked_kernel[grid](
-        a, b, d, sfa_arg, sfb_arg, masked_m,
+        a, b, d, *sf_ptrs, masked_m,
         max_m, n, k,
         a.stride(0), a.stride(1), a.stride(2), b.stride(0), b.stride(1), b.stride(2),
-        d.stride(0), d.stride(1), d.stride(2),
-        *_scale_strides(sfa, 3), *_scale_strides(sfb, 3),
-        IS_FP8=is_fp8, SF_PACKED=is_fp8 and sfa.dtype == torch.int32,
-        UPCAST=not is_fp8 and a.device.type == "cpu",
+        d.stride(0), d.stride(1), d.stride(2), *sf_strides, **flags,
         BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, GROUP_M=config.group_m,
         num_warps=config.num_warps, num_stages=config.num_stages,
     )

@@ -164,17 +164,9 @@ def _paged_clean_kernel(
         tl.store(out_ptr + row.to(tl.int64) * stride_out + cols, neg, mask=(cols >= c) & (cols < max_context_len))
 
 
-def launch_paged_mqa_logits(
-    q: torch.Tensor,
-    kv_cache: torch.Tensor,
-    weights: torch.Tensor,
-    context_lens: torch.Tensor,
-    block_table: torch.Tensor,
-    schedule_meta: torch.Tensor,
-    out: torch.Tensor,
-    clean_logits: bool,
-    config: PagedMqaLogitsConfig,
-) -> None:
+def launch_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, context_lens: torch.Tensor,
+                            block_table: torch.Tensor, schedule_meta: torch.Tensor, out: torch.Tensor,
+                            clean_logits: bool, config: PagedMqaLogitsConfig) -> None:
     """Launch on validated tensors (values unchecked: the kernel clamps them).
 
     q: e4m3 ``[B, next_n, H, D]``, ``stride(3) == 1``; kv_cache: uint8 ``[num_blocks, block_kv, 1, D + 4]``

@@ -66,3 +66,21 @@ def test_compiles_with_required_instructions(desc, cfg, c_dtype):
     # the producer gives registers back, the math warpgroups take them
     assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+40", ptx)
     assert re.search(r"setmaxnreg\.inc\.sync\.aligned\.u32\s+2(32|40|48|56)", ptx)
+
+
+def test_compiles_after_an_interpreted_kernel_ran():
+    """Triton 3.6's interpreter leaves ``triton.language`` patched after nested ``@jit`` calls; a real
+    compile in the same process must still work (it failed on CI before ``restore_language``)."""
+    import torch
+
+    import finegemm
+    from finegemm.jit.interpret import interpreting
+
+    if interpreting():
+        a = finegemm.per_token_cast_to_fp8(torch.randn(5, 256))
+        b = finegemm.per_block_cast_to_fp8(torch.randn(64, 256))
+        d = torch.empty(5, 64, dtype=torch.bfloat16)
+        finegemm.fp8_gemm_nt(a, b, d)  # interpreted, on the CPU
+    desc = GemmDesc("fp8_1d2d", 64, 2112, 128)
+    kernel = compile_variant(desc, get_sm90_config(desc, H200), "bf16")
+    assert "wgmma.mma_async" in kernel.asm["ptx"]

@@ -14,7 +14,6 @@ from typing import Any
 
 import torch
 
-from ..jit import env
 from ..jit.heuristics import GemmDesc
 from ..kernels.portable.gemm_bf16 import launch_bf16_gemm
 from ..kernels.portable.gemm_fp8 import launch_fp8_gemm
@@ -30,6 +29,9 @@ from .checks import (
     unpack_pair,
 )
 from .dispatch import choose_backend, debug_sync, run_sm90
+from .plan_cache import dispatch_state, new_cache
+from .plan_cache import remember as _remember
+from .plan_cache import tensor_key as _key
 
 Recipe = tuple[int, int, int]
 RECIPE_1D2D: Recipe = (1, 128, 128)
@@ -91,14 +93,15 @@ def fp8_gemm_nt(
             backend here and never cast to UE8M0.
 
     Sizes: any M >= 0 (M = 0 returns at once), any N >= 1, any K >= 1 (partial last 128-blocks of K
-    and N are fine); the sm90 fast path takes K-major operands with K % 128 == 0 and N % 8 == 0 and
+    and N are fine); the sm90 fast path takes K-major operands with K % 128 == 0 and rows of ``d``
+    16-byte aligned for its TMA store (N % 8 == 0 for bf16 ``d``, N % 4 == 0 for fp32 ``d``) and
     falls back to the portable kernels otherwise.
     """
     del compiled_dims, disable_ue8m0_cast
     try:
         a_fp8, sfa = a
         b_fp8, sfb = b
-        key = (_key(a_fp8), _key(sfa), _key(b_fp8), _key(sfb), _key(d), _key(c), recipe, env.BACKEND.get())
+        key = (_key(a_fp8), _key(sfa), _key(b_fp8), _key(sfb), _key(d), _key(c), recipe, dispatch_state())
         plan = _FP8_PLANS.get(key)
     except (TypeError, ValueError, AttributeError):
         key, plan = None, None
@@ -137,20 +140,9 @@ class _Plan:
 
 
 # Validation and dispatch cost tens of microseconds of Python; decode-sized GEMMs take about as much on
-# the GPU, so each distinct call signature is validated once and its plan replayed (bounded cache).
-_FP8_PLANS: dict[tuple, _Plan] = {}
-_BF16_PLANS: dict[tuple, _Plan] = {}
-_MAX_PLANS = 4096
-
-
-def _key(t: torch.Tensor | None) -> tuple | None:
-    return None if t is None else (t.shape, t.stride(), t.dtype, t.device)
-
-
-def _remember(cache: dict, key: tuple, plan: _Plan) -> None:
-    if len(cache) >= _MAX_PLANS:
-        cache.clear()
-    cache[key] = plan
+# the GPU, so each distinct call signature is validated once and its plan replayed (see plan_cache).
+_FP8_PLANS: dict[tuple, _Plan] = new_cache()
+_BF16_PLANS: dict[tuple, _Plan] = new_cache()
 
 
 def _plan_fp8(a, b, d, c, recipe) -> _Plan:
@@ -221,7 +213,7 @@ def bf16_gemm_nt(
     """
     del compiled_dims
     try:
-        key = (_key(a), _key(b), _key(d), _key(c), env.BACKEND.get())
+        key = (_key(a), _key(b), _key(d), _key(c), dispatch_state())
         plan = _BF16_PLANS.get(key)
     except (TypeError, AttributeError):
         key, plan = None, None

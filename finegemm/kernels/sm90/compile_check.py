@@ -19,6 +19,7 @@ from triton.experimental.gluon._runtime import GluonASTSource
 
 from ...jit.heuristics import GemmDesc
 from ...jit.heuristics_sm90 import Sm90Config
+from ...jit.interpret import restore_language
 from . import gemm_1d2d, layouts
 
 TARGET = GPUTarget("cuda", 90, 32)
@@ -49,6 +50,7 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32"):
     for name in constexprs:
         sig[name] = "constexpr"
     src = GluonASTSource(gemm_1d2d.fp8_gemm_kernel, sig, constexprs)
+    restore_language()  # interpreted CPU tests earlier in this process may have left tl patched
     return triton.compile(src, target=TARGET, options={"num_warps": config.num_warps})
 
 

@@ -112,6 +112,27 @@ def test_smoke_dense_json_plot(tmp_path, capsys):
         pass
 
 
+def test_markdown_table_carries_the_json_numbers():
+    """The README's result table is rendered from a bench JSON: every case gets a row with its numbers."""
+    from finegemm.bench import markdown
+
+    ok = {"status": "ok", "finegemm": True, "us": 12.34, "TFLOPS": 456.7, "speedup_vs": {"cublas-block": 1.234}}
+    peer = {"status": "ok", "finegemm": False, "us": 15.2, "TFLOPS": 370.0}
+    doc = {"cases": [
+        {"suite": "dense", "name": "64x2112x7168", "peers": {"finegemm-sm90": ok, "cublas-block": peer}},
+        {"suite": "dense", "name": "1x8x128", "peers": {"finegemm-sm90": ok, "cublas-block": {"status": "refused"}}},
+        {"suite": "bf16", "name": "other", "peers": {"finegemm-sm90": ok}},
+    ], "device": {"name": "GPU"}, "versions": {"torch": "t", "triton": "3.6.0"}, "git": {"commit": "abc1234"},
+        "date": "2026-12-02T00:00:00", "options": {"repeats": 30, "flush_bytes": 1 << 30, "graph": False}}
+    lines = markdown.table(doc, "dense").splitlines()
+    assert lines[0] == ("| case | finegemm-sm90 µs | cublas-block µs | finegemm-sm90 TFLOPS | "
+                        "finegemm-sm90 / cublas-block |")
+    assert lines[2] == "| 64x2112x7168 | 12.3 | 15.2 | 457 | 1.23x |"
+    assert lines[3].startswith("| 1x8x128 | 12.3 | refused |")
+    assert len(lines) == 4  # the bf16 case is not in the dense table
+    assert "abc1234" in markdown.caption(doc) and "L2 flushed" in markdown.caption(doc)
+
+
 def test_wrong_result_fails_the_exit_code(monkeypatch, capsys):
     real = finegemm.fp8_gemm_nt
 

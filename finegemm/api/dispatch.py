@@ -26,11 +26,24 @@ def _sm90_module() -> Any | None:
     return sm90_dispatch
 
 
+def _sm90_bf16_module() -> Any | None:
+    try:
+        from ..kernels.sm90 import dispatch_bf16
+    except ImportError:
+        return None
+    return dispatch_bf16
+
+
+def _sm90_rules(desc: GemmDesc) -> Any | None:
+    """The sm90 host module whose ``unsupported_reason``/``get_config`` own ``desc``'s kind."""
+    return _sm90_bf16_module() if desc.kind == "bf16" else _sm90_module()
+
+
 def sm90_unsupported_reason(desc: GemmDesc, facts: DeviceFacts) -> str | None:
     """Why the sm90 path cannot run ``desc`` on ``facts`` (None: it can)."""
     if not facts.is_sm90:
         return f"device {facts.name} (compute capability {facts.capability}) is not sm_90"
-    module = _sm90_module()
+    module = _sm90_rules(desc)
     if module is None:
         return "the sm90 Gluon kernels are not available with this Triton version"
     return module.unsupported_reason(desc, facts)
@@ -52,7 +65,7 @@ def _choose(desc: GemmDesc, facts: DeviceFacts, requested: str) -> tuple[str, An
     if requested in ("auto", "sm90"):
         reason = sm90_unsupported_reason(desc, facts)
         if reason is None:
-            config = _sm90_module().get_config(desc, facts)
+            config = _sm90_rules(desc).get_config(desc, facts)
             report_config(desc, "sm90", config)
             return "sm90", config
         if requested == "sm90":

@@ -89,3 +89,107 @@ def make_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int
         regs += 2 * bn // 4
     pipe = regs <= 192
     return Sm90Config(bm, bn, stages, split, 8, facts.num_sms, pipe)
+
+
+# ---------------------------------------------------------------------------------------------
+# BF16 (finegemm.kernels.sm90.gemm_bf16): separate rules, a small cost model over the tile space.
+# ---------------------------------------------------------------------------------------------
+BF16_BLOCK_K = 64  # one 128-byte swizzle row of bf16 per TMA box row; 4 x k16 WGMMAs per slice
+BF16_MAX_STAGES = 8
+# Model constants (H200, leads until measured: benchmarks/NOTES.md "BF16 sm90"): dense bf16 rate of a
+# whole chip (cuBLAS on random data), HBM bandwidth, what one SM streams at most with a deep ring, and
+# the fixed cost of the split-K reduction launch.
+BF16_CHIP_TFLOPS = 790.0
+BF16_HBM_GBPS = 4000.0
+BF16_SM_STREAM_GBPS = 110.0
+BF16_SPLITK_FIXED_US = 2.5
+# Fraction of the WGMMA peak a warpgroup reaches per tile shape (m64 nN per instruction; wider N
+# reads less shared memory per FLOP); 128-row tiles share each B slice between two warpgroups.
+_BF16_TILE_EFF = {(128, 256): 0.92, (128, 128): 0.82, (64, 256): 0.80, (128, 64): 0.62,
+                  (64, 128): 0.70, (64, 64): 0.50}
+
+
+@dataclass(frozen=True)
+class Sm90Bf16Config:
+    """One compiled variant of :func:`finegemm.kernels.sm90.gemm_bf16.bf16_gemm_kernel` and its launch."""
+
+    block_m: int
+    block_n: int
+    stages: int
+    split_k: int = 1
+    group_m: int = 8
+    num_sms: int = 132
+    block_k: int = BF16_BLOCK_K
+
+    @property
+    def num_warps(self) -> int:
+        """Warps of the default partition (math warpgroup 0); the others are worker partitions."""
+        return 4
+
+
+def bf16_stage_bytes(block_m: int, block_n: int) -> int:
+    """Shared memory of one ring stage: bf16 A (``block_m`` x 64) and B (``block_n`` x 64) slices."""
+    return (block_m + block_n) * BF16_BLOCK_K * 2
+
+
+def bf16_max_stages(block_m: int, block_n: int, d_fp32: bool, smem_per_block: int) -> int:
+    """Stages that fit beside the ``block_m x block_n`` D staging tile."""
+    budget = smem_per_block - layouts.SMEM_RESERVED - block_m * block_n * (4 if d_fp32 else 2)
+    return min(BF16_MAX_STAGES, budget // bf16_stage_bytes(block_m, block_n))
+
+
+def bf16_estimate_us(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int) -> float:
+    """Predicted kernel time of one tile config: the slowest of compute, HBM and per-SM streaming,
+    plus a tenth of the slower per-CTA term (so that, at the HBM floor, lighter CTAs win ties).
+
+    - compute: the busiest CTA's work units at the tile shape's share of the chip rate;
+    - HBM: A and B read once, D (and C) written once, plus the split-K workspace written and read;
+    - streaming: the busiest CTA's operand bytes at what one SM pulls (memory-bound small M);
+    plus the reduction launch for split-K.
+    """
+    m, n, k = desc.m, desc.n, desc.k
+    k_split = math.ceil(math.ceil(k / BF16_BLOCK_K) / split) * BF16_BLOCK_K
+    units = math.ceil(m / bm) * math.ceil(n / bn) * split
+    sms = min(units, facts.num_sms)
+    per_cta = math.ceil(units / sms)
+    sm_flops = BF16_CHIP_TFLOPS * 1e6 / facts.num_sms * _BF16_TILE_EFF[(bm, bn)]  # FLOP per us
+    t_compute = per_cta * 2 * bm * bn * k_split / sm_flops
+    out_bytes = 4 if desc.out_fp32 else 2
+    hbm = 2 * (m * k + n * k) + m * n * out_bytes * (2 if desc.with_c else 1)
+    if split > 1:
+        hbm += 2 * split * m * n * 4
+    t_hbm = hbm / (BF16_HBM_GBPS * 1e3)
+    t_stream = per_cta * 2 * (bm + bn) * k_split / (BF16_SM_STREAM_GBPS * 1e3)
+    slack = 0.1 * max(t_compute, t_stream)
+    return max(t_compute, t_hbm, t_stream) + slack + (BF16_SPLITK_FIXED_US if split > 1 else 0.0)
+
+
+def _bf16_candidates(desc: GemmDesc, facts: DeviceFacts):
+    num_kb = math.ceil(desc.k / BF16_BLOCK_K)
+    for bm in (64, 128):
+        if bm == 128 and desc.m <= 64:
+            continue
+        for bn in (64, 128, 256):
+            if bn > 64 and bn // 2 >= desc.n:
+                continue  # a narrower tile covers N
+            # FP32 D or C beside a 64x256 accumulator does not fit the 232 registers / the smem.
+            if bn == 256 and (desc.out_fp32 or desc.with_c):
+                continue
+            for split in (1, 2, 3, 4, 6, 7, 8):
+                if split > 1 and (desc.m > 512 or num_kb % split or num_kb // split < 8):
+                    continue
+                yield bm, bn, split
+
+
+def get_sm90_bf16_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Bf16Config:
+    """The candidate (BLOCK_M in 64/128, BLOCK_N in 64/128/256, split-K 1-8) with the least
+    :func:`bf16_estimate_us`; ties go to the earlier (smaller-M, no-split) candidate."""
+    best = min(_bf16_candidates(desc, facts), key=lambda c: bf16_estimate_us(desc, facts, *c))
+    return make_bf16_config(desc, facts, *best)
+
+
+def make_bf16_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int = 1) -> Sm90Bf16Config:
+    """A BF16 config for explicit tiles: stages fill the shared memory left beside the D tile."""
+    d_fp32 = desc.out_fp32 or split > 1
+    stages = bf16_max_stages(bm, bn, d_fp32, facts.smem_per_block)
+    return Sm90Bf16Config(bm, bn, stages, split, 8, facts.num_sms)

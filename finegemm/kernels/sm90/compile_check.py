@@ -74,3 +74,40 @@ PTX_MUST_CONTAIN = {
     "mbarrier": r"mbarrier\.try_wait",
     "setmaxnreg": r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32",
 }
+
+
+def compile_bf16_variant(desc: GemmDesc, config, c_dtype: str = "fp32"):
+    """The compiled :func:`.gemm_bf16.bf16_gemm_kernel` for ``desc`` under a
+    :class:`~finegemm.jit.heuristics_sm90.Sm90Bf16Config`: the specialization
+    :mod:`.dispatch_bf16` launches (descriptor blocks, layouts and constexprs built the same way)."""
+    from . import gemm_bf16
+
+    bm, bn, bk, split = config.block_m, config.block_n, config.block_k, config.split_k
+    d_fp32 = desc.out_fp32 or split > 1
+    a_block = [64, bk] if desc.a_k_major else [bk, 64]
+    b_block = [bn, bk] if desc.b_k_major else [bk, bn]
+    sig = {
+        "a_desc": _desc_sig("bf16", a_block, gl.bfloat16),
+        "b_desc": _desc_sig("bf16", b_block, gl.bfloat16),
+        "d_desc": _desc_sig("fp32", [64, bn], gl.float32) if d_fp32 else _desc_sig("bf16", [64, bn], gl.bfloat16),
+        "c_ptr": f"*{c_dtype}", "M": "i32", "N": "i32", "K": "i32", "stride_cm": "i32", "stride_cn": "i32",
+    }
+    constexprs = dict(
+        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, STAGES=config.stages, GROUP_M=config.group_m, SPLIT_K=split,
+        A_MN_MAJOR=not desc.a_k_major, B_MN_MAJOR=not desc.b_k_major, HAS_C=desc.with_c,
+        PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS,
+    )
+    for name in constexprs:
+        sig[name] = "constexpr"
+    src = GluonASTSource(gemm_bf16.bf16_gemm_kernel, sig, constexprs)
+    restore_language()  # interpreted CPU tests earlier in this process may have left tl patched
+    return triton.compile(src, target=TARGET, options={"num_warps": config.num_warps})
+
+
+BF16_PTX_MUST_CONTAIN = {
+    "wgmma bf16": r"wgmma\.mma_async\.sync\.aligned\.m64n\d+k16\.f32\.bf16\.bf16",
+    "TMA load": r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global",
+    "TMA store": r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta",
+    "mbarrier": r"mbarrier\.try_wait",
+    "setmaxnreg": r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32",
+}

@@ -122,3 +122,10 @@ def fp8_gemm(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c) -> None:
     if reduce is not None:
         rgrid, rargs, rmeta = reduce
         gemm_1d2d._splitk_reduce_kernel[rgrid](*rargs, **rmeta)
+
+
+def bf16_gemm(desc: GemmDesc, config: Any, a, b, d, c) -> None:
+    """BF16 entry point for ``api.dispatch.run_sm90``: plan cache and launch live in :mod:`.dispatch_bf16`."""
+    from . import dispatch_bf16
+
+    dispatch_bf16.bf16_gemm(desc, config, a, b, d, c)

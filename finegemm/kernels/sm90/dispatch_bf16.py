@@ -1,0 +1,151 @@
+"""Host side of the sm90 BF16 GEMM: support rule, config, TMA descriptors, launch (api/dispatch.py calls it).
+
+Tensors as the API hands them over (``api/gemm.py``'s ``bf16_gemm_nt`` after the nn/tn/tt views):
+A bf16 ``[M, K]`` and B bf16 ``[N, K]``, each either K-major (stride ``(K', 1)``) or MN-major
+(stride ``(1, M')`` / ``(1, N')``: the ``t``/``n`` layouts, read in place through a descriptor over
+the transposed view); D bf16/fp32 ``[M, N]`` row-major; C optional bf16/fp32 ``[M, N]`` any strides.
+
+Imports cleanly on a CPU-only machine. Per call the hot path is one dict lookup of the cached plan
+(descriptors, grid, constexprs) keyed by pointers, shapes and strides, then one launch (two with
+split-K). Tensors TMA cannot address (a base or row stride not a multiple of 16 bytes) run the
+portable kernel instead: the shape rule in :func:`unsupported_reason` cannot see pointers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import triton
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+from ...jit.device import DeviceFacts
+from ...jit.heuristics import GemmDesc, get_portable_config
+from ...jit.heuristics_sm90 import Sm90Bf16Config, get_sm90_bf16_config
+from . import gemm_bf16, layouts
+
+TESTED_TRITON = "3.6."
+
+_GL_DTYPES = {torch.bfloat16: gl.bfloat16, torch.float32: gl.float32}
+
+
+def unsupported_reason(desc: GemmDesc, facts: DeviceFacts) -> str | None:
+    """None when the sm90 BF16 kernel runs ``desc`` (any M, N, K >= 1 with TMA-aligned rows); else why not."""
+    if not triton.__version__.startswith(TESTED_TRITON):
+        return f"sm90 kernels are tested with Triton {TESTED_TRITON}x, found {triton.__version__}"
+    if desc.kind != "bf16":
+        return f"kind {desc.kind} is not a BF16 GEMM"
+    if desc.layout != "normal":
+        return f"layout {desc.layout} has no sm90 BF16 kernel yet"
+    if desc.k < 1:
+        return "K=0 needs no kernel"
+    # TMA needs every row stride to be a multiple of 16 bytes: 8 bf16 elements along the contiguous dim.
+    if desc.a_k_major and desc.k % 8:
+        return f"K-major A with K={desc.k}: rows are not 16-byte aligned for TMA (K % 8 != 0)"
+    if not desc.a_k_major and desc.m % 8:
+        return f"M-major A with M={desc.m}: rows are not 16-byte aligned for TMA (M % 8 != 0)"
+    if desc.b_k_major and desc.k % 8:
+        return f"K-major B with K={desc.k}: rows are not 16-byte aligned for TMA (K % 8 != 0)"
+    if not desc.b_k_major and desc.n % 8:
+        return f"N-major B with N={desc.n}: rows are not 16-byte aligned for TMA (N % 8 != 0)"
+    out_bytes = 4 if desc.out_fp32 else 2
+    if (desc.n * out_bytes) % 16:
+        return f"N={desc.n} rows of D are not 16-byte aligned for the TMA store"
+    return None
+
+
+def get_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Bf16Config:
+    return get_sm90_bf16_config(desc, facts)
+
+
+_plans: dict[tuple, Any] = {}
+_workspaces: dict[tuple, torch.Tensor] = {}
+
+
+def _workspace(device: torch.device, numel: int) -> torch.Tensor:
+    key = (device, numel)
+    ws = _workspaces.get(key)
+    if ws is None:
+        ws = torch.empty(numel, dtype=torch.float32, device=device)
+        _workspaces[key] = ws
+    return ws
+
+
+def _desc(t: torch.Tensor, block: list[int]) -> TensorDescriptor:
+    """Descriptor over a 2-D tensor whose last dim is contiguous."""
+    layout = gl.NVMMASharedLayout.get_default_for(block, _GL_DTYPES[t.dtype])
+    return TensorDescriptor(t, list(t.shape), list(t.stride()), block, layout)
+
+
+def _tma_ready(t: torch.Tensor) -> bool:
+    """Base and the non-contiguous stride are multiples of 16 bytes (TMA's requirement)."""
+    other = t.stride(0) if t.stride(1) == 1 else t.stride(1)
+    return t.data_ptr() % 16 == 0 and (other * t.element_size()) % 16 == 0
+
+
+def operand_views(a: torch.Tensor, b: torch.Tensor, desc: GemmDesc) -> tuple[torch.Tensor, torch.Tensor]:
+    """Row-contiguous views the descriptors cover: A ``[M, K]`` or ``A^T [K, M]``, B ``[N, K]`` or ``B^T [K, N]``."""
+    return (a if desc.a_k_major else a.T), (b if desc.b_k_major else b.T)
+
+
+def _build_plan(desc: GemmDesc, config: Sm90Bf16Config, a, b, d, c):
+    m, k = a.shape
+    n = b.shape[0]
+    bm, bn, bk, split = config.block_m, config.block_n, config.block_k, config.split_k
+    av, bv = operand_views(a, b, desc)
+    a_desc = _desc(av, [64, bk] if desc.a_k_major else [bk, 64])
+    b_desc = _desc(bv, [bn, bk] if desc.b_k_major else [bk, bn])
+    num_pid_m = triton.cdiv(m, bm)
+    c_arg = c if c is not None else d
+    reduce = None
+    if split > 1:
+        m_pad = num_pid_m * bm
+        ws = _workspace(a.device, split * m_pad * n).view(split * m_pad, n)
+        d_desc = _desc(ws, [64, bn])
+        block = 256 if n >= 256 else triton.next_power_of_2(n)
+        reduce = ((m, triton.cdiv(n, block)),
+                  (ws, d, c_arg, n, m_pad, d.stride(0), c_arg.stride(0), c_arg.stride(1)),
+                  dict(SPLIT_K=split, HAS_C=c is not None, BLOCK=block, num_warps=4))
+    else:
+        d_desc = _desc(d, [64, bn])
+    units = num_pid_m * triton.cdiv(n, bn) * split
+    grid = (min(units, config.num_sms),)
+    kernel_args = (a_desc, b_desc, d_desc, c_arg, m, n, k, c_arg.stride(0), c_arg.stride(1))
+    meta = dict(
+        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, STAGES=config.stages, GROUP_M=config.group_m, SPLIT_K=split,
+        A_MN_MAJOR=not desc.a_k_major, B_MN_MAJOR=not desc.b_k_major, HAS_C=c is not None,
+        PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS, num_warps=config.num_warps,
+    )
+    return grid, kernel_args, meta, reduce
+
+
+def bf16_gemm(desc: GemmDesc, config: Sm90Bf16Config, a: torch.Tensor, b: torch.Tensor, d: torch.Tensor,
+              c: torch.Tensor | None) -> None:
+    """``d = c + a @ b^T`` on validated tensors (module docstring); falls back to portable where TMA cannot go."""
+    key = (desc, config, a.data_ptr(), b.data_ptr(), d.data_ptr(), c.data_ptr() if c is not None else 0,
+           a.stride(), b.stride(), d.stride(), c.stride() if c is not None else None,
+           c.dtype if c is not None else None, a.device.index)
+    plan = _plans.get(key)
+    if plan is None:
+        av, bv = operand_views(a, b, desc)
+        if not (_tma_ready(av) and _tma_ready(bv) and _tma_ready(d)):
+            from ..portable.gemm_bf16 import launch_bf16_gemm
+
+            launch_bf16_gemm(a, b, d, c, get_portable_config(desc, _facts_of(config)))
+            return
+        if len(_plans) >= 16:  # descriptors hold their tensors alive: keep few
+            _plans.clear()
+        plan = _build_plan(desc, config, a, b, d, c)
+        _plans[key] = plan
+    grid, kernel_args, meta, reduce = plan
+    gemm_bf16.bf16_gemm_kernel[grid](*kernel_args, **meta)
+    if reduce is not None:
+        rgrid, rargs, rmeta = reduce
+        gemm_bf16.splitk_reduce_kernel[rgrid](*rargs, **rmeta)
+
+
+def _facts_of(config: Sm90Bf16Config) -> DeviceFacts:
+    from ...jit.device import H200
+
+    return DeviceFacts(H200.name, config.num_sms, H200.smem_per_block, H200.capability)

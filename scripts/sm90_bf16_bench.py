@@ -1,0 +1,89 @@
+"""One-call GPU timing of the sm90 BF16 GEMM against cuBLAS BF16 on the 18 DeepSeek-V3 shapes (nt).
+
+Usage (on the H200): ``PYTHONPATH=. python3 scripts/sm90_bf16_bench.py [--alts N] [--commit HASH]``.
+Per shape: fresh random normal bf16 inputs; finegemm's heuristic config plus up to N alternative
+configs (the cost model's next best) through the sm90 launch, and ``torch.mm(a, b.T, out=d)``
+(cuBLAS BF16) in the same process. Each result is checked against the float64 reference first.
+Timing: finegemm.bench.timer.time_cuda (CUDA events, 1 GiB L2 flush before each call, 5 warm-ups,
+median of 30). Writes ``$OUT/sm90_bf16_bench.json`` (or ./) and prints a table last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import functools
+import json
+import os
+
+import torch
+import triton
+
+from finegemm import reference
+from finegemm.bench.timer import L2Flush, time_cuda
+from finegemm.jit.device import device_facts
+from finegemm.jit.heuristics import GemmDesc
+from finegemm.jit.heuristics_sm90 import _bf16_candidates, bf16_estimate_us, get_sm90_bf16_config, make_bf16_config
+from finegemm.kernels.sm90 import dispatch_bf16
+
+NK = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]
+DEV = torch.device("cuda")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--alts", type=int, default=2)
+    ap.add_argument("--commit", default=os.environ.get("FG_COMMIT", "unknown"))
+    ap.add_argument("--reps", type=int, default=30)
+    args = ap.parse_args()
+    out_dir = os.environ.get("OUT", ".")
+    facts = device_facts(DEV)
+    flush = L2Flush(DEV)
+    rows = []
+    meta = dict(what="sm90 BF16 GEMM (nt) vs cuBLAS BF16 (torch.mm), DeepSeek-V3 shapes",
+                date=datetime.datetime.now(datetime.timezone.utc).isoformat(), device=torch.cuda.get_device_name(),
+                versions=dict(torch=torch.__version__, triton=triton.__version__, cuda=torch.version.cuda),
+                commit=args.commit, method="CUDA events, 1 GiB L2 flush before each call, 5 warm-ups, "
+                f"median of {args.reps}, fresh random normal inputs per shape", facts=facts.__dict__)
+    path = os.path.join(out_dir, "sm90_bf16_bench.json")
+    for m in (64, 128, 4096):
+        for n, k in NK:
+            a = torch.randn(m, k, device=DEV, dtype=torch.bfloat16)
+            b = torch.randn(n, k, device=DEV, dtype=torch.bfloat16)
+            ref = reference.bf16_gemm("nt", a, b)
+            desc = GemmDesc("bf16", m, n, k)
+            chosen = get_sm90_bf16_config(desc, facts)
+            ranked = sorted(_bf16_candidates(desc, facts), key=lambda c: bf16_estimate_us(desc, facts, *c))
+            cfgs = [chosen] + [make_bf16_config(desc, facts, *c) for c in ranked
+                               if c != (chosen.block_m, chosen.block_n, chosen.split_k)][:args.alts]
+            flops = 2 * m * n * k
+            dc = torch.empty(m, n, device=DEV, dtype=torch.bfloat16)
+            t_cublas = time_cuda(functools.partial(torch.mm, a, b.T, out=dc), flush, 5, args.reps).median_us
+            row = dict(M=m, N=n, K=k, cublas_us=t_cublas, cublas_diff=reference.calc_diff(dc, ref), configs=[])
+            for cfg in cfgs:
+                d = torch.full((m, n), float("nan"), device=DEV, dtype=torch.bfloat16)
+                entry = dict(cfg=cfg.__dict__, heuristic=cfg is chosen,
+                             model_us=bf16_estimate_us(desc, facts, cfg.block_m, cfg.block_n, cfg.split_k))
+                try:
+                    dispatch_bf16.bf16_gemm(desc, cfg, a, b, d, None)
+                    torch.cuda.synchronize()
+                    entry["diff"] = reference.calc_diff(d, ref)
+                    entry["us"] = time_cuda(functools.partial(dispatch_bf16.bf16_gemm, desc, cfg, a, b, d, None),
+                                            flush, 5, args.reps).median_us
+                except Exception as e:  # record and go on: one bad config must not lose the table
+                    entry["error"] = repr(e)[:300]
+                row["configs"].append(entry)
+            rows.append(row)
+            with open(path, "w") as f:
+                json.dump(dict(meta, rows=rows), f, indent=1)
+            h = row["configs"][0]
+            best = min((c for c in row["configs"] if "us" in c), key=lambda c: c["us"], default=None)
+            print(f"{m:5d} {n:6d} {k:6d} | heur {h.get('us', float('nan')):8.1f} us "
+                  f"{flops / h.get('us', float('nan')) / 1e6:6.0f} TF diff {h.get('diff', float('nan')):.1e} "
+                  f"cfg {h['cfg']['block_m']}x{h['cfg']['block_n']}s{h['cfg']['split_k']} | cuBLAS {t_cublas:8.1f} "
+                  f"| x {t_cublas / h.get('us', float('nan')):.2f} | best {best and best['us']:.1f} "
+                  f"{best and (best['cfg']['block_m'], best['cfg']['block_n'], best['cfg']['split_k'])}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

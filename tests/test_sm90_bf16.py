@@ -1,0 +1,147 @@
+"""sm90 BF16 GEMM on the CPU: heuristic, support rule, backend routing, and sm_90 compiles of every
+config the heuristic picks (PTX has bf16 WGMMA, TMA, mbarriers, setmaxnreg; no spills)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from finegemm.api.dispatch import BackendError, _choose
+from finegemm.jit.device import H200, DeviceFacts
+from finegemm.jit.heuristics import GemmDesc
+from finegemm.jit.heuristics_sm90 import (
+    Sm90Bf16Config,
+    bf16_estimate_us,
+    bf16_max_stages,
+    bf16_stage_bytes,
+    get_sm90_bf16_config,
+    make_bf16_config,
+)
+from finegemm.kernels.sm90 import dispatch_bf16
+from finegemm.kernels.sm90.compile_check import BF16_PTX_MUST_CONTAIN, compile_bf16_variant, resource_usage
+
+NK = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]
+DSV3 = [(m, n, k) for m in (64, 128, 4096) for n, k in NK]
+LAYOUT_MAJORS = {"nt": (True, True), "nn": (True, False), "tn": (False, False), "tt": (False, True)}
+
+
+def _desc(m, n, k, layout="nt", out_fp32=False, with_c=False):
+    a_k, b_k = LAYOUT_MAJORS[layout]
+    return GemmDesc("bf16", m, n, k, a_k, b_k, out_fp32, with_c)
+
+
+# ------------------------------------------------------------------------------------ heuristic
+@pytest.mark.parametrize("m,n,k", DSV3 + [(1, 2112, 7168), (77, 576, 7168), (333, 2112, 7168), (4095, 2112, 128)])
+@pytest.mark.parametrize("out_fp32,with_c", [(False, False), (True, True)])
+def test_config_fits_the_device(m, n, k, out_fp32, with_c):
+    desc = _desc(m, n, k, out_fp32=out_fp32, with_c=with_c)
+    cfg = get_sm90_bf16_config(desc, H200)
+    assert cfg.block_m in (64, 128) and cfg.block_n in (64, 128, 256)
+    assert cfg.stages >= 2
+    d_bytes = cfg.block_m * cfg.block_n * (4 if out_fp32 or cfg.split_k > 1 else 2)
+    assert cfg.stages * bf16_stage_bytes(cfg.block_m, cfg.block_n) + d_bytes <= H200.smem_per_block
+    num_kb = -(-k // cfg.block_k)
+    assert num_kb % cfg.split_k == 0
+    if cfg.split_k > 1:
+        assert m <= 512 and num_kb // cfg.split_k >= 8
+    if out_fp32 or with_c:
+        assert cfg.block_n <= 128  # a 64x256 FP32 accumulator plus C would not fit the registers
+
+
+def test_heuristic_prefers_wide_tiles_at_large_m_and_splits_small_m():
+    big = get_sm90_bf16_config(_desc(4096, 4096, 7168), H200)
+    assert (big.block_m, big.block_n, big.split_k) == (128, 256, 1)
+    small = get_sm90_bf16_config(_desc(64, 2112, 7168), H200)
+    assert small.block_m == 64 and small.split_k > 1  # 17-33 N tiles alone leave most SMs idle
+
+
+def test_estimate_is_monotone_in_work():
+    a = bf16_estimate_us(_desc(4096, 4096, 7168), H200, 128, 256, 1)
+    b = bf16_estimate_us(_desc(4096, 4096, 14336), H200, 128, 256, 1)
+    assert b > 1.9 * a
+
+
+def test_stages_from_smem_budget():
+    assert bf16_stage_bytes(128, 256) == 48 * 1024
+    assert bf16_max_stages(128, 256, False, H200.smem_per_block) == 3
+    assert make_bf16_config(_desc(128, 2112, 7168), H200, 64, 64, 4).stages == 8
+    small = DeviceFacts("small", 66, 101376, (9, 0))
+    assert make_bf16_config(_desc(4096, 4096, 7168), small, 128, 128).num_sms == 66
+
+
+# ------------------------------------------------------------------------------------ support rule
+@pytest.mark.parametrize("layout", list(LAYOUT_MAJORS))
+def test_all_layouts_supported(layout):
+    assert dispatch_bf16.unsupported_reason(_desc(4096, 2112, 7168, layout), H200) is None
+
+
+@pytest.mark.parametrize("desc,fragment", [
+    (GemmDesc("bf16", 64, 2112, 7100), "K % 8"),
+    (GemmDesc("bf16", 77, 2112, 7168, False, True), "M % 8"),
+    (GemmDesc("bf16", 64, 2110, 7168, True, False), "N % 8"),
+    (GemmDesc("bf16", 64, 2110, 7168), "16-byte aligned for the TMA store"),
+    (GemmDesc("bf16", 64, 2112, 7168, layout="m_grouped_contiguous"), "layout"),
+    (GemmDesc("fp8_1d2d", 64, 2112, 7168), "not a BF16"),
+])
+def test_unsupported_reasons(desc, fragment):
+    reason = dispatch_bf16.unsupported_reason(desc, H200)
+    assert reason is not None and fragment in reason
+
+
+def test_backend_choice_routes_bf16_to_sm90():
+    backend, cfg = _choose(_desc(128, 2112, 7168), H200, "auto")
+    assert backend == "sm90" and isinstance(cfg, Sm90Bf16Config)
+    backend, _ = _choose(_desc(128, 2112, 7168), H200, "portable")
+    assert backend == "portable"
+    backend, _ = _choose(GemmDesc("bf16", 64, 2112, 7100), H200, "auto")
+    assert backend == "portable"
+    with pytest.raises(BackendError, match="K % 8"):
+        _choose(GemmDesc("bf16", 64, 2112, 7100), H200, "sm90")
+    not_hopper = DeviceFacts("NVIDIA A100", 108, 166912, (8, 0))
+    assert _choose(_desc(128, 2112, 7168), not_hopper, "auto")[0] == "portable"
+
+
+# ------------------------------------------------------------------------------------ sm_90 compiles
+def _variants():
+    seen = {}
+
+    def add(desc, cfg, c_dtype="bf16"):
+        # the kernel is specialized only on constexprs: majors, C, D dtype and the config
+        key = (desc.a_k_major, desc.b_k_major, desc.out_fp32 or cfg.split_k > 1, desc.with_c, cfg, c_dtype)
+        seen.setdefault(key, (desc, cfg, c_dtype))
+
+    for m, n, k in DSV3:
+        for layout in LAYOUT_MAJORS:
+            d = _desc(m, n, k, layout)
+            add(d, get_sm90_bf16_config(d, H200))
+    for m in (1, 77, 333):
+        for n in (2112, 576):
+            d = _desc(m, n, 7168)
+            add(d, get_sm90_bf16_config(d, H200))
+            d = _desc(m, n, 7168, out_fp32=True, with_c=True)
+            add(d, get_sm90_bf16_config(d, H200), "fp32")
+    d = _desc(4096, 4096, 7168, out_fp32=True, with_c=True)
+    add(d, get_sm90_bf16_config(d, H200), "fp32")
+    d = _desc(4096, 4096, 7168, with_c=True)
+    add(d, get_sm90_bf16_config(d, H200), "bf16")
+    return list(seen.values())
+
+
+VARIANTS = _variants()
+
+
+@pytest.mark.parametrize("desc,cfg,c_dtype", VARIANTS, ids=[
+    f"{'k' if d.a_k_major else 'm'}{'k' if d.b_k_major else 'n'}-{c.block_m}x{c.block_n}s{c.split_k}"
+    f"{'-f32' if d.out_fp32 else ''}{'-c' if d.with_c else ''}" for d, c, _ in VARIANTS])
+def test_bf16_compiles_with_required_instructions(desc, cfg, c_dtype):
+    kernel = compile_bf16_variant(desc, cfg, c_dtype)
+    ptx = kernel.asm["ptx"]
+    for what, pattern in BF16_PTX_MUST_CONTAIN.items():
+        assert re.search(pattern, ptx), f"PTX lacks {what} ({pattern})"
+    assert re.search(rf"wgmma\.mma_async\.sync\.aligned\.m64n{cfg.block_n}k16\.f32\.bf16\.bf16", ptx)
+    usage = resource_usage(kernel)
+    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, f"register spills: {usage}"
+    assert kernel.metadata.shared <= H200.smem_per_block
+    assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+40", ptx)
+    assert re.search(r"setmaxnreg\.inc\.sync\.aligned\.u32\s+2(32|40|48|56)", ptx)

@@ -210,6 +210,11 @@ def bf16_gemm_nt(
 
     a: bf16 ``[M, K]``; b: bf16 ``[N, K]`` (each row- or column-major); d: bf16 or fp32 ``[M, N]``
     row-major; c: optional bf16/fp32 ``[M, N]`` (may be ``d``). Any M >= 0, N >= 1, K >= 0.
+
+    On sm_90 the Gluon kernel (kernels/sm90/gemm_bf16.py) runs every layout whose rows TMA can
+    address: K % 8 == 0 for a K-major operand, M % 8 == 0 / N % 8 == 0 for an MN-major A / B, and
+    16-byte rows of ``d`` (N % 8 for bf16, N % 4 for fp32); other shapes run the portable kernel
+    (``FINEGEMM_BACKEND=sm90`` raises ``BackendError`` for them instead).
     """
     del compiled_dims
     try:

@@ -30,6 +30,10 @@ class Sm90Config:
     group_m: int = 8
     num_sms: int = 132
     pipe_mma: bool = True
+    # BLOCK_M 256 only: the two waves of a warpgroup share one 64-row D staging buffer (one more stage fits)
+    small_epi: bool = False
+    # the per-token LHS scales ride in the ring by TMA instead of global loads in the math warps
+    sfa_tma: bool = False
 
     @property
     def num_warps(self) -> int:
@@ -78,17 +82,26 @@ def get_sm90_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Config:
     return cfg
 
 
-def make_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int = 1) -> Sm90Config:
-    """A config for explicit tiles: stages from the shared-memory budget, PIPE_MMA where registers allow."""
+def make_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int = 1,
+                small_epi: bool = False, sfa_tma: bool = False) -> Sm90Config:
+    """A config for explicit tiles: stages from the shared-memory budget, PIPE_MMA where registers allow.
+
+    BLOCK_M 256 never pipelines (its two accumulator waves plus one partial already take 192 registers
+    at BLOCK_N 128); ``small_epi`` (BLOCK_M 256 only) trades the D staging overlap for one more stage.
+    """
     out_fp32 = desc.out_fp32 or split > 1
-    stages = min(MAX_STAGES, layouts.max_stages(bm, bn, out_fp32, facts.smem_per_block))
+    small_epi = small_epi and bm == 256
+    # CPU compile check: packed UE8M0 scales from the ring at BLOCK_M 256 spill 112 bytes (the decode
+    # splits the partial's register block); keep those on global loads.
+    sfa_tma = sfa_tma and not (bm == 256 and desc.sf_packed)
+    stages = min(MAX_STAGES, layouts.max_stages(bm, bn, out_fp32, facts.smem_per_block, small_epi, sfa_tma))
     # Two partials in flight need 3 accumulators of registers; per-channel RHS scales add two
     # column vectors (current and next K block). 192 leaves ~40 of the 232 for addresses.
     regs = layouts.accumulator_regs(bm, bn, pipelined=True)
     if desc.kind == "fp8_1d1d":
         regs += 2 * bn // 4
-    pipe = regs <= 192
-    return Sm90Config(bm, bn, stages, split, 8, facts.num_sms, pipe)
+    pipe = regs <= 192 and bm < 256
+    return Sm90Config(bm, bn, stages, split, 8, facts.num_sms, pipe, small_epi, sfa_tma)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -25,8 +25,8 @@ from . import gemm_1d2d, layouts
 TARGET = GPUTarget("cuda", 90, 32)
 
 
-def _desc_sig(dtype: str, block: list[int], gl_dtype) -> str:
-    layout = gl.NVMMASharedLayout.get_default_for(block, gl_dtype)
+def _desc_sig(dtype: str, block: list[int], gl_dtype, layout=None) -> str:
+    layout = layout or gl.NVMMASharedLayout.get_default_for(block, gl_dtype)
     return f"tensordesc<{dtype}[{', '.join(map(str, block))}],{layout!r}>"
 
 
@@ -41,11 +41,14 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32"):
         "d_desc": _desc_sig("fp32", [64, bn], gl.float32) if d_fp32 else _desc_sig("bf16", [64, bn], gl.bfloat16),
         "sfa_ptr": sf, "sfb_ptr": sf, "c_ptr": f"*{c_dtype}",
         "M": "i32", "stride_sfa_k": "i32", "stride_sfb": "i32", "stride_cm": "i32",
+        "sfa_desc": _desc_sig("i32" if desc.sf_packed else "fp32", layouts.sfa_box(bm, config.sfa_tma),
+                              None, gemm_1d2d.sfa_desc_layout()),
     }
     constexprs = dict(
         N=desc.n, K=desc.k, BLOCK_M=bm, BLOCK_N=bn, STAGES=config.stages, GROUP_M=config.group_m, SPLIT_K=split,
         SF_PACKED=desc.sf_packed, SFB_PER_CHANNEL=desc.kind == "fp8_1d1d", HAS_C=desc.with_c,
         PIPE_MMA=config.pipe_mma, PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS,
+        SMALL_EPI=config.small_epi, SFA_TMA=config.sfa_tma,
     )
     for name in constexprs:
         sig[name] = "constexpr"

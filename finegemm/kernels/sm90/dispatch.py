@@ -7,6 +7,7 @@ tensors' pointers and shapes, then one kernel launch (plus the split-K reduction
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
@@ -27,6 +28,7 @@ _GL_DTYPES = {
     torch.float8_e5m2: gl.float8e5,
     torch.bfloat16: gl.bfloat16,
     torch.float32: gl.float32,
+    torch.int32: gl.int32,
 }
 
 
@@ -72,6 +74,29 @@ def _desc(t: torch.Tensor, block: list[int]) -> TensorDescriptor:
     return TensorDescriptor(t, list(t.shape), list(t.stride()), block, layout)
 
 
+_sfa_dummies: dict[tuple, torch.Tensor] = {}
+
+
+def _sfa_desc(sfa: torch.Tensor, bm: int, tma: bool) -> TensorDescriptor | None:
+    """TMA descriptor of the MN-major LHS scales seen as [K/128 (packed: ceil(K/512)), M], box [1, BM].
+
+    Without ``tma`` the kernel never reads it: a 16-byte placeholder over a cached dummy tensor. None
+    when the scales cannot be a TMA source (base or K stride not 16-byte aligned).
+    """
+    if not tma:
+        key = (sfa.device, sfa.dtype)
+        dummy = _sfa_dummies.get(key)
+        if dummy is None:
+            dummy = _sfa_dummies[key] = torch.zeros(1, 4, dtype=sfa.dtype, device=sfa.device)
+        return TensorDescriptor(dummy, [1, 4], [4, 1], layouts.sfa_box(bm, False), gemm_1d2d.sfa_desc_layout())
+    m, sfk = sfa.shape
+    # a size-1 K dim may carry any stride; the layout contract pads M to 4 words
+    stride_k = sfa.stride(1) if sfk > 1 else (m + 3) // 4 * 4
+    if sfa.data_ptr() % 16 or (stride_k * 4) % 16 or (m > 1 and sfa.stride(0) != 1):
+        return None
+    return TensorDescriptor(sfa, [sfk, m], [stride_k, 1], layouts.sfa_box(bm, True), gemm_1d2d.sfa_desc_layout())
+
+
 def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c):
     m, k = a.shape
     n = b.shape[0]
@@ -92,12 +117,16 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c):
     per_channel = desc.kind == "fp8_1d1d"
     stride_sfb = sfb.stride(1) if per_channel else sfb.stride(0)
     c_arg = c if c is not None else d
-    kernel_args = (a_desc, b_desc, d_desc, sfa, sfb, c_arg, m, sfa.stride(1), stride_sfb, c_arg.stride(0))
+    sfa_desc = _sfa_desc(sfa, bm, config.sfa_tma)
+    if sfa_desc is None:  # scales not TMA-addressable (unaligned view): load them from global memory
+        config = dataclasses.replace(config, sfa_tma=False)
+        sfa_desc = _sfa_desc(sfa, bm, False)
+    kernel_args = (a_desc, b_desc, d_desc, sfa, sfb, c_arg, m, sfa.stride(1), stride_sfb, c_arg.stride(0), sfa_desc)
     meta = dict(
         N=n, K=k, BLOCK_M=bm, BLOCK_N=bn, STAGES=config.stages, GROUP_M=config.group_m, SPLIT_K=split,
         SF_PACKED=sfa.dtype == torch.int32, SFB_PER_CHANNEL=per_channel, HAS_C=c is not None,
         PIPE_MMA=config.pipe_mma, PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS,
-        num_warps=config.num_warps,
+        SMALL_EPI=config.small_epi, SFA_TMA=config.sfa_tma, num_warps=config.num_warps,
     )
     reduce = None
     if split > 1:

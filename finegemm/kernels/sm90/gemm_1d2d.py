@@ -51,10 +51,27 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 BLOCK_K: tl.constexpr = tl.constexpr(128)
 
 
+def sfa_desc_layout() -> gl.NVMMASharedLayout:
+    """Host side: the unswizzled shared layout of the LHS-scale TMA boxes (read back as flat rows)."""
+    return gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=2)
+
+
 @gluon.constexpr_function
 def mma_layout_for(block_m, block_n, num_warps):
     """Accumulator layout: warps stacked along M (16 rows each per instruction), full-width N."""
     return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, block_n, 32])
+
+
+@gluon.constexpr_function
+def num_math_warpgroups(block_m):
+    """Math warpgroups of a BLOCK_M tile: one per 64 rows up to two (BLOCK_M 256: two waves each)."""
+    return min(block_m // 64, 2)
+
+
+@gluon.constexpr_function
+def d_staging_rows(block_m, small_epi):
+    """Rows of the D staging buffer: the whole tile, or one 64-row wave per warpgroup (``SMALL_EPI``)."""
+    return 64 * num_math_warpgroups(block_m) if small_epi else block_m
 
 
 @gluon.jit
@@ -88,7 +105,8 @@ def _load_scale(ptr, idx, kb, stride_k, mask, PACKED: gl.constexpr):
 @gluon.jit
 def _load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                     N: gl.constexpr, K: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                    STAGES: gl.constexpr, GROUP_M: gl.constexpr, SPLIT_K: gl.constexpr):
+                    STAGES: gl.constexpr, GROUP_M: gl.constexpr, SPLIT_K: gl.constexpr,
+                    sfa_desc=None, sfa_bufs=None, SFA_TMA: gl.constexpr = False, SF_PACKED: gl.constexpr = False):
     num_kb: gl.constexpr = K // BLOCK_K
     kb_per_split: gl.constexpr = num_kb // SPLIT_K
     num_pid_m = gl.cdiv(M, BLOCK_M)
@@ -107,10 +125,17 @@ def _load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
             phase = (it // STAGES) & 1
             mbarrier.wait(empty_bars.index(s), phase ^ 1)
             bar = full_bars.index(s)
-            mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
-            k = (kb0 + kk) * BLOCK_K
-            tma.async_copy_global_to_shared(a_desc, [off_m, k], bar, a_bufs.index(s))
-            tma.async_copy_global_to_shared(b_desc, [off_n, k], bar, b_bufs.index(s))
+            kb = kb0 + kk
+            if SFA_TMA:
+                mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes
+                                + sfa_desc.block_type.nbytes)
+                # the MN-major scale tensor is [K/128 (packed: /4), M]: one row of BLOCK_M per stage
+                krow = kb // 4 if SF_PACKED else kb
+                tma.async_copy_global_to_shared(sfa_desc, [krow, off_m], bar, sfa_bufs.index(s))
+            else:
+                mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(a_desc, [off_m, kb * BLOCK_K], bar, a_bufs.index(s))
+            tma.async_copy_global_to_shared(b_desc, [off_n, kb * BLOCK_K], bar, b_bufs.index(s))
             it += 1
 
 
@@ -120,9 +145,17 @@ def _load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
 @gluon.jit
 def _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col, kb,
             stride_sfa_k, stride_sfb, NUM_NB: gl.constexpr,
-            SF_PACKED: gl.constexpr, SFB_PER_CHANNEL: gl.constexpr, SFB_UNIFORM: gl.constexpr):
-    """(row scale [BM], column scale [BN] or scalar(s)) for K block ``kb``."""
-    sa = _load_scale(sfa_ptr, rows, kb, stride_sfa_k, row_mask, SF_PACKED)
+            SF_PACKED: gl.constexpr, SFB_PER_CHANNEL: gl.constexpr, SFB_UNIFORM: gl.constexpr,
+            SFA_TMA: gl.constexpr = False):
+    """(row scale [64], column scale [BN] or scalar(s)) for K block ``kb``.
+
+    With ``SFA_TMA`` the row scale rides in the ring (:func:`_ring_scale`, read once the stage is
+    full); a constant placeholder of the same type is returned here instead.
+    """
+    if SFA_TMA:
+        sa = gl.full(rows.shape, 1.0, gl.float32, rows.type.layout)
+    else:
+        sa = _load_scale(sfa_ptr, rows, kb, stride_sfa_k, row_mask, SF_PACKED)
     if SFB_PER_CHANNEL:
         sb = _load_scale(sfb_ptr, cols, kb, stride_sfb, col_mask, SF_PACKED)
         return sa, sb, sb
@@ -143,6 +176,22 @@ def _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col, k
             else:
                 sb1 = gl.load(sfb_ptr + nb1 * stride_sfb + kb)
             return sa, sb0, sb1
+
+
+@gluon.jit
+def _ring_scale(sfa_bufs, s, kb, row0: gl.constexpr, layout: gl.constexpr, PACKED: gl.constexpr):
+    """Per-token scales of tile rows ``row0 + [0, 64)`` for K block ``kb`` from ring slot ``s``.
+
+    ``sfa_bufs`` is [STAGES, 1, BLOCK_M] (one TMA box of the MN-major scale tensor per stage, no
+    swizzle), read as flat rows; packed UE8M0 words hold K blocks ``4 * (kb // 4) + [0, 4)``.
+    """
+    flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
+    row = sfa_bufs.index(s)._reinterpret(sfa_bufs.dtype, [sfa_bufs.shape[2]], flat)
+    v = row.slice(row0, 64).load(layout)
+    if PACKED:
+        return _decode1(v, kb)
+    else:
+        return v
 
 
 @gluon.jit
@@ -168,9 +217,159 @@ def _promote(acc, part, sa, sb0, sb1, second_col,
 
 
 @gluon.jit
-def _a_rows(a_bufs, s, WG: gl.constexpr):
-    """This warpgroup's 64 rows of the A tile in ring slot ``s``."""
-    return a_bufs.index(s).slice(WG * 64, 64, dim=0)
+def _a_rows(a_bufs, s, row0: gl.constexpr):
+    """Rows ``row0 + [0, 64)`` (one WGMMA wave) of the A tile in ring slot ``s``."""
+    return a_bufs.index(s).slice(row0, 64, dim=0)
+
+
+@gluon.jit
+def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row0: gl.constexpr,
+                   sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col, stride_sfa_k, stride_sfb,
+                   mma_layout: gl.constexpr, NUM_NB: gl.constexpr, KB: gl.constexpr, STAGES: gl.constexpr,
+                   SF_PACKED: gl.constexpr, SFB_PER_CHANNEL: gl.constexpr, SFB_UNIFORM: gl.constexpr,
+                   PIPE_MMA: gl.constexpr, SFA_TMA: gl.constexpr):
+    """One 64-row wave over ``KB`` K blocks: returns (promoted [64, BLOCK_N] fp32 accumulator, ring counter)."""
+    BLOCK_N: gl.constexpr = b_bufs.shape[1]
+    row_layout: gl.constexpr = gl.SliceLayout(1, mma_layout)
+    zero = gl.zeros([64, BLOCK_N], gl.float32, mma_layout)
+    acc = gl.zeros([64, BLOCK_N], gl.float32, mma_layout)
+    sa, sb0, sb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col, kb0,
+                           stride_sfa_k, stride_sfb, NUM_NB, SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA)
+    if PIPE_MMA:
+        # Prologue: the first K block's WGMMA in flight.
+        s = it % STAGES
+        mbarrier.wait(full_bars.index(s), (it // STAGES) & 1)
+        prev = warpgroup_mma(_a_rows(a_bufs, s, row0), b_bufs.index(s).permute((1, 0)), zero,
+                             use_acc=False, is_async=True)
+        prev_s = s
+        it += 1
+        for kk in range(1, KB):
+            s = it % STAGES
+            mbarrier.wait(full_bars.index(s), (it // STAGES) & 1)
+            cur = warpgroup_mma(_a_rows(a_bufs, s, row0), b_bufs.index(s).permute((1, 0)), zero,
+                                use_acc=False, is_async=True)
+            # Next block's scales load while both WGMMAs run.
+            nsa, nsb0, nsb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col,
+                                      kb0 + kk, stride_sfa_k, stride_sfb, NUM_NB,
+                                      SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA)
+            part = warpgroup_mma_wait(1, deps=(prev,))
+            if SFA_TMA:
+                sa = _ring_scale(sfa_bufs, prev_s, kb0 + kk - 1, row0, row_layout, SF_PACKED)
+            mbarrier.arrive(empty_bars.index(prev_s), count=1)
+            acc = _promote(acc, part, sa, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
+            sa = nsa
+            sb0 = nsb0
+            sb1 = nsb1
+            prev = cur
+            prev_s = s
+            it += 1
+        part = warpgroup_mma_wait(0, deps=(prev,))
+        if SFA_TMA:
+            sa = _ring_scale(sfa_bufs, prev_s, kb0 + KB - 1, row0, row_layout, SF_PACKED)
+        mbarrier.arrive(empty_bars.index(prev_s), count=1)
+        acc = _promote(acc, part, sa, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
+    else:
+        for kk in range(KB):
+            s = it % STAGES
+            mbarrier.wait(full_bars.index(s), (it // STAGES) & 1)
+            part = warpgroup_mma(_a_rows(a_bufs, s, row0), b_bufs.index(s).permute((1, 0)), zero,
+                                 use_acc=False, is_async=True)
+            if SFA_TMA:
+                sa = _ring_scale(sfa_bufs, s, kb0 + kk, row0, row_layout, SF_PACKED)
+            # Next block's scales load while the WGMMA runs (the last iteration reloads its own).
+            nkb = gl.minimum(kb0 + kk + 1, kb0 + KB - 1)
+            nsa, nsb0, nsb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col,
+                                      nkb, stride_sfa_k, stride_sfb, NUM_NB,
+                                      SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA)
+            part = warpgroup_mma_wait(0, deps=(part,))
+            mbarrier.arrive(empty_bars.index(s), count=1)
+            acc = _promote(acc, part, sa, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
+            sa = nsa
+            sb0 = nsb0
+            sb1 = nsb1
+            it += 1
+    return acc, it
+
+
+@gluon.jit
+def _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row0: gl.constexpr,
+                   row1: gl.constexpr, sfa_ptr, sfb_ptr, rows0, rows1, cols, mask0, mask1, col_mask, nb0,
+                   second_col, stride_sfa_k, stride_sfb,
+                   mma_layout: gl.constexpr, NUM_NB: gl.constexpr, KB: gl.constexpr, STAGES: gl.constexpr,
+                   SF_PACKED: gl.constexpr, SFB_PER_CHANNEL: gl.constexpr, SFB_UNIFORM: gl.constexpr,
+                   SFA_TMA: gl.constexpr):
+    """Two 64-row waves (tile rows ``row0`` and ``row1`` + [0, 64)) over ``KB`` K blocks, BLOCK_M 256.
+
+    Per K block: WGMMA wave 0 into the one partial, promote it into ``acc0``, then wave 1 into the same
+    partial registers, promote into ``acc1`` (64 + 2 x 64 fp32 registers a thread at BLOCK_N 128).
+    The partial is reused rather than doubled: two partials would need 256 registers. The other
+    math warpgroup's WGMMAs keep the tensor cores busy while this one promotes.
+    Returns (acc0, acc1, ring counter).
+    """
+    BLOCK_N: gl.constexpr = b_bufs.shape[1]
+    row_layout: gl.constexpr = gl.SliceLayout(1, mma_layout)
+    zero = gl.zeros([64, BLOCK_N], gl.float32, mma_layout)
+    acc0 = gl.zeros([64, BLOCK_N], gl.float32, mma_layout)
+    acc1 = gl.zeros([64, BLOCK_N], gl.float32, mma_layout)
+    # The partial is threaded through every WGMMA (use_acc=False ignores its value) so that both waves
+    # and all K blocks write one register block; fresh zero inputs let ptxas give each wave its own
+    # block, which fragments the register file and spilled 14 accumulator registers.
+    part = zero
+    sa0, sb0, sb1 = _scales(sfa_ptr, sfb_ptr, rows0, cols, mask0, col_mask, nb0, second_col, kb0,
+                            stride_sfa_k, stride_sfb, NUM_NB, SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA)
+    sa1 = sa0
+    if not SFA_TMA:
+        sa1 = _load_scale(sfa_ptr, rows1, kb0, stride_sfa_k, mask1, SF_PACKED)
+    for kk in range(KB):
+        s = it % STAGES
+        mbarrier.wait(full_bars.index(s), (it // STAGES) & 1)
+        b_tile = b_bufs.index(s).permute((1, 0))
+        part = warpgroup_mma(_a_rows(a_bufs, s, row0), b_tile, part, use_acc=False, is_async=True)
+        if SFA_TMA:
+            sa0 = _ring_scale(sfa_bufs, s, kb0 + kk, row0, row_layout, SF_PACKED)
+        part = warpgroup_mma_wait(0, deps=(part,))
+        acc0 = _promote(acc0, part, sa0, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
+        part = warpgroup_mma(_a_rows(a_bufs, s, row1), b_tile, part, use_acc=False, is_async=True)
+        if SFA_TMA:
+            sa1 = _ring_scale(sfa_bufs, s, kb0 + kk, row1, row_layout, SF_PACKED)
+        # Next block's scales load while the second wave's WGMMA runs (after wave 0's promotion, so
+        # that the two waves' scale vectors are not live at once next to three accumulators).
+        nkb = gl.minimum(kb0 + kk + 1, kb0 + KB - 1)
+        nsa0, nsb0, nsb1 = _scales(sfa_ptr, sfb_ptr, rows0, cols, mask0, col_mask, nb0, second_col, nkb,
+                                   stride_sfa_k, stride_sfb, NUM_NB, SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM,
+                                   SFA_TMA)
+        nsa1 = nsa0
+        if not SFA_TMA:
+            nsa1 = _load_scale(sfa_ptr, rows1, nkb, stride_sfa_k, mask1, SF_PACKED)
+        part = warpgroup_mma_wait(0, deps=(part,))
+        mbarrier.arrive(empty_bars.index(s), count=1)
+        acc1 = _promote(acc1, part, sa1, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
+        sa0 = nsa0
+        sa1 = nsa1
+        sb0 = nsb0
+        sb1 = nsb1
+        it += 1
+    return acc0, acc1, it
+
+
+@gluon.jit
+def _store_wave(acc, d_desc, d_sub, c_ptr, rows, cols, row_mask, col_mask, stride_cm, out_row, off_n,
+                PENDING: gl.constexpr, ADD_C: gl.constexpr):
+    """Epilogue of one 64-row wave: (+ C in FP32), cast, registers -> ``d_sub`` [64, BLOCK_N] -> TMA store.
+
+    The store is left in flight; ``PENDING`` TMA stores of this warpgroup may still be running when
+    ``d_sub`` is overwritten (they read other buffers).
+    """
+    if ADD_C:
+        c_ptrs = c_ptr + rows.to(gl.int64)[:, None] * stride_cm + cols[None, :]
+        c = gl.load(c_ptrs, mask=row_mask[:, None] & col_mask[None, :], other=0.0)
+        acc = acc + c.to(gl.float32)
+    tma.store_wait(PENDING)
+    gl.thread_barrier()
+    d_sub.store(acc.to(d_desc.dtype))
+    fence_async_shared()
+    gl.thread_barrier()
+    tma.async_copy_shared_to_global(d_desc, [out_row, off_n], d_sub)
 
 
 @gluon.jit
@@ -179,9 +378,17 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                     N: gl.constexpr, K: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                     STAGES: gl.constexpr, GROUP_M: gl.constexpr, SPLIT_K: gl.constexpr,
                     SF_PACKED: gl.constexpr, SFB_PER_CHANNEL: gl.constexpr, HAS_C: gl.constexpr,
-                    PIPE_MMA: gl.constexpr, WG: gl.constexpr):
-    # One warpgroup: rows [64 * WG, 64 * WG + 64) of every BLOCK_M tile.
+                    PIPE_MMA: gl.constexpr, SMALL_EPI: gl.constexpr, sfa_bufs, SFA_TMA: gl.constexpr,
+                    WG: gl.constexpr):
+    """One math warpgroup (4 warps). Its rows of each tile: wave ``w`` covers tile rows
+    ``w * 64 * NUM_WG + 64 * WG + [0, 64)`` (BLOCK_M 64/128: one wave; 256: two, DeepGEMM's order).
+    ``d_smem`` holds [BLOCK_M, BLOCK_N] (or, with ``SMALL_EPI``, [64 * NUM_WG, BLOCK_N] that both
+    waves of a warpgroup reuse in turn) rows of D staging."""
     WG_M: gl.constexpr = 64
+    NUM_WG: gl.constexpr = num_math_warpgroups(BLOCK_M)
+    WAVES: gl.constexpr = BLOCK_M // (WG_M * NUM_WG)
+    row0: gl.constexpr = WG * WG_M
+    row1: gl.constexpr = WG_M * NUM_WG + WG * WG_M
     mma_layout: gl.constexpr = mma_layout_for(WG_M, BLOCK_N, 4)
     row_layout: gl.constexpr = gl.SliceLayout(1, mma_layout)
     col_layout: gl.constexpr = gl.SliceLayout(0, mma_layout)
@@ -192,9 +399,9 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
     num_pid_m = gl.cdiv(M, BLOCK_M)
     num_pid_n: gl.constexpr = (N + BLOCK_N - 1) // BLOCK_N
     num_units = num_pid_m * num_pid_n * SPLIT_K
+    ADD_C: gl.constexpr = HAS_C and SPLIT_K == 1
 
-    zero = gl.zeros([WG_M, BLOCK_N], gl.float32, mma_layout)
-    d_sub = d_smem.slice(WG * WG_M, WG_M, dim=0)
+    d_sub0 = d_smem.slice(row0, WG_M, dim=0)
     it = 0
     for unit in range(gl.program_id(0), num_units, gl.num_programs(0)):
         tile = unit // SPLIT_K
@@ -203,97 +410,69 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
         kb0 = split * kb_per_split
-        rows = off_m + WG * WG_M + gl.arange(0, WG_M, layout=row_layout)
+        if SPLIT_K > 1:
+            # partials go to the workspace, split after split; the reduction adds C
+            out_m = split * (num_pid_m * BLOCK_M) + off_m
+        else:
+            out_m = off_m
+        rows0 = off_m + row0 + gl.arange(0, WG_M, layout=row_layout)
         cols = off_n + gl.arange(0, BLOCK_N, layout=col_layout)
-        row_mask = rows < M
+        mask0 = rows0 < M
         col_mask = cols < N
         nb0 = off_n // 128
         second_col = (cols // 128) != nb0
-
-        acc = gl.zeros([WG_M, BLOCK_N], gl.float32, mma_layout)
-        sa, sb0, sb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col, kb0,
-                               stride_sfa_k, stride_sfb, NUM_NB, SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM)
-        if PIPE_MMA:
-            # Prologue: the first K block's WGMMA in flight.
-            s = it % STAGES
-            mbarrier.wait(full_bars.index(s), (it // STAGES) & 1)
-            prev = warpgroup_mma(_a_rows(a_bufs, s, WG), b_bufs.index(s).permute((1, 0)), zero,
-                                 use_acc=False, is_async=True)
-            prev_s = s
-            it += 1
-            for kk in range(1, kb_per_split):
-                s = it % STAGES
-                mbarrier.wait(full_bars.index(s), (it // STAGES) & 1)
-                cur = warpgroup_mma(_a_rows(a_bufs, s, WG), b_bufs.index(s).permute((1, 0)), zero,
-                                    use_acc=False, is_async=True)
-                # Next block's scales load while both WGMMAs run.
-                nsa, nsb0, nsb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col,
-                                          kb0 + kk, stride_sfa_k, stride_sfb, NUM_NB,
-                                          SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM)
-                part = warpgroup_mma_wait(1, deps=(prev,))
-                mbarrier.arrive(empty_bars.index(prev_s), count=1)
-                acc = _promote(acc, part, sa, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
-                sa = nsa
-                sb0 = nsb0
-                sb1 = nsb1
-                prev = cur
-                prev_s = s
-                it += 1
-            part = warpgroup_mma_wait(0, deps=(prev,))
-            mbarrier.arrive(empty_bars.index(prev_s), count=1)
-            acc = _promote(acc, part, sa, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
+        if WAVES == 1:
+            acc, it = _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row0,
+                                     sfa_ptr, sfb_ptr, rows0, cols, mask0, col_mask, nb0, second_col,
+                                     stride_sfa_k, stride_sfb, mma_layout, NUM_NB, kb_per_split, STAGES,
+                                     SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, PIPE_MMA, SFA_TMA)
+            _store_wave(acc, d_desc, d_sub0, c_ptr, rows0, cols, mask0, col_mask, stride_cm,
+                        out_m + row0, off_n, 0, ADD_C)
         else:
-            for kk in range(kb_per_split):
-                s = it % STAGES
-                mbarrier.wait(full_bars.index(s), (it // STAGES) & 1)
-                part = warpgroup_mma(_a_rows(a_bufs, s, WG), b_bufs.index(s).permute((1, 0)), zero,
-                                     use_acc=False, is_async=True)
-                # Next block's scales load while the WGMMA runs (the last iteration reloads its own).
-                nkb = gl.minimum(kb0 + kk + 1, kb0 + kb_per_split - 1)
-                nsa, nsb0, nsb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col,
-                                          nkb, stride_sfa_k, stride_sfb, NUM_NB,
-                                          SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM)
-                part = warpgroup_mma_wait(0, deps=(part,))
-                mbarrier.arrive(empty_bars.index(s), count=1)
-                acc = _promote(acc, part, sa, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
-                sa = nsa
-                sb0 = nsb0
-                sb1 = nsb1
-                it += 1
-
-        # Epilogue: C in FP32, cast, registers -> smem -> TMA store (left in flight).
-        if SPLIT_K > 1:
-            out_row = split * (num_pid_m * BLOCK_M) + off_m + WG * WG_M
-        else:
-            out_row = off_m + WG * WG_M
-            if HAS_C:
-                c_ptrs = c_ptr + rows.to(gl.int64)[:, None] * stride_cm + cols[None, :]
-                c = gl.load(c_ptrs, mask=row_mask[:, None] & col_mask[None, :], other=0.0)
-                acc = acc + c.to(gl.float32)
-        tma.store_wait(0)
-        gl.thread_barrier()
-        d_sub.store(acc.to(d_desc.dtype))
-        fence_async_shared()
-        gl.thread_barrier()
-        tma.async_copy_shared_to_global(d_desc, [out_row, off_n], d_sub)
+            rows1 = off_m + row1 + gl.arange(0, WG_M, layout=row_layout)
+            mask1 = rows1 < M
+            acc0, acc1, it = _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row0,
+                                            row1, sfa_ptr, sfb_ptr, rows0, rows1, cols, mask0, mask1, col_mask,
+                                            nb0, second_col, stride_sfa_k, stride_sfb, mma_layout, NUM_NB,
+                                            kb_per_split, STAGES, SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM,
+                                            SFA_TMA)
+            _store_wave(acc0, d_desc, d_sub0, c_ptr, rows0, cols, mask0, col_mask, stride_cm,
+                        out_m + row0, off_n, 0, ADD_C)
+            # SMALL_EPI: wave 1 reuses wave 0's buffer, so wave 0's store must have read it first.
+            if SMALL_EPI:
+                d_sub1 = d_sub0
+            else:
+                d_sub1 = d_smem.slice(row1, WG_M, dim=0)
+            _store_wave(acc1, d_desc, d_sub1, c_ptr, rows1, cols, mask1, col_mask, stride_cm,
+                        out_m + row1, off_n, 0 if SMALL_EPI else 1, ADD_C)
     tma.store_wait(0)
 
 
 @gluon.jit
 def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
-                    M, stride_sfa_k, stride_sfb, stride_cm,
+                    M, stride_sfa_k, stride_sfb, stride_cm, sfa_desc,
                     N: gl.constexpr, K: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                     STAGES: gl.constexpr, GROUP_M: gl.constexpr, SPLIT_K: gl.constexpr,
                     SF_PACKED: gl.constexpr, SFB_PER_CHANNEL: gl.constexpr, HAS_C: gl.constexpr,
-                    PIPE_MMA: gl.constexpr, PRODUCER_REGS: gl.constexpr, MATH_REGS: gl.constexpr):
-    """Entry: carve shared memory, init barriers, fork producer and math partitions."""
-    NUM_WG: gl.constexpr = BLOCK_M // 64
+                    PIPE_MMA: gl.constexpr, PRODUCER_REGS: gl.constexpr, MATH_REGS: gl.constexpr,
+                    SMALL_EPI: gl.constexpr = False, SFA_TMA: gl.constexpr = False):
+    """Entry: carve shared memory, init barriers, fork producer and math partitions.
+
+    ``sfa_desc``: TMA descriptor of the LHS scales as [K/128 (packed: ceil(K/512)), M] (the MN-major
+    tensor's transpose), box [1, BLOCK_M], no swizzle; only read with ``SFA_TMA`` (else any small box).
+    """
+    NUM_WG: gl.constexpr = num_math_warpgroups(BLOCK_M)
+    gl.static_assert(BLOCK_M == 64 or BLOCK_M == 128 or BLOCK_M == 256, "BLOCK_M must be 64, 128 or 256")
+    gl.static_assert(BLOCK_M == 256 or not SMALL_EPI, "SMALL_EPI needs two waves a warpgroup")
+    gl.static_assert(BLOCK_M < 256 or not PIPE_MMA, "BLOCK_M 256 has registers for one partial only")
     gl.static_assert(K % 128 == 0, "K must be a multiple of 128 (the scale block)")
     gl.static_assert((K // 128) % SPLIT_K == 0, "SPLIT_K must divide K / 128")
     gl.static_assert(BLOCK_N % 8 == 0, "BLOCK_N must be a multiple of 8")
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
-    d_smem = gl.allocate_shared_memory(d_desc.dtype, [BLOCK_M, BLOCK_N], d_desc.layout)
+    SFA_SLOTS: gl.constexpr = STAGES if SFA_TMA else 1
+    sfa_bufs = gl.allocate_shared_memory(sfa_desc.dtype, [SFA_SLOTS] + sfa_desc.block_type.shape, sfa_desc.layout)
+    d_smem = gl.allocate_shared_memory(d_desc.dtype, [d_staging_rows(BLOCK_M, SMALL_EPI), BLOCK_N], d_desc.layout)
     full_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
@@ -308,22 +487,24 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                                sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
-                               SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, 0)),
+                               SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, 0)),
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                                sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
-                               SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, 1)),
+                               SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, 1)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
-                               N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K)),
+                               N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
+                               SF_PACKED)),
         ], [4, 1], [MATH_REGS, PRODUCER_REGS])
     else:
         gl.warp_specialize([
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                                sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
-                               SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, 0)),
+                               SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, 0)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
-                               N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K)),
+                               N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
+                               SF_PACKED)),
         ], [1], [PRODUCER_REGS])
 
 

@@ -22,25 +22,35 @@ MATH_REGS = 232
 
 
 def math_warpgroups(block_m: int) -> int:
-    """Math warpgroups: one per 64 rows of the tile (m64nNk32 WGMMA), each its own partition."""
-    assert block_m in (64, 128), block_m
-    return block_m // 64
+    """Math warpgroups, each its own partition: one per 64 rows of the tile (m64nNk32 WGMMA), at most two."""
+    assert block_m in (64, 128, 256), block_m
+    return min(block_m // 64, 2)
 
 
-def stage_bytes(block_m: int, block_n: int) -> int:
-    """Shared memory of one pipeline stage: an e4m3 A tile and an e4m3 B tile of 128 K each."""
-    return (block_m + block_n) * BLOCK_K
+def waves_per_warpgroup(block_m: int) -> int:
+    """64-row WGMMA waves each math warpgroup issues per K block (BLOCK_M 256: two, one partial each)."""
+    return block_m // (64 * math_warpgroups(block_m))
 
 
-def epilogue_bytes(block_m: int, block_n: int, out_fp32: bool) -> int:
-    """The D staging tile for the TMA store."""
-    return block_m * block_n * (4 if out_fp32 else 2)
+def stage_bytes(block_m: int, block_n: int, sfa_tma: bool = False) -> int:
+    """Shared memory of one pipeline stage: an e4m3 A tile and an e4m3 B tile of 128 K each, plus the
+    tile's BLOCK_M 4-byte per-token scales when they ride in the ring (``sfa_tma``)."""
+    return (block_m + block_n) * BLOCK_K + (4 * block_m if sfa_tma else 0)
 
 
-def max_stages(block_m: int, block_n: int, out_fp32: bool, smem_per_block: int) -> int:
-    """How many stages fit next to the epilogue tile."""
-    budget = smem_per_block - SMEM_RESERVED - epilogue_bytes(block_m, block_n, out_fp32)
-    return budget // stage_bytes(block_m, block_n)
+def epilogue_bytes(block_m: int, block_n: int, out_fp32: bool, small_epi: bool = False) -> int:
+    """The D staging tile for the TMA store (``small_epi``: one 64-row wave per warpgroup, reused)."""
+    rows = 64 * math_warpgroups(block_m) if small_epi else block_m
+    return rows * block_n * (4 if out_fp32 else 2)
+
+
+def max_stages(block_m: int, block_n: int, out_fp32: bool, smem_per_block: int, small_epi: bool = False,
+               sfa_tma: bool = False) -> int:
+    """How many stages fit next to the epilogue tile (and the 16-byte scale slot when scales are not in the ring)."""
+    budget = smem_per_block - SMEM_RESERVED - epilogue_bytes(block_m, block_n, out_fp32, small_epi)
+    if not sfa_tma:
+        budget -= 16
+    return budget // stage_bytes(block_m, block_n, sfa_tma)
 
 
 def full_barrier_arrivals() -> int:
@@ -53,18 +63,25 @@ def empty_barrier_arrivals(block_m: int) -> int:
     return math_warpgroups(block_m)
 
 
-def stage_tx_bytes(block_m: int, block_n: int) -> int:
-    """Bytes the two TMA loads of one stage deliver (boxes past the edge still count in full)."""
-    return stage_bytes(block_m, block_n)
+def stage_tx_bytes(block_m: int, block_n: int, sfa_tma: bool = False) -> int:
+    """Bytes the TMA loads of one stage deliver (boxes past the edge still count in full)."""
+    return stage_bytes(block_m, block_n, sfa_tma)
 
 
 def accumulator_regs(block_m: int, block_n: int, pipelined: bool) -> int:
-    """FP32 registers per math thread: the promoted result plus one (or two) WGMMA partials."""
+    """FP32 registers per math thread: the promoted result of each wave plus one (or two) WGMMA partials."""
     per_thread = 64 * block_n // 128  # a warpgroup's 64 x BLOCK_N fp32 tile over 128 threads
-    return per_thread * (3 if pipelined else 2)
+    return per_thread * (waves_per_warpgroup(block_m) + (2 if pipelined else 1))
 
 
 def wgmma_instr_n(block_n: int) -> int:
     """N of each wgmma.mma_async: the whole tile width (multiples of 8 up to 256 are legal for fp8)."""
     assert block_n % 8 == 0 and 8 <= block_n <= 256, block_n
     return block_n
+
+
+def sfa_box(block_m: int, sfa_tma: bool) -> list[int]:
+    """TMA box of the LHS-scale descriptor over the [K/128, M] view: one K block's BLOCK_M scales
+    (or a 16-byte placeholder box when the scales are loaded from global memory instead)."""
+    return [1, block_m] if sfa_tma else [1, 4]
+

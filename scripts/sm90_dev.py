@@ -1,6 +1,8 @@
 """One-call GPU session for the sm90 kernels: correctness sweep, config sweep, peers, host overhead.
 
-Usage (on the H200): ``PYTHONPATH=. python3 scripts/sm90_dev.py [check] [bench] [host] [--full]``.
+Usage (on the H200): ``PYTHONPATH=. python3 scripts/sm90_dev.py [check] [bench] [host] [v3] [--full]``.
+``v3``: M=4096 sweep of 128- vs 256-row tiles (stages, shared D staging, TMA-loaded LHS scales), each
+config also checked against the float64 reference; writes after every shape.
 Writes ``$OUT/sm90_dev.json`` (or ./sm90_dev.json) and prints a short table last.
 Timing: CUDA events around each call, a 1 GiB buffer zeroed before each timed call (L2 flush),
 5 warm-up calls, median of 30, fresh random normal inputs per shape.
@@ -8,6 +10,7 @@ Timing: CUDA events around each call, a 1 GiB buffer zeroed before each timed ca
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -237,6 +240,68 @@ def phase_bench(full, anchors):
     return res
 
 
+def v3_configs(desc, facts):
+    """(name, config) pairs of the v3 sweep: the v2 128x128 baseline and the BLOCK_M 256 variants."""
+    base = make_config(desc, facts, 128, 128)
+    out = [("128x128 v2", dataclasses.replace(base, pipe_mma=False)),
+           ("128x128 tma", dataclasses.replace(make_config(desc, facts, 128, 128, sfa_tma=True), pipe_mma=False)),
+           ("256x128", make_config(desc, facts, 256, 128)),
+           ("256x128 small_epi", make_config(desc, facts, 256, 128, small_epi=True)),
+           ("256x128 tma", make_config(desc, facts, 256, 128, sfa_tma=True)),
+           ("256x128 tma g16", dataclasses.replace(make_config(desc, facts, 256, 128, sfa_tma=True), group_m=16))]
+    heur = get_sm90_config(desc, facts)
+    if all(c != heur for _, c in out):
+        out.append(("heuristic", heur))
+    return out
+
+
+def direct_launch(desc, cfg, t):
+    """The GEMM kernel launched straight from its plan (kernel time only; no host launcher in the way)."""
+    a, sfa, sfa_k, b, sfb, sfb_k, c, d = t
+    grid, args, meta, reduce = sm90._build_plan(desc, cfg, a, sfa_k, b, sfb_k, d, c)
+    assert reduce is None
+    from finegemm.kernels.sm90 import gemm_1d2d
+
+    return lambda: gemm_1d2d.fp8_gemm_kernel[grid](*args, **meta)
+
+
+def phase_v3(result, path):
+    facts = device_facts(DEV)
+    rows = result.setdefault("v3", [])
+    for n, k in SHAPES_NK:
+        m = 4096
+        desc = desc_for(m, n, k, "1d2d", False, torch.bfloat16, False)
+        t = inputs(m, n, k)
+        a, sfa, _, b, sfb, _, _, d = t
+        ref = reference.fp8_gemm_nt((a, sfa), (b, sfb), None, recipe=(1, 128, 128))
+        row = dict(M=m, N=n, K=k, configs=[], deepgemm_us=DEEPGEMM_US.get((m, n, k)))
+        flops = 2 * m * n * k
+        for name, cfg in v3_configs(desc, facts):
+            entry = dict(name=name, cfg=cfg.__dict__)
+            try:
+                fn = direct_launch(desc, cfg, t)
+                d.fill_(float("nan"))
+                fn()
+                torch.cuda.synchronize()
+                entry["diff"] = reference.calc_diff(d, ref)
+                entry["ok"] = bool(entry["diff"] < 1e-3)
+                entry["us"] = time_fn(fn)
+                entry["TFLOPS"] = flops / entry["us"] / 1e6
+            except Exception as e:  # noqa: BLE001
+                entry["error"] = repr(e)[:300]
+            row["configs"].append(entry)
+            print("V3", m, n, k, name, {k2: (round(v, 4) if isinstance(v, float) else v) for k2, v in entry.items()
+                                        if k2 in ("us", "TFLOPS", "diff", "ok", "error")}, flush=True)
+        row.update(cublas_times(m, n, k))
+        rows.append(row)
+        json.dump(result, open(path, "w"), indent=1, default=str)
+    print(f"{'N':>6} {'K':>6} " + " ".join(f"{name:>18}" for name, _ in v3_configs(
+        desc_for(4096, 2112, 7168, "1d2d", False, torch.bfloat16, False), facts)) + "  cuBLASb      DG")
+    for r in rows:
+        cells = " ".join(f"{c.get('us', float('nan')):18.1f}" for c in r["configs"])
+        print(f"{r['N']:>6} {r['K']:>6} {cells} {r.get('cublas_block_us', float('nan')):8.1f} {r['deepgemm_us']:7.1f}")
+
+
 def phase_host():
     """Host time per cached public call (no sync inside the loop)."""
     out = {}
@@ -275,6 +340,8 @@ def main():
     result = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, date=time.strftime("%Y-%m-%d %H:%M"))
     import triton
     result["triton"] = triton.__version__
+    if os.path.exists(".commit"):
+        result["commit"] = open(".commit").read().strip()
     outdir = os.environ.get("OUT", ".")
     path = os.path.join(outdir, "sm90_dev.json")
     if "check" in args:
@@ -285,6 +352,8 @@ def main():
         json.dump(result, open(path, "w"), indent=1, default=str)
     if "host" in args:
         result["host"] = phase_host()
+    if "v3" in args:
+        phase_v3(result, path)
     json.dump(result, open(path, "w"), indent=1, default=str)
     if "check" in args:
         bad = [r for r in result["check"] if not r["ok"]]

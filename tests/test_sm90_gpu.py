@@ -27,7 +27,7 @@ def _sm90():
     return dispatch
 
 
-def _run(m, n, k, recipe, packed, with_c, out_dtype):
+def _run(m, n, k, recipe, packed, with_c, out_dtype, cfg=None):
     dispatch = _sm90()
     from finegemm.jit.device import device_facts
     from finegemm.jit.heuristics import GemmDesc
@@ -48,7 +48,7 @@ def _run(m, n, k, recipe, packed, with_c, out_dtype):
     desc = GemmDesc("fp8_1d2d" if recipe == "1d2d" else "fp8_1d1d", m, n, k, True, True,
                     out_dtype == torch.float32, with_c, packed)
     assert dispatch.unsupported_reason(desc, device_facts(dev)) is None
-    cfg = dispatch.get_config(desc, device_facts(dev))
+    cfg = cfg or dispatch.get_config(desc, device_facts(dev))
     outs = []
     for _ in range(2):
         d = torch.full((m, n), float("nan"), device=dev, dtype=out_dtype)
@@ -86,3 +86,35 @@ def test_public_api_routes_to_sm90():
     d = torch.full((128, 2112), float("nan"), device=dev, dtype=torch.bfloat16)
     finegemm.fp8_gemm_nt(a, b, d)
     assert reference.calc_diff(d, reference.fp8_gemm_nt(a, b)) < 1e-3
+
+
+def _run_cfg(m, n, k, packed, with_c, **overrides):
+    """As :func:`_run` for recipe 1d2d, but with a forced config (v3 tiles and scale paths)."""
+    import dataclasses
+
+    from finegemm.jit.device import device_facts
+    from finegemm.jit.heuristics import GemmDesc
+    from finegemm.jit.heuristics_sm90 import make_config
+
+    _sm90()
+    desc = GemmDesc("fp8_1d2d", m, n, k, True, True, with_c, with_c, packed)
+    bm, bn, split = overrides.pop("tile", (256, 128, 1))
+    cfg = make_config(desc, device_facts(torch.device("cuda")), bm, bn, split, **overrides)
+    _run(m, n, k, "1d2d", packed, with_c, torch.float32 if with_c else torch.bfloat16,
+         cfg=dataclasses.replace(cfg, pipe_mma=False) if bm == 256 else cfg)
+
+
+V3_CASES = [(4095, 2112, 7168, False, False), (333, 576, 128, False, False), (77, 2112, 7168, True, False),
+            (4096, 7168, 2048, False, True)]
+
+
+@pytest.mark.parametrize("m,n,k,packed,with_c", V3_CASES)
+@pytest.mark.parametrize("variant", [{}, {"small_epi": True}, {"sfa_tma": True}], ids=["plain", "small_epi", "sfa_tma"])
+def test_block_m_256(m, n, k, packed, with_c, variant):
+    _run_cfg(m, n, k, packed, with_c, **variant)
+
+
+@pytest.mark.parametrize("tile", [(128, 128, 1), (64, 64, 4)])
+@pytest.mark.parametrize("packed", [False, True])
+def test_sfa_tma_small_tiles(tile, packed):
+    _run_cfg(333 if tile[0] == 128 else 64, 2112, 7168, packed, False, tile=tile, sfa_tma=True)

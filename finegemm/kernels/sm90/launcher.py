@@ -1,0 +1,289 @@
+"""Replay a Triton/Gluon kernel launch whose arguments repeat, at the C launcher's cost (DESIGN.md §6).
+
+``kernel[grid](*args, **meta)`` costs tens of microseconds of Python per call in Triton 3.6, most of
+it spent redoing per call what a repeated launch does not need: binding the arguments and computing
+the specialization key, building a ``LazyDict`` of launch metadata and calling two empty hook chains
+from C, and, per host ``TensorDescriptor``, re-encoding a ``CUtensorMap`` (``cuTensorMapEncodeTiled``)
+and, per pointer, ``data_ptr()`` plus ``cuPointerGetAttribute``.
+
+:func:`launch` does the first launch the normal way, keeps the ``CompiledKernel`` it returns and
+returns a :class:`Replay` of that exact launch. A replay is one of three modes, the fastest that the
+compiled kernel's structure allows (anything unexpected picks a slower one, never a wrong one):
+
+- ``"raw"``: the generated C launcher (``mod.launch`` of the ``__triton_launcher`` module) is called
+  with the argument tuple built once: tensor maps encoded once, pointers as plain ints, constexprs as
+  they were. Needs Triton 3.6 (the launcher's argument format is private), the NVIDIA backend and no
+  global/profile scratch.
+- ``"bound"``: ``CompiledKernel.run`` with the bound arguments (no binder, no key; the launcher still
+  encodes tensor maps and allocates scratch itself).
+- ``"normal"``: ``kernel[grid](*args, **meta)`` again (a different Triton version, a callable grid,
+  an object that is not a ``CompiledKernel``, ...).
+
+Every replay reads the current CUDA device and that device's current stream, so ``torch.cuda.stream``
+contexts and CUDA-graph capture see the launch where the normal path would put it. A raw or bound
+replay launches through ``kernel[grid]`` instead whenever the normal path could behave differently:
+the current device is not the one of the first launch, a launch hook is registered (profilers such
+as proton), a pre-run hook was added, or ``knobs.runtime.debug`` / the instrumentation mode changed.
+
+The caller guarantees that the arguments are the same objects as at the first launch and that every
+tensor still has the data pointer, shape and strides it had (a :class:`Replay` keeps them alive);
+dispatch.py keys its cache of replays on exactly that. Tensor *contents* may change freely.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import triton
+
+__all__ = ["TESTED_TRITON", "Replay", "launch", "launch_all"]
+
+TESTED_TRITON = "3.6."  # the private launcher ABI used by raw/bound modes is read from this version
+
+# The C launcher's leading arguments (driver.py's _BASE_ARGS_FORMAT): gridX, gridY, gridZ, stream,
+# function, cooperative, pdl, global scratch, profile scratch, kernel metadata, launch metadata, enter
+# hook, exit hook; then the kernel's arguments. Raw mode is used only while Triton still says so.
+_BASE_ARGS_FORMAT = "iiiKKppOOOOOO"
+
+
+def _cuda_fns() -> tuple[Callable[[], int], Callable[[int], int]]:
+    """(current device index, raw current stream of a device): the cheapest forms torch offers."""
+    import torch
+
+    get_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
+    get_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if get_stream is None:
+        def get_stream(index: int) -> int:
+            return torch.cuda.current_stream(index).cuda_stream
+    return get_device, get_stream
+
+
+class Replay:
+    """One kernel launch with every argument fixed; calling it launches it again on the current stream."""
+
+    mode: str = "normal"
+
+    def __init__(self, kernel: Any, grid: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+        self._kernel = kernel
+        self._grid = grid
+        self._args = tuple(args)  # also keeps every tensor (and so every pointer) alive
+        self._kwargs = dict(kwargs)
+
+    def normal(self) -> Any:
+        """Launch through ``kernel[grid](*args, **kwargs)``; returns what Triton returns (the CompiledKernel)."""
+        return self._kernel[self._grid](*self._args, **self._kwargs)
+
+    def __call__(self) -> None:
+        self.normal()
+
+    def __repr__(self) -> str:
+        fn = getattr(self._kernel, "fn", self._kernel)
+        return f"Replay({getattr(fn, '__name__', '?')}, grid={self._grid}, mode={self.mode})"
+
+
+class _FastReplay(Replay):
+    """Shared part of the raw and bound modes: what every call checks before skipping ``kernel[grid]``.
+
+    The checks are inlined in each ``__call__`` (a method call per check would cost as much as the
+    rest of the replay): same current device as the first launch, no launch hook registered (3.6
+    keeps them as ``HookChain`` objects, empty by default), no pre-run hook, same
+    ``knobs.runtime.debug`` and instrumentation mode (both part of Triton's compile key).
+    """
+
+    def __init__(self, kernel: Any, grid: tuple[int, ...], args: Sequence[Any], kwargs: Mapping[str, Any],
+                 compiled: Any, device: int) -> None:
+        from triton import knobs
+
+        super().__init__(kernel, grid, args, kwargs)  # the normal fallback keeps the caller's grid
+        self._gx, self._gy, self._gz = _grid3(grid)
+        self._device = device
+        self._get_device, self._get_stream = _cuda_fns()
+        self._rt = knobs.runtime
+        self._comp = knobs.compilation
+        self._enter = knobs.runtime.launch_enter_hook
+        self._exit = knobs.runtime.launch_exit_hook
+        self._enter_calls = getattr(self._enter, "calls", None)
+        self._exit_calls = getattr(self._exit, "calls", None)
+        if not isinstance(self._enter_calls, list) or not isinstance(self._exit_calls, list):
+            raise TypeError("unexpected launch hook objects")  # launch() turns this into a normal replay
+        self._debug = knobs.runtime.debug
+        self._instrumentation = knobs.compilation.instrumentation_mode
+        self._pre_run_hooks = getattr(kernel, "pre_run_hooks", [])
+        self._compiled = compiled
+
+    def unchanged(self, device: int) -> bool:
+        """The checks of ``__call__`` as one predicate (tests and debugging)."""
+        rt = self._rt
+        return (device == self._device and not self._enter_calls and not self._exit_calls
+                and rt.launch_enter_hook is self._enter and rt.launch_exit_hook is self._exit
+                and rt.debug == self._debug and self._comp.instrumentation_mode == self._instrumentation
+                and not self._pre_run_hooks)
+
+
+class _RawReplay(_FastReplay):
+    mode = "raw"
+
+    def __init__(self, kernel: Any, grid: tuple[int, ...], args: Sequence[Any], kwargs: Mapping[str, Any],
+                 compiled: Any, device: int, c_launch: Callable[..., Any], kernel_args: list[Any]) -> None:
+        super().__init__(kernel, grid, args, kwargs, compiled, device)
+        run = compiled.run
+        self._c_launch = c_launch
+        self._tail = (compiled.function, run.launch_cooperative_grid, run.launch_pdl, None, None,
+                      compiled.packed_metadata, None, None, None, *kernel_args)
+
+    def __call__(self) -> None:
+        device = self._get_device()
+        rt = self._rt
+        if (device == self._device and not self._enter_calls and not self._exit_calls
+                and rt.launch_enter_hook is self._enter and rt.launch_exit_hook is self._exit
+                and rt.debug == self._debug and self._comp.instrumentation_mode == self._instrumentation
+                and not self._pre_run_hooks):
+            self._c_launch(self._gx, self._gy, self._gz, self._get_stream(device), *self._tail)
+        else:
+            self.normal()
+
+
+class _BoundReplay(_FastReplay):
+    mode = "bound"
+
+    def __init__(self, kernel: Any, grid: tuple[int, ...], args: Sequence[Any], kwargs: Mapping[str, Any],
+                 compiled: Any, device: int, bound: list[Any]) -> None:
+        super().__init__(kernel, grid, args, kwargs, compiled, device)
+        self._bound = tuple(bound)
+
+    def __call__(self) -> None:
+        device = self._get_device()
+        if self.unchanged(device):
+            c = self._compiled
+            c.run(self._gx, self._gy, self._gz, self._get_stream(device), c.function, c.packed_metadata,
+                  None, None, None, *self._bound)
+        else:
+            self.normal()
+
+
+def _grid3(grid: Any) -> tuple[int, int, int] | None:
+    if not isinstance(grid, tuple) or not 1 <= len(grid) <= 3 or not all(isinstance(g, int) for g in grid):
+        return None
+    return (grid + (1, 1))[:3]
+
+
+def _bind(kernel: Any, compiled: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[Any] | None:
+    """The kernel's arguments in signature order, as JITFunction.run passes them on; None if unsure."""
+    signature = getattr(kernel, "signature", None)
+    src_sig = getattr(getattr(compiled, "src", None), "signature", None)
+    if signature is None or not isinstance(src_sig, dict):
+        return None
+    names = list(signature.parameters)
+    if list(src_sig) != names:
+        return None
+    try:
+        bound = signature.bind(*args, **{k: v for k, v in kwargs.items() if k in signature.parameters})
+    except TypeError:
+        return None
+    bound.apply_defaults()
+    return [bound.arguments[n] for n in names]
+
+
+def _is_c_function(fn: Any) -> bool:
+    """True for a function of a C extension (the generated ``__triton_launcher.launch``)."""
+    return type(fn).__name__ == "builtin_function_or_method"
+
+
+def _raw_launcher(run: Any) -> Callable[..., Any] | None:
+    """The generated C ``launch`` under ``CudaLauncher.launch``, or None.
+
+    3.6 sets ``launch`` to the C function itself, or, for kernels with tensor-descriptor arguments, to
+    ``wrap_handle_tensordesc``'s closure ``inner`` around it (its free variable ``launcher``).
+    """
+    fn = getattr(run, "launch", None)
+    if fn is None:
+        return None
+    if _is_c_function(fn):
+        return fn
+    code = getattr(fn, "__code__", None)
+    if code is None or code.co_name != "inner" or fn.__closure__ is None or "launcher" not in code.co_freevars:
+        return None
+    inner = fn.__closure__[code.co_freevars.index("launcher")].cell_contents
+    return inner if _is_c_function(inner) else None
+
+
+def _ptr(value: Any) -> Any:
+    """A tensor's data pointer as an int (what the C launcher accepts without a call back into Python)."""
+    if getattr(value, "is_cuda", False):
+        return value.data_ptr()
+    return value
+
+
+def _kernel_args(compiled: Any, bound: list[Any]) -> list[Any] | None:
+    """The C launcher's argument list after the base ones: tensor descriptors expanded and encoded once."""
+    from triton.backends.nvidia import driver as nv_driver
+
+    types = list(compiled.src.signature.values())
+    desc_meta = getattr(compiled.metadata, "tensordesc_meta", None)
+    n_desc = sum(1 for t in types if isinstance(t, str) and t.startswith("tensordesc"))
+    if desc_meta and len(desc_meta) != n_desc:
+        return None
+    out: list[Any] = []
+    desc_index = 0
+    for ty, value in zip(types, bound):
+        if isinstance(ty, tuple):
+            if "tensordesc" in repr(ty):
+                return None  # descriptors inside tuples: not expanded by 3.6's wrapper either
+            out.append(value)
+        elif ty.startswith("tensordesc"):
+            meta = desc_meta[desc_index] if desc_meta else None
+            desc_index += 1
+            out.extend(_ptr(x) for x in nv_driver.make_tensordesc_arg(value, meta))
+        elif ty.startswith("*"):
+            out.append(_ptr(value))
+        else:
+            out.append(value)
+    return out
+
+
+def _replay_for(kernel: Any, grid: Any, args: Sequence[Any], kwargs: Mapping[str, Any], compiled: Any,
+                device: int) -> Replay:
+    """The fastest replay that ``compiled``'s structure allows (see the module docstring)."""
+    from triton.compiler.compiler import CompiledKernel
+
+    if (not triton.__version__.startswith(TESTED_TRITON) or _grid3(grid) is None
+            or not isinstance(compiled, CompiledKernel)):
+        return Replay(kernel, grid, args, kwargs)
+    bound = _bind(kernel, compiled, args, kwargs)
+    if bound is None:
+        return Replay(kernel, grid, args, kwargs)
+    from triton.backends.nvidia import driver as nv_driver
+
+    run = compiled.run
+    raw = None
+    raw_ok = (getattr(nv_driver, "_BASE_ARGS_FORMAT", None) == _BASE_ARGS_FORMAT
+              and type(run).__name__ == "CudaLauncher" and getattr(run, "num_ctas", 0) >= 1
+              and not getattr(run, "global_scratch_size", 1) and not getattr(run, "profile_scratch_size", 1))
+    if raw_ok:
+        raw = _raw_launcher(run)
+    if raw is not None:
+        kernel_args = _kernel_args(compiled, bound)
+        if kernel_args is not None:
+            return _RawReplay(kernel, grid, args, kwargs, compiled, device, raw, kernel_args)
+    return _BoundReplay(kernel, grid, args, kwargs, compiled, device, bound)
+
+
+def launch(kernel: Any, grid: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Replay:
+    """Launch ``kernel[grid](*args, **kwargs)`` now, the normal way, and return a :class:`Replay` of it.
+
+    Replaying needs the same argument objects with unchanged pointers, shapes and strides (the caller's
+    cache key); contents may change. Structure not understood yields a replay in ``"normal"`` mode.
+    """
+    device = _cuda_fns()[0]()  # what JITFunction.run reads (driver.active.get_current_device)
+    compiled = kernel[grid](*args, **kwargs)
+    try:
+        return _replay_for(kernel, grid, args, kwargs, compiled, device)
+    except Exception:  # noqa: BLE001 - anything unexpected in Triton's private structure: launch normally
+        return Replay(kernel, grid, args, kwargs)
+
+
+def launch_all(replays: Sequence[Replay]) -> None:
+    """Replay several launches in order (e.g. a GEMM and its split-K reduction)."""
+    for replay in replays:
+        replay()

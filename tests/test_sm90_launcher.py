@@ -1,0 +1,248 @@
+"""kernels/sm90/launcher.py on the CPU: which replay mode a compiled kernel gets, what the raw mode hands
+the C launcher, and every fallback to ``kernel[grid](...)``.
+
+Triton's own objects are used where they can be without a GPU (``CompiledKernel``, ``CudaLauncher``
+and ``wrap_handle_tensordesc`` of the installed 3.6), with the generated C function, the tensor-map
+encoder and torch's device/stream queries replaced by recorders. The GPU side (bit-identical results,
+CUDA graphs, streams) is tests/test_sm90_launcher_gpu.py.
+"""
+
+from __future__ import annotations
+
+import inspect
+from types import SimpleNamespace
+
+import pytest
+
+triton = pytest.importorskip("triton")
+nv_driver = pytest.importorskip("triton.backends.nvidia.driver")
+from triton import knobs  # noqa: E402
+from triton.compiler.compiler import CompiledKernel  # noqa: E402
+
+from finegemm.kernels.sm90 import launcher  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not triton.__version__.startswith("3.6."), reason="launcher targets Triton 3.6")
+
+SIGNATURE = {"a_desc": "tensordesc<fp8e4nv[64, 128]>", "sfa_ptr": "*fp32", "c_ptr": "*bf16", "M": "i32",
+             "N": "constexpr", "BLOCK": "constexpr"}
+DESC_META = [{"swizzle": 3, "elem_size": 1, "elem_type": 0, "block_size": [64, 128], "fp4_padded": False}]
+
+
+class FakeTensor:
+    """What the launcher reads of a CUDA tensor: ``is_cuda`` and ``data_ptr()``."""
+
+    is_cuda = True
+
+    def __init__(self, ptr: int) -> None:
+        self.ptr = ptr
+
+    def data_ptr(self) -> int:
+        return self.ptr
+
+
+class CLaunch:
+    """Stands in for the generated ``__triton_launcher.launch``: records each call's arguments."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def __call__(self, *args):
+        self.calls.append(args)
+
+
+def _kernel_fn(a_desc, sfa_ptr, c_ptr, M, N, BLOCK):  # the fake kernel's Python signature
+    pass
+
+
+class FakeKernel:
+    """A JITFunction as launcher.launch uses it: ``kernel[grid](*args, **kw)`` returns the CompiledKernel."""
+
+    def __init__(self, compiled) -> None:
+        self.compiled = compiled
+        self.signature = inspect.signature(_kernel_fn)
+        self.pre_run_hooks: list = []
+        self.normal_launches: list[tuple] = []
+        self.fn = _kernel_fn
+
+    def __getitem__(self, grid):
+        def run(*args, **kwargs):
+            self.normal_launches.append((grid, args, kwargs))
+            return self.compiled
+        return run
+
+
+def _compiled(signature=SIGNATURE, desc_meta=DESC_META, scratch=0, wrap=True):
+    c_launch = CLaunch()
+    run = object.__new__(nv_driver.CudaLauncher)
+    run.launch = nv_driver.wrap_handle_tensordesc(c_launch, signature, desc_meta) if wrap else c_launch
+    run.num_ctas = 1
+    run.global_scratch_size = scratch
+    run.global_scratch_align = 1
+    run.profile_scratch_size = 0
+    run.profile_scratch_align = 1
+    run.launch_cooperative_grid = False
+    run.launch_pdl = False
+    compiled = object.__new__(CompiledKernel)
+    compiled.src = SimpleNamespace(signature=dict(signature))
+    compiled.metadata = SimpleNamespace(tensordesc_meta=desc_meta)
+    compiled.function = 0xF00
+    compiled.packed_metadata = (4, 1, 1024)
+    compiled.module = object()
+    compiled._run = run
+    return compiled, c_launch
+
+
+@pytest.fixture
+def cuda(monkeypatch):
+    """Fake device/stream queries and tensor-map encoder; ``state`` steers them."""
+    state = SimpleNamespace(device=0, streams={0: 111, 1: 222}, encoded=[])
+    monkeypatch.setattr(launcher, "_cuda_fns", lambda: (lambda: state.device, lambda i: state.streams[i]))
+    monkeypatch.setattr(launcher, "_is_c_function", lambda fn: isinstance(fn, CLaunch))
+
+    def encode(arg, meta):
+        state.encoded.append(arg)
+        return [("tensormap", arg.base.ptr), *arg.shape, *arg.strides]
+
+    monkeypatch.setattr(nv_driver, "make_tensordesc_arg", encode)
+    return state
+
+
+def _args():
+    desc = SimpleNamespace(base=FakeTensor(0x1000), shape=[64, 7168], strides=[7168, 1], padding="zero")
+    return (desc, FakeTensor(0x2000), None, 64), {"N": 2112, "BLOCK": 128, "num_warps": 4}
+
+
+def test_raw_mode_calls_the_c_launcher_with_prebuilt_arguments(cuda):
+    compiled, c_launch = _compiled()
+    kernel = FakeKernel(compiled)
+    args, kwargs = _args()
+    replay = launcher.launch(kernel, (17, 4), args, kwargs)
+    assert replay.mode == "raw" and len(kernel.normal_launches) == 1 and not c_launch.calls
+    replay()
+    replay()
+    assert len(kernel.normal_launches) == 1 and len(c_launch.calls) == 2
+    assert len(cuda.encoded) == 1  # the tensor map was encoded once, not per call
+    want = (17, 4, 1, 111, 0xF00, False, False, None, None, (4, 1, 1024), None, None, None,
+            ("tensormap", 0x1000), 64, 7168, 7168, 1,  # descriptor: map, shape, strides
+            0x2000, None, 64, 2112, 128)  # pointers as ints, None stays, scalar, constexprs
+    assert c_launch.calls[0] == want
+
+
+def test_replay_follows_the_current_stream(cuda):
+    compiled, c_launch = _compiled()
+    args, kwargs = _args()
+    replay = launcher.launch(FakeKernel(compiled), (1,), args, kwargs)
+    cuda.streams[0] = 333  # e.g. inside torch.cuda.stream(s) or a graph capture
+    replay()
+    assert c_launch.calls[-1][:4] == (1, 1, 1, 333)
+
+
+def test_kernel_without_descriptors_uses_the_launch_function_itself(cuda):
+    sig = {"sfa_ptr": "*fp32", "c_ptr": "*bf16", "M": "i32", "N": "constexpr", "BLOCK": "constexpr"}
+
+    def fn(sfa_ptr, c_ptr, M, N, BLOCK):
+        pass
+
+    compiled, c_launch = _compiled(sig, None, wrap=False)
+    kernel = FakeKernel(compiled)
+    kernel.signature = inspect.signature(fn)
+    replay = launcher.launch(kernel, (2, 3, 4), (FakeTensor(8), FakeTensor(16), 5), {"N": 1, "BLOCK": 2})
+    replay()
+    assert replay.mode == "raw" and c_launch.calls[0][13:] == (8, 16, 5, 1, 2)
+
+
+@pytest.mark.parametrize("change", ["device", "enter_hook", "exit_hook", "pre_run_hook", "debug"])
+def test_replay_falls_back_to_a_normal_launch_when_state_changed(cuda, monkeypatch, change):
+    compiled, c_launch = _compiled()
+    kernel = FakeKernel(compiled)
+    args, kwargs = _args()
+    replay = launcher.launch(kernel, (1,), args, kwargs)
+    hook = lambda metadata: None  # noqa: E731
+    if change == "device":
+        cuda.device = 1
+    elif change == "enter_hook":
+        knobs.runtime.launch_enter_hook.add(hook)
+    elif change == "exit_hook":
+        knobs.runtime.launch_exit_hook.add(hook)
+    elif change == "pre_run_hook":
+        kernel.pre_run_hooks.append(hook)
+    else:
+        monkeypatch.setattr(knobs.runtime, "debug", not knobs.runtime.debug)
+    try:
+        replay()
+    finally:
+        knobs.runtime.launch_enter_hook.remove(hook)
+        knobs.runtime.launch_exit_hook.remove(hook)
+    assert not c_launch.calls and len(kernel.normal_launches) == 2
+    assert kernel.normal_launches[1] == kernel.normal_launches[0]  # same grid, args, meta
+    monkeypatch.undo()
+    kernel.pre_run_hooks.clear()
+    cuda.device = 0
+    replay()  # state restored: raw again
+    assert len(c_launch.calls) == 1
+
+
+def test_other_triton_version_replays_normally(cuda, monkeypatch):
+    compiled, c_launch = _compiled()
+    kernel = FakeKernel(compiled)
+    args, kwargs = _args()
+    monkeypatch.setattr(triton, "__version__", "3.7.0")
+    replay = launcher.launch(kernel, (1,), args, kwargs)
+    replay()
+    assert replay.mode == "normal" and not c_launch.calls and len(kernel.normal_launches) == 2
+
+
+@pytest.mark.parametrize("case", ["callable_grid", "not_compiled", "signature_mismatch"])
+def test_unexpected_structure_replays_normally(cuda, case):
+    compiled, c_launch = _compiled()
+    kernel = FakeKernel(compiled)
+    args, kwargs = _args()
+    grid = (1,)
+    if case == "callable_grid":
+        grid = lambda meta: (1,)  # noqa: E731
+    elif case == "not_compiled":
+        kernel.compiled = SimpleNamespace()
+    else:
+        compiled.src.signature = {"x": "i32"}
+    replay = launcher.launch(kernel, grid, args, kwargs)
+    replay()
+    assert replay.mode == "normal" and not c_launch.calls and len(kernel.normal_launches) == 2
+
+
+def test_global_scratch_uses_bound_mode(cuda):
+    compiled, c_launch = _compiled(scratch=64)
+    calls = []
+    compiled._run = lambda *a: calls.append(a)  # CompiledKernel.run: the CudaLauncher call
+    kernel = FakeKernel(compiled)
+    args, kwargs = _args()
+    replay = launcher.launch(kernel, (5,), args, kwargs)
+    replay()
+    assert replay.mode == "bound" and len(kernel.normal_launches) == 1
+    assert calls[0][:9] == (5, 1, 1, 111, 0xF00, (4, 1, 1024), None, None, None)
+    assert calls[0][9:] == (*args, 2112, 128)  # every argument in signature order, descriptors unexpanded
+
+
+def test_unknown_launch_wrapper_uses_bound_mode(cuda):
+    compiled, c_launch = _compiled()
+    compiled.run.launch = lambda *a: c_launch(*a)  # not 3.6's wrapper: the C function cannot be found
+    replay = launcher.launch(FakeKernel(compiled), (1,), *_args())
+    assert replay.mode == "bound"
+
+
+def test_errors_while_building_a_replay_give_a_normal_one(cuda, monkeypatch):
+    compiled, c_launch = _compiled()
+
+    def broken(arg, meta):
+        raise RuntimeError("encoder changed")
+
+    monkeypatch.setattr(nv_driver, "make_tensordesc_arg", broken)
+    kernel = FakeKernel(compiled)
+    replay = launcher.launch(kernel, (1,), *_args())
+    replay()
+    assert replay.mode == "normal" and len(kernel.normal_launches) == 2
+
+
+def test_launch_all_runs_in_order():
+    seen = []
+    launcher.launch_all([lambda: seen.append(1), lambda: seen.append(2)])
+    assert seen == [1, 2]

@@ -1,8 +1,9 @@
 """Host side of the sm90 fast path: support check, config, TMA descriptors, launch (called by api/dispatch.py).
 
 Imports cleanly on a CPU-only machine (nothing touches the device at import time). Per call the hot
-path does: one dict lookup of the cached launch plan (descriptors, grid, strides) keyed by the
-tensors' pointers and shapes, then one kernel launch (plus the split-K reduction where chosen).
+path does: one dict lookup keyed by the tensors' pointers, strides and dtypes, then a replay of the
+cached launch (launcher.py: Triton's C launcher with pre-encoded tensor maps), plus the split-K
+reduction's where chosen.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 from ...jit.device import DeviceFacts
 from ...jit.heuristics import GemmDesc
 from ...jit.heuristics_sm90 import Sm90Config, get_sm90_config
-from . import gemm_1d2d, layouts
+from . import gemm_1d2d, launcher, layouts
 
 SUPPORTED_KINDS = ("fp8_1d2d", "fp8_1d1d")
 TESTED_TRITON = "3.6."
@@ -136,21 +137,38 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c):
     return grid, kernel_args, meta, reduce
 
 
+_replays: dict[tuple, tuple[launcher.Replay, ...]] = {}  # plan key -> launches replayed per call
+
+
 def fp8_gemm(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c) -> None:
-    """Launch on validated tensors (shapes, layouts and dtypes as in api/gemm.py's docstring)."""
+    """Launch on validated tensors (shapes, layouts and dtypes as in api/gemm.py's docstring).
+
+    Per call: one key (pointers, strides, dtypes of every tensor, device) and one dict lookup, then the
+    cached :class:`launcher.Replay` of the GEMM (and of the split-K reduction), which calls Triton's C
+    launcher with pre-built arguments and pre-encoded tensor maps on the current stream. The first
+    call of a key builds the plan and launches through ``kernel[grid](...)``.
+    """
     key = (desc, config, a.data_ptr(), sfa.data_ptr(), b.data_ptr(), sfb.data_ptr(), d.data_ptr(),
-           c.data_ptr() if c is not None else 0, a.device.index, c.dtype if c is not None else None)
+           a.stride(), sfa.stride(), b.stride(), sfb.stride(), d.stride(), a.dtype, b.dtype, a.get_device(),
+           None if c is None else (c.data_ptr(), c.stride(), c.dtype))
+    replays = _replays.get(key)
+    if replays is not None:
+        for replay in replays:
+            replay()
+        return
+    if len(_plans) >= 16:  # descriptors (and replays) hold their tensors alive: keep few
+        _plans.clear()
+        _replays.clear()
     plan = _plans.get(key)
     if plan is None:
-        if len(_plans) >= 16:  # descriptors hold their tensors alive: keep few
-            _plans.clear()
         plan = _build_plan(desc, config, a, sfa, b, sfb, d, c)
         _plans[key] = plan
     grid, kernel_args, meta, reduce = plan
-    gemm_1d2d.fp8_gemm_kernel[grid](*kernel_args, **meta)
+    replays = (launcher.launch(gemm_1d2d.fp8_gemm_kernel, grid, kernel_args, meta),)
     if reduce is not None:
         rgrid, rargs, rmeta = reduce
-        gemm_1d2d._splitk_reduce_kernel[rgrid](*rargs, **rmeta)
+        replays += (launcher.launch(gemm_1d2d._splitk_reduce_kernel, rgrid, rargs, rmeta),)
+    _replays[key] = replays
 
 
 def bf16_gemm(desc: GemmDesc, config: Any, a, b, d, c) -> None:

@@ -1,0 +1,140 @@
+"""The sm90 replay path (kernels/sm90/launcher.py) on the H200 (``pytest -m gpu``).
+
+A replayed launch must give bit-identical output to the normal ``kernel[grid](...)`` launch, replay
+correctly from a CUDA graph (reading the buffers' current contents), and follow the current stream.
+Shapes: one split-K (two replayed launches) and one single-launch config.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import finegemm
+from finegemm import reference
+from finegemm.quant import per_block_cast_to_fp8, per_token_cast_to_fp8
+
+pytestmark = pytest.mark.gpu
+
+SHAPES = [(64, 2112, 7168), (128, 7168, 2048)]
+
+
+def _sm90():
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("needs an sm_90 GPU")
+    from finegemm.jit.device import device_facts
+    from finegemm.kernels.sm90 import dispatch, gemm_1d2d
+
+    return dispatch, gemm_1d2d, device_facts
+
+
+def _inputs(m, n, k, seed=0):
+    torch.manual_seed(seed)
+    dev = torch.device("cuda")
+    a, sfa = per_token_cast_to_fp8(torch.randn(m, k, device=dev, dtype=torch.bfloat16))
+    b, sfb = per_block_cast_to_fp8(torch.randn(n, k, device=dev, dtype=torch.bfloat16))
+    return a, sfa, finegemm.get_mn_major_tma_aligned_tensor(sfa), b, sfb, sfb.contiguous()
+
+
+def _setup(m, n, k):
+    dispatch, gemm_1d2d, device_facts = _sm90()
+    from finegemm.jit.heuristics import GemmDesc
+
+    desc = GemmDesc("fp8_1d2d", m, n, k)
+    cfg = dispatch.get_config(desc, device_facts(torch.device("cuda")))
+    return dispatch, gemm_1d2d, desc, cfg
+
+
+def _normal(dispatch, gemm_1d2d, desc, cfg, a, sfa_k, b, sfb_k, d):
+    """The pre-replay launch: the plan's kernel(s) through ``kernel[grid](...)``."""
+    grid, args, meta, reduce = dispatch._build_plan(desc, cfg, a, sfa_k, b, sfb_k, d, None)
+    gemm_1d2d.fp8_gemm_kernel[grid](*args, **meta)
+    if reduce is not None:
+        rgrid, rargs, rmeta = reduce
+        gemm_1d2d._splitk_reduce_kernel[rgrid](*rargs, **rmeta)
+
+
+def _bits(t):
+    return t.view(torch.int16) if t.dtype == torch.bfloat16 else t.view(torch.int32)
+
+
+def _warm_replays(dispatch, desc, cfg, a, sfa_k, b, sfb_k, d):
+    """First call (normal launch, builds the replays), then the replays used from now on."""
+    dispatch.fp8_gemm(desc, cfg, a, sfa_k, b, sfb_k, d, None)
+    replays = list(dispatch._replays.values())[-1]
+    assert [r.mode for r in replays] == ["raw"] * (2 if cfg.split_k > 1 else 1), replays
+    return replays
+
+
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_replay_is_bit_identical_to_the_normal_launch(m, n, k):
+    dispatch, gemm_1d2d, desc, cfg = _setup(m, n, k)
+    a, sfa, sfa_k, b, sfb, sfb_k = _inputs(m, n, k)
+    d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    _warm_replays(dispatch, desc, cfg, a, sfa_k, b, sfb_k, d)
+    d.fill_(float("nan"))
+    dispatch.fp8_gemm(desc, cfg, a, sfa_k, b, sfb_k, d, None)  # replayed
+    want = torch.full_like(d, float("nan"))
+    _normal(dispatch, gemm_1d2d, desc, cfg, a, sfa_k, b, sfb_k, want)
+    torch.cuda.synchronize()
+    assert torch.equal(_bits(d), _bits(want))
+    ref = reference.fp8_gemm_nt((a, sfa), (b, sfb), None, recipe=(1, 128, 128))
+    assert reference.calc_diff(d, ref) < 1e-3
+
+
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_public_api_replays(m, n, k):
+    _sm90()
+    a, sfa, sfa_k, b, sfb, sfb_k = _inputs(m, n, k, seed=1)
+    d = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    from finegemm.kernels.sm90 import dispatch
+
+    finegemm.fp8_gemm_nt((a, sfa_k), (b, sfb_k), d)
+    n_replays = len(dispatch._replays)
+    first = d.clone()
+    d.fill_(float("nan"))
+    finegemm.fp8_gemm_nt((a, sfa_k), (b, sfb_k), d)
+    torch.cuda.synchronize()
+    assert len(dispatch._replays) == n_replays and torch.equal(_bits(d), _bits(first))
+
+
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_replay_under_cuda_graph_capture(m, n, k):
+    dispatch, gemm_1d2d, desc, cfg = _setup(m, n, k)
+    a, sfa, sfa_k, b, sfb, sfb_k = _inputs(m, n, k, seed=2)
+    d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    _warm_replays(dispatch, desc, cfg, a, sfa_k, b, sfb_k, d)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        dispatch.fp8_gemm(desc, cfg, a, sfa_k, b, sfb_k, d, None)
+    for seed in (3, 4):  # new contents in the same buffers: the graph must compute on them
+        a2, _, sfa2, b2, _, sfb2 = _inputs(m, n, k, seed=seed)
+        a.copy_(a2)
+        sfa_k.copy_(sfa2)
+        b.copy_(b2)
+        sfb_k.copy_(sfb2)
+        d.fill_(float("nan"))
+        graph.replay()
+        want = torch.full_like(d, float("nan"))
+        _normal(dispatch, gemm_1d2d, desc, cfg, a, sfa_k, b, sfb_k, want)
+        torch.cuda.synchronize()
+        assert torch.equal(_bits(d), _bits(want)), seed
+
+
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_replay_on_a_side_stream(m, n, k):
+    dispatch, gemm_1d2d, desc, cfg = _setup(m, n, k)
+    a, sfa, sfa_k, b, sfb, sfb_k = _inputs(m, n, k, seed=5)
+    d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    _warm_replays(dispatch, desc, cfg, a, sfa_k, b, sfb_k, d)  # replays built on the default stream
+    want = torch.full_like(d, float("nan"))
+    _normal(dispatch, gemm_1d2d, desc, cfg, a, sfa_k, b, sfb_k, want)
+    torch.cuda.synchronize()
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(50_000_000)  # tens of ms: a launch on the wrong stream would run before the fill
+        d.fill_(float("nan"))
+        dispatch.fp8_gemm(desc, cfg, a, sfa_k, b, sfb_k, d, None)
+    torch.cuda.synchronize()
+    assert torch.equal(_bits(d), _bits(want))

@@ -18,7 +18,9 @@ class BackendError(RuntimeError):
     """The requested backend cannot run this problem on this device."""
 
 
+@functools.cache
 def _sm90_module() -> Any | None:
+    """kernels/sm90/dispatch.py, or None where it cannot be imported (resolved once: run_sm90 is per call)."""
     try:
         from ..kernels.sm90 import dispatch as sm90_dispatch
     except ImportError:
@@ -85,6 +87,7 @@ def choose_backend(desc: GemmDesc, device: torch.device) -> tuple[str, Any]:
 
 
 def run_sm90(name: str, *args: Any) -> None:
+    """Call ``kernels/sm90/dispatch.<name>(*args)`` (the module is imported once, not per call)."""
     getattr(_sm90_module(), name)(*args)
 
 

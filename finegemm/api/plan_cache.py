@@ -46,8 +46,12 @@ def scalar_key(value: Any) -> tuple:
 
 
 def dispatch_state() -> tuple:
-    """Process state a plan depends on: the raw ``FINEGEMM_BACKEND`` value and the ``set_num_sms`` cap."""
-    return (env.BACKEND.get(), _device._num_sms_cap)
+    """Process state a plan depends on: the raw ``FINEGEMM_BACKEND`` value and the ``set_num_sms`` cap.
+
+    The value is read as stored (:meth:`EnvSwitch.raw`, bytes on POSIX, None when unset): a key needs
+    no decoding, and this runs on every call of every public op.
+    """
+    return (env.BACKEND.raw(), _device._num_sms_cap)
 
 
 def new_cache() -> dict:

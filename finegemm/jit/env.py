@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+# ``os.environ.get`` costs about 1 us (key encoding, value decoding through a Mapping ABC); switches are
+# read on every public call (DESIGN.md §6), so on POSIX they are read from the dict behind os.environ
+# (bytes keys, updated by os.environ[...] = ..., putenv-backed and monkeypatch-safe), falling back to
+# os.environ.get whenever that dict is not there.
+_POSIX = os.name == "posix"
 
 
 @dataclass(frozen=True)
@@ -11,9 +17,24 @@ class EnvSwitch:
     name: str
     default: str
     doc: str
+    _key: bytes = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_key", os.fsencode(self.name))
+
+    def raw(self) -> str | bytes | None:
+        """The variable's value as stored (bytes on POSIX), None when unset: a cheap per-call read."""
+        if _POSIX:
+            data = getattr(os.environ, "_data", None)
+            if data.__class__ is dict:
+                return data.get(self._key)
+        return os.environ.get(self.name)
 
     def get(self) -> str:
-        return os.environ.get(self.name, self.default)
+        value = self.raw()
+        if value is None:
+            return self.default
+        return value if isinstance(value, str) else os.fsdecode(value)
 
 
 PRINT_CONFIGS = EnvSwitch(
@@ -40,7 +61,12 @@ BACKENDS = ("auto", "sm90", "portable")
 
 
 def flag(switch: EnvSwitch) -> bool:
-    return switch.get().strip().lower() in ("1", "true", "yes", "on")
+    value = switch.raw()
+    if value is None:
+        value = switch.default
+    elif not isinstance(value, str):
+        value = os.fsdecode(value)
+    return value.strip().lower() in ("1", "true", "yes", "on")
 
 
 def backend() -> str:

@@ -91,8 +91,8 @@ def main() -> int:
             print(f"{args.label} {m}x{n}x{k} split_k={info['config']['split_k']} {name:13s} "
                   f"enqueue {row[name]['enqueue_us']:7.1f} us  wall {row[name]['wall_us']:7.1f} us", flush=True)
         result["shapes"][f"{m}x{n}x{k}"] = row
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=1, default=str)
+        with open(args.out, "w") as f:  # after each shape: a cut-off run keeps what it measured
+            json.dump(result, f, indent=1, default=str)
     return 0
 
 

@@ -31,15 +31,18 @@ def test_config_is_legal(desc):
     cfg = get_sm90_config(desc, H200)
     assert isinstance(cfg, Sm90Config)
     hash(cfg)  # frozen: usable as a cache key
-    assert cfg.block_m in (64, 128) and cfg.block_n in (32, 64, 128)
+    assert cfg.block_m in (64, 128, 256) and cfg.block_n in (32, 64, 128)
     assert (desc.k // 128) % cfg.split_k == 0
     assert cfg.split_k == 1 or desc.m <= 256
     assert cfg.stages >= 3
     out_fp32 = desc.out_fp32 or cfg.split_k > 1
-    smem = cfg.stages * layouts.stage_bytes(cfg.block_m, cfg.block_n) + layouts.epilogue_bytes(
-        cfg.block_m, cfg.block_n, out_fp32)
+    smem = cfg.stages * layouts.stage_bytes(cfg.block_m, cfg.block_n, cfg.sfa_tma) + layouts.epilogue_bytes(
+        cfg.block_m, cfg.block_n, out_fp32, cfg.small_epi)
     assert smem + layouts.SMEM_RESERVED <= H200.smem_per_block
     assert layouts.accumulator_regs(cfg.block_m, cfg.block_n, cfg.pipe_mma) <= 192
+    if cfg.block_m == 256:  # measured for BF16-out 1d2d only; packed scales stay off the ring there
+        assert desc.kind == "fp8_1d2d" and not desc.out_fp32 and not cfg.pipe_mma
+        assert not (desc.sf_packed and cfg.sfa_tma)
 
 
 def test_config_is_deterministic_and_pure():
@@ -51,12 +54,44 @@ def test_config_is_deterministic_and_pure():
 
 
 def test_measured_rules():
-    # v2 sweep: split-K fills the SMs at small M, big M runs 128x128 without PIPE_MMA.
+    # v2 sweep: split-K fills the SMs at small M.
     assert get_sm90_config(GemmDesc("fp8_1d2d", 64, 2112, 7168), H200).split_k == 4
     assert get_sm90_config(GemmDesc("fp8_1d2d", 64, 7168, 2048), H200).split_k == 1
-    big = get_sm90_config(GemmDesc("fp8_1d2d", 4096, 7168, 16384), H200)
-    assert (big.block_m, big.block_n, big.split_k, big.pipe_mma) == (128, 128, 1, False)
     assert get_sm90_config(GemmDesc("fp8_1d2d", 64, 4096, 7168), H200).block_m == 64
+    assert not get_sm90_config(GemmDesc("fp8_1d2d", 128, 4096, 7168), H200).sfa_tma
+
+
+# v3 sweep at M=4096 (benchmarks/results/sm90_v3_sweep.json): (block_m, group_m) that measured best
+V3_BEST = {(2112, 7168): (128, 8), (24576, 1536): (256, 16), (32768, 512): (256, 16),
+           (7168, 16384): (256, 8), (4096, 7168): (256, 8), (7168, 2048): (256, 8)}
+
+
+@pytest.mark.parametrize("nk", list(V3_BEST), ids=str)
+def test_v3_measured_rules(nk):
+    cfg = get_sm90_config(GemmDesc("fp8_1d2d", 4096, *nk), H200)
+    assert (cfg.block_m, cfg.group_m) == V3_BEST[nk]
+    assert cfg.block_n == 128 and cfg.split_k == 1 and not cfg.pipe_mma and not cfg.small_epi
+    assert cfg.sfa_tma and cfg.stages == (3 if cfg.block_m == 256 else 5)
+
+
+def test_v3_keeps_v2_where_unmeasured():
+    # FP32 out / 1d1d at large M: the v2 128x128 plain schedule, global scale loads
+    for desc in (GemmDesc("fp8_1d1d", 4096, 4096, 7168, out_fp32=True, with_c=True),
+                 GemmDesc("fp8_1d2d", 4096, 4096, 7168, out_fp32=True, with_c=True)):
+        cfg = get_sm90_config(desc, H200)
+        assert (cfg.block_m, cfg.pipe_mma, cfg.sfa_tma) == (128, False, False)
+    # packed UE8M0 at 256 rows: ring scales would spill, so they stay global loads
+    cfg = get_sm90_config(GemmDesc("fp8_1d2d", 4096, 7168, 2048, sf_packed=True), H200)
+    assert cfg.block_m == 256 and not cfg.sfa_tma
+
+
+def test_wave_efficiency_picks_block_m():
+    from finegemm.jit.heuristics_sm90 import _wave_efficiency
+
+    # N=2112: 272 tiles of 256x128 fill 132 SMs to 69 %, 544 of 128x128 to 82 %
+    desc = GemmDesc("fp8_1d2d", 4096, 2112, 7168)
+    assert _wave_efficiency(desc, H200, 256, 128) == pytest.approx(272 / 396)
+    assert _wave_efficiency(desc, H200, 128, 128) == pytest.approx(544 / 660)
 
 
 def test_stages_fill_shared_memory():
@@ -65,6 +100,12 @@ def test_stages_fill_shared_memory():
     assert cfg.stages == 6  # (232448 - 2048 - 32768) // 32768
     cfg32 = make_config(dataclasses.replace(desc, out_fp32=True), H200, 128, 128)
     assert cfg32.stages == 5
+    # 256x128: (256 + 128) x 128 B a stage beside a 64 KiB D tile -> 3, like DeepGEMM's 256x128 config
+    assert make_config(desc, H200, 256, 128).stages == 3
+    assert make_config(desc, H200, 256, 128, small_epi=True).stages == 4  # D staging 32 KiB
+    assert make_config(desc, H200, 256, 128, small_epi=True, sfa_tma=True).stages == 3
+    assert make_config(desc, H200, 128, 128, sfa_tma=True).stages == 5  # 512 B of scales a stage
+    assert not make_config(desc, H200, 128, 128, small_epi=True).small_epi  # 256 rows only
 
 
 def test_barrier_arithmetic():
@@ -73,6 +114,10 @@ def test_barrier_arithmetic():
     assert layouts.empty_barrier_arrivals(128) == 2
     assert layouts.stage_tx_bytes(128, 128) == 32768
     assert layouts.math_warpgroups(128) == 2
+    assert layouts.math_warpgroups(256) == 2 and layouts.waves_per_warpgroup(256) == 2
+    assert layouts.accumulator_regs(256, 128, pipelined=False) == 192  # 2 waves + 1 partial of 64
+    assert layouts.stage_tx_bytes(256, 128, sfa_tma=True) == 49152 + 1024
+    assert layouts.sfa_box(256, True) == [1, 256] and layouts.sfa_box(64, False) == [1, 4]
 
 
 def test_unsupported_reasons():

@@ -6,6 +6,7 @@ key (many shapes share a specialization only through N and K), so the sweep stay
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -46,6 +47,16 @@ def _variants():
     add(d, get_sm90_config(d, H200), "fp32")
     d = GemmDesc("fp8_1d2d", 64, 2112, 7168)
     add(d, make_config(d, H200, 64, 64, 8))
+    # v3: 256-row tiles in every form the GPU tests force, TMA scales at 64/128 rows (split-K, packed)
+    d = GemmDesc("fp8_1d2d", 4096, 7168, 2048)
+    for small_epi, sfa_tma in ((False, False), (True, False), (False, True)):
+        add(d, make_config(d, H200, 256, 128, 1, small_epi, sfa_tma))
+    d = GemmDesc("fp8_1d2d", 4096, 7168, 2048, out_fp32=True, with_c=True)
+    add(d, make_config(d, H200, 256, 128, 1, small_epi=True), "fp32")
+    d = GemmDesc("fp8_1d2d", 77, 2112, 7168, sf_packed=True)
+    add(d, make_config(d, H200, 256, 128))
+    add(d, make_config(d, H200, 128, 128, sfa_tma=True))
+    add(d, make_config(d, H200, 64, 64, 4, sfa_tma=True))
     return list(seen.values())
 
 
@@ -54,6 +65,7 @@ VARIANTS = _variants()
 
 @pytest.mark.parametrize("desc,cfg,c_dtype", VARIANTS,
                          ids=[f"{d.kind}-n{d.n}-k{d.k}-{c.block_m}x{c.block_n}s{c.split_k}p{int(c.pipe_mma)}"
+                              f"st{c.stages}g{c.group_m}{'-tma' if c.sfa_tma else ''}{'-se' if c.small_epi else ''}"
                               f"{'-packed' if d.sf_packed else ''}{'-c' if d.with_c else ''}" for d, c, _ in VARIANTS])
 def test_compiles_with_required_instructions(desc, cfg, c_dtype):
     kernel = compile_variant(desc, cfg, c_dtype)
@@ -66,6 +78,12 @@ def test_compiles_with_required_instructions(desc, cfg, c_dtype):
     # the producer gives registers back, the math warpgroups take them
     assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+40", ptx)
     assert re.search(r"setmaxnreg\.inc\.sync\.aligned\.u32\s+2(32|40|48|56)", ptx)
+    if cfg.sfa_tma:  # the per-token scales ride in the ring: a third TMA load beside A's and B's
+        plain = compile_variant(desc, dataclasses.replace(cfg, sfa_tma=False), c_dtype).asm["ptx"]
+        loads = [len(re.findall(PTX_MUST_CONTAIN["TMA load"], p)) for p in (ptx, plain)]
+        assert 2 * loads[0] == 3 * loads[1], loads
+    if cfg.block_m == 256:  # two m64 waves a warpgroup: 2 x 4 k32 WGMMAs per K block in each partition
+        assert len(re.findall(PTX_MUST_CONTAIN["wgmma e4m3"], ptx)) == 16
 
 
 def test_compiles_after_an_interpreted_kernel_ran():

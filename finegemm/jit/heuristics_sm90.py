@@ -1,13 +1,14 @@
 """Config heuristic for the sm90 Gluon FP8 GEMM: a frozen :class:`GemmDesc` + :class:`DeviceFacts` in,
 a frozen :class:`Sm90Config` out. Pure functions, no device access, unit-tested on the CPU.
 
-Rules come from the v2 config sweep on the H200 (benchmarks/NOTES.md, benchmarks/results/
-sm90_v2_sweep.json); each rule's docstring names the measurement behind it. Stages always fill the
+Rules come from the v2 and v3 config sweeps on the H200 (benchmarks/NOTES.md, benchmarks/results/
+sm90_v2_sweep.json, sm90_v3_sweep.json); each rule's docstring names the measurement behind it. Stages always fill the
 shared memory left beside the epilogue tile.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -60,26 +61,60 @@ def _split_for(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int) -> int:
     return best
 
 
+def _wave_efficiency(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int) -> float:
+    """Busy fraction of the persistent grid's tile rounds: tiles / (rounds * SMs)."""
+    tiles = math.ceil(desc.m / bm) * math.ceil(desc.n / bn)
+    return tiles / (math.ceil(tiles / facts.num_sms) * facts.num_sms)
+
+
+def _large_m_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Config:
+    """M > 256: measured rules of the v3 sweep (H200, M=4096, benchmarks/results/sm90_v3_sweep.json).
+
+    - LHS scales by TMA in the ring (SFA_TMA) for BF16-out 1d2d: faster on all 6 shapes at both tile
+      heights (128x128: 902.7 -> 758.0 us at N=7168 K=16384, 144.4 -> 119.9 us at N=2112).
+    - BLOCK_M 256 (two waves a warpgroup, 3 stages) unless its last tile round idles clearly more SMs
+      than 128 rows would (wave efficiency 10 points lower): 256x128 won 5 of 6 shapes (734.5 vs 758.0
+      us at 7168x16384, 186.9 vs 193.2 at 4096x7168, 101.3 vs 105.7 at 7168x2048, 251.8 vs 266.6 at
+      24576x1536, 145.6 vs 142.5 -- lost -- at 32768x512 until GROUP_M 16: 138.8); at N=2112 its 272
+      tiles fill 132 SMs to 69 % against 82 % for 128-row tiles, and 128x128 won (119.9 vs 138.3 us).
+    - GROUP_M 16 with 256-row tiles for K < 2048 (32768x512: 145.6 -> 138.8 us, 24576x1536: 251.8 ->
+      250.4); at K >= 2048 it measured within 1 % (slightly slower), so 8 stays.
+    - The D staging shared by a warpgroup's two waves (one more stage, 4) was 0-1.5 % slower
+      everywhere: the in-flight TMA store matters more than the fourth stage. Not used.
+    - FP32 out / C, the 1d1d recipe: unmeasured at 256 rows (1d1d at 256 spills registers: per-channel
+      RHS scales add 64), so these keep the v2 128x128 plain schedule.
+    """
+    bf16_1d2d = desc.kind == "fp8_1d2d" and not desc.out_fp32
+    if not bf16_1d2d:
+        cfg = make_config(desc, facts, 128, bn)
+        return dataclasses.replace(cfg, pipe_mma=False)
+    bm = 256
+    if _wave_efficiency(desc, facts, 128, bn) > _wave_efficiency(desc, facts, 256, bn) + 0.1:
+        bm = 128
+    cfg = dataclasses.replace(make_config(desc, facts, bm, bn, sfa_tma=True), pipe_mma=False)
+    if bm == 256 and desc.k < 2048:
+        cfg = dataclasses.replace(cfg, group_m=16)
+    return cfg
+
+
 def get_sm90_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Config:
-    """Tiles by measured rules (v2 sweep on the H200, benchmarks/NOTES.md).
+    """Tiles by measured rules (v2 and v3 sweeps on the H200, benchmarks/NOTES.md).
 
     - BLOCK_N 128 won every DeepSeek-V3 shape (64 was 5-75 % slower at M=4096, within 2 % at M=64);
       narrower N only when N itself is narrow.
-    - BLOCK_M 64 (one math warpgroup) for M <= 64, else 128 (two warpgroups that overlap each
-      other's promotion with their WGMMA).
-    - Split-K for M <= 256 by :func:`_split_for`.
-    - PIPE_MMA (two partials in flight per warpgroup) for M <= 256; at M=4096 the plain schedule
-      wins by 8-25 % (the second warpgroup already hides the promotion, and the extra registers cost).
+    - M <= 256 (v2): BLOCK_M 64 (one math warpgroup) for M <= 64, else 128 (two warpgroups that
+      overlap each other's promotion with their WGMMA); split-K by :func:`_split_for`; PIPE_MMA (two
+      partials in flight per warpgroup) where registers allow. Scales from global memory (the TMA
+      scale path is tested there but was not timed at small M).
+    - M > 256: :func:`_large_m_config` (v3).
     """
-    bm = 64 if desc.m <= 64 else 128
     bn = 128
     while bn > 32 and bn // 2 >= desc.n:
         bn //= 2
-    split = _split_for(desc, facts, bm, bn)
-    cfg = make_config(desc, facts, bm, bn, split)
-    if desc.m > 256 and cfg.pipe_mma:
-        cfg = Sm90Config(cfg.block_m, cfg.block_n, cfg.stages, cfg.split_k, cfg.group_m, cfg.num_sms, False)
-    return cfg
+    if desc.m > 256:
+        return _large_m_config(desc, facts, bn)
+    bm = 64 if desc.m <= 64 else 128
+    return make_config(desc, facts, bm, bn, _split_for(desc, facts, bm, bn))
 
 
 def make_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int = 1,

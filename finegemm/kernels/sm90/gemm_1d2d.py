@@ -8,21 +8,23 @@ Roles (``gl.warp_specialize``):
   - producer: 1 warp (padded by the compiler to a warpgroup, ``setmaxnreg.dec`` to 40 registers).
     Walks the same persistent tile sequence as the math partition and, per 128-wide K block, waits
     ``empty[s]``, arms ``full[s]`` with the stage's byte count and issues two TMA loads (A and B).
-  - math: one warpgroup (4 warps) per 64 rows of the tile, each its own partition (the default one
-    and, for BLOCK_M 128, a worker), ``setmaxnreg.inc`` to 232 registers. Per K block:
+  - math: one warpgroup (4 warps) per 64 rows of the tile up to two, each its own partition (the
+    default one and, for BLOCK_M 128/256, a worker), ``setmaxnreg.inc`` to 232 registers. BLOCK_M 256:
+    each warpgroup issues two 64-row waves per K block into one partial (see :func:`_two_wave_loop`).
+    Per K block:
     wait ``full[s]``, issue ``wgmma.mma_async`` (4 x m64nNk32 per warpgroup) into a *fresh*
     accumulator, and promote the previous block's partial on the CUDA cores while the tensor cores
     work (``PIPE_MMA``: two partials in flight, wait(1)), then release ``empty[s]``.
-    The per-token LHS scales and the RHS scales come straight from global memory (L2-resident,
-    a few hundred bytes per K block), one block ahead of their use.
+    The RHS scales come straight from global memory (L2-resident), one block ahead of their use;
+    the per-token LHS scales too, or (``SFA_TMA``) by TMA into the ring beside A and B.
   - epilogue (math partition): optional ``C`` added in FP32, cast, registers -> shared memory ->
     TMA store, left in flight while the next tile's main loop runs (waited before the buffer is
     reused).
 
-Stages: ``STAGES`` ring slots of (BLOCK_M + BLOCK_N) x 128 bytes. Barriers: ``full[s]`` (count 1,
-expect-tx) and ``empty[s]`` (count BLOCK_M / 64: one elected arrive per math warpgroup). Phase of slot ``s`` on
-its ``i``-th use is ``i & 1``; the producer waits on ``empty`` with the flipped phase so that the
-first pass through the ring does not block.
+Stages: ``STAGES`` ring slots of (BLOCK_M + BLOCK_N) x 128 bytes (+ 4 x BLOCK_M with ``SFA_TMA``).
+Barriers: ``full[s]`` (count 1, expect-tx) and ``empty[s]`` (count: one elected arrive per math
+warpgroup). Phase of slot ``s`` on its ``i``-th use is ``i & 1``; the producer waits on ``empty``
+with the flipped phase so that the first pass through the ring does not block.
 
 Split-K (``SPLIT_K > 1``, small M): work units are (tile, k-split) pairs; each writes its FP32
 partial tile to a workspace ``[SPLIT_K * M_pad, N]`` and :func:`_splitk_reduce_kernel` sums the

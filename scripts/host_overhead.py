@@ -11,7 +11,7 @@ Paths:
   public        finegemm.fp8_gemm_nt on MN-major aligned scales (path B: nothing laid out per call)
   direct        kernels/sm90/dispatch.fp8_gemm (what the public API calls after its plan lookup)
   direct_jit    the same plan launched through ``kernel[grid](*args, **meta)`` (the pre-replay launch)
-  replay        the cached launcher.Replay objects alone (new tree only)
+  replay        the cached launcher.Recording alone (new tree only)
   cublas_block  torch._scaled_mm blockwise (1x128 LHS, 128x128 RHS scales), out= a preallocated tensor
 """
 
@@ -59,11 +59,11 @@ def _paths(m: int, n: int, k: int) -> tuple[dict, dict]:
     info: dict = {"config": {k2: v for k2, v in cfg.__dict__.items()}}
     fns["direct"]()
     torch.cuda.synchronize()
-    replays = getattr(dispatch, "_replays", None)
-    if replays:
-        cached = list(replays.values())[-1]
-        info["replay_modes"] = [r.mode for r in cached]
-        fns["replay"] = lambda: [r() for r in cached]
+    recordings = getattr(dispatch, "_recordings", None)
+    if recordings:
+        recording = list(recordings.values())[-1]
+        info["replay_modes"] = list(recording.modes)
+        fns["replay"] = recording
     d_cublas = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
     try:
         fns["cublas_block"] = peers._block_mm(a, sfa, b, sfb, torch.bfloat16, False, out=d_cublas)

@@ -1,6 +1,6 @@
-"""kernels/sm90/dispatch.py fp8_gemm on the CPU: the plan/replay cache (what is keyed, what is replayed).
+"""kernels/sm90/dispatch.py fp8_gemm on the CPU: the recording cache (what is keyed, what is replayed).
 
-The plan builder and the first launch are replaced by recorders: these tests are about the host path.
+The plan builder and the launches are replaced by recorders: these tests are about the host path.
 """
 
 from __future__ import annotations
@@ -17,30 +17,38 @@ from finegemm.kernels.sm90 import dispatch  # noqa: E402
 class Recorder:
     def __init__(self) -> None:
         self.plans = 0
-        self.launches: list[tuple] = []  # (kernel name, grid) per normal first launch
-        self.replays: list[str] = []
+        self.recorded: list[list[str]] = []  # kernel names per first (recorded) launch
+        self.normal: list[list[str]] = []  # kernel names per fallback launch
+        self.replays = 0
+        self.replayable = True
 
     def build_plan(self, desc, config, a, sfa, b, sfb, d, c):
         self.plans += 1
         reduce = ((a.shape[0], 1), ("ws", d), {"SPLIT_K": config.split_k}) if config.split_k > 1 else None
         return (7,), (a, b, d), {"N": desc.n}, reduce
 
-    def launch(self, kernel, grid, args, kwargs):
-        name = kernel.fn.__name__
-        self.launches.append((name, grid))
-        return lambda: self.replays.append(name)
+    def record(self, launches):
+        self.recorded.append([k.fn.__name__ for k, *_ in launches])
+
+        def recording():
+            if self.replayable:
+                self.replays += 1
+            return self.replayable
+        return recording
+
+    def launch_normally(self, launches):
+        self.normal.append([k.fn.__name__ for k, *_ in launches])
 
 
 @pytest.fixture
 def rec(monkeypatch):
     r = Recorder()
     monkeypatch.setattr(dispatch, "_build_plan", r.build_plan)
-    monkeypatch.setattr(dispatch.launcher, "launch", r.launch)
-    dispatch._plans.clear()
-    dispatch._replays.clear()
+    monkeypatch.setattr(dispatch.launcher, "record", r.record)
+    monkeypatch.setattr(dispatch.launcher, "launch_normally", r.launch_normally)
+    dispatch._recordings.clear()
     yield r
-    dispatch._plans.clear()
-    dispatch._replays.clear()
+    dispatch._recordings.clear()
 
 
 def _tensors(m=64, n=256, k=512):
@@ -57,24 +65,33 @@ def _call(t, split=1, c=None):
     dispatch.fp8_gemm(desc, Sm90Config(64, 128, 4, split_k=split), *t[:4], t[4], c)
 
 
-def test_first_call_launches_then_replays(rec):
+def test_first_call_records_then_replays(rec):
     t = _tensors()
     _call(t)
-    assert rec.plans == 1 and rec.launches == [("fp8_gemm_kernel", (7,))] and rec.replays == []
+    assert rec.plans == 1 and rec.recorded == [["fp8_gemm_kernel"]] and rec.replays == 0
     _call(t)
     _call(t)
-    assert rec.plans == 1 and len(rec.launches) == 1 and rec.replays == ["fp8_gemm_kernel"] * 2
+    assert rec.plans == 1 and len(rec.recorded) == 1 and rec.replays == 2 and not rec.normal
 
 
-def test_split_k_replays_gemm_then_reduce(rec):
+def test_split_k_records_gemm_then_reduce(rec):
+    _call(_tensors(), split=4)
+    assert rec.recorded == [["fp8_gemm_kernel", "_splitk_reduce_kernel"]]
+
+
+def test_recording_that_cannot_replay_launches_normally(rec):
     t = _tensors()
     _call(t, split=4)
+    rec.replayable = False  # e.g. a profiler registered a launch hook
     _call(t, split=4)
-    assert [n for n, _ in rec.launches] == ["fp8_gemm_kernel", "_splitk_reduce_kernel"]
-    assert rec.replays == ["fp8_gemm_kernel", "_splitk_reduce_kernel"]
+    assert rec.normal == [["fp8_gemm_kernel", "_splitk_reduce_kernel"]] and rec.plans == 2
+    assert len(rec.recorded) == 1  # not re-recorded
+    rec.replayable = True
+    _call(t, split=4)
+    assert rec.replays == 1 and rec.plans == 2
 
 
-def test_new_pointer_stride_dtype_or_c_builds_a_new_plan(rec):
+def test_new_pointer_stride_dtype_or_c_records_again(rec):
     t = _tensors()
     _call(t)
     a, sfa, b, sfb, d = t
@@ -84,15 +101,26 @@ def test_new_pointer_stride_dtype_or_c_builds_a_new_plan(rec):
     _call((a, sfa, b, sfb, torch.as_strided(wide, (64, 256), (384, 1))))  # same pointer, new strides
     _call((a.view(torch.float8_e5m2), sfa, b, sfb, d))  # same pointer, new dtype
     _call(t, c=torch.empty(64, 256))  # with C
-    assert rec.plans == 6 and rec.replays == []
+    assert rec.plans == 6 and len(rec.recorded) == 6 and rec.replays == 0
     _call(t)
-    assert rec.plans == 6 and rec.replays == ["fp8_gemm_kernel"]
+    assert rec.plans == 6 and rec.replays == 1
 
 
-def test_cache_is_bounded_and_cleared_together(rec):
-    keep = [_tensors() for _ in range(17)]
+def test_same_addresses_again_replay_without_the_old_tensors(rec):
+    """Recordings hold no tensor: new tensors at the recorded addresses (allocator reuse) replay."""
+    t = _tensors()
+    _call(t)
+    a, sfa, b, sfb, d = t
+    same_a = torch.as_strided(a, a.shape, a.stride())  # another tensor object, same storage and view
+    _call((same_a, sfa, b, sfb, d))
+    assert rec.plans == 1 and rec.replays == 1
+
+
+def test_cache_is_bounded(rec, monkeypatch):
+    monkeypatch.setattr(dispatch, "MAX_RECORDINGS", 4)
+    keep = [_tensors() for _ in range(5)]
     for t in keep:
         _call(t)
-    assert len(dispatch._plans) == len(dispatch._replays) == 1  # cleared at 16, then the 17th added
+    assert len(dispatch._recordings) == 1  # cleared when full, then the 5th added
     _call(keep[0])
-    assert rec.plans == 18
+    assert rec.plans == 6

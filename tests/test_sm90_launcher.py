@@ -246,3 +246,81 @@ def test_launch_all_runs_in_order():
     seen = []
     launcher.launch_all([lambda: seen.append(1), lambda: seen.append(2)])
     assert seen == [1, 2]
+
+
+# ---------------------------------------------------------------------------------------------
+# Recording: several raw launches replayed together, holding no argument
+# ---------------------------------------------------------------------------------------------
+
+def _two_launches():
+    c1, l1 = _compiled()
+    sig = {"sfa_ptr": "*fp32", "c_ptr": "*bf16", "M": "i32", "N": "constexpr", "BLOCK": "constexpr"}
+
+    def fn(sfa_ptr, c_ptr, M, N, BLOCK):
+        pass
+
+    c2, l2 = _compiled(sig, None, wrap=False)
+    k1, k2 = FakeKernel(c1), FakeKernel(c2)
+    k2.signature = inspect.signature(fn)
+    args, kwargs = _args()
+    launches = [(k1, (17,), args, kwargs), (k2, (64, 3), (FakeTensor(0x3000), FakeTensor(0x4000), 64),
+                                            {"N": 2112, "BLOCK": 256})]
+    return launches, (k1, k2), (l1, l2)
+
+
+def test_recording_replays_all_launches_on_one_stream(cuda):
+    launches, kernels, (l1, l2) = _two_launches()
+    rec = launcher.record(launches)
+    assert rec.modes == ("raw", "raw") and rec.replayable
+    assert [len(k.normal_launches) for k in kernels] == [1, 1] and not l1.calls and not l2.calls
+    cuda.streams[0] = 444
+    assert rec() is True
+    assert l1.calls[0][:4] == (17, 1, 1, 444) and l2.calls[0][:4] == (64, 3, 1, 444)
+    assert l2.calls[0][13:] == (0x3000, 0x4000, 64, 2112, 256)
+    assert [len(k.normal_launches) for k in kernels] == [1, 1]
+
+
+def test_recording_holds_no_argument(cuda):
+    import gc
+    import weakref
+
+    launches, kernels, _ = _two_launches()
+    refs = [weakref.ref(launches[0][2][0].base), weakref.ref(launches[0][2][1]), weakref.ref(launches[1][2][0])]
+    rec = launcher.record(launches)
+    del launches
+    for k in kernels:
+        k.normal_launches.clear()  # the fakes' own logs of the first launch
+    cuda.encoded.clear()
+    gc.collect()
+    assert all(r() is None for r in refs) and rec.replayable
+
+
+@pytest.mark.parametrize("change", ["device", "enter_hook", "pre_run_hook"])
+def test_recording_declines_when_state_changed(cuda, change):
+    launches, kernels, (l1, l2) = _two_launches()
+    rec = launcher.record(launches)
+    hook = lambda metadata: None  # noqa: E731
+    if change == "device":
+        cuda.device = 1
+    elif change == "enter_hook":
+        knobs.runtime.launch_enter_hook.add(hook)
+    else:
+        kernels[1].pre_run_hooks.append(hook)
+    try:
+        assert rec() is False
+    finally:
+        knobs.runtime.launch_enter_hook.remove(hook)
+    assert not l1.calls and not l2.calls  # nothing launched: the caller launches both normally
+
+
+def test_recording_with_a_non_raw_launch_is_not_replayable(cuda):
+    launches, kernels, (l1, l2) = _two_launches()
+    kernels[1].compiled._run.global_scratch_size = 64  # -> bound mode, which needs the tensors
+    rec = launcher.record(launches)
+    assert rec.modes == ("raw", "bound") and not rec.replayable and rec() is False and not l1.calls
+
+
+def test_launch_normally_uses_kernel_grid(cuda):
+    launches, kernels, (l1, l2) = _two_launches()
+    launcher.launch_normally(launches)
+    assert [k.normal_launches[0][0] for k in kernels] == [(17,), (64, 3)] and not l1.calls

@@ -58,12 +58,12 @@ def _bits(t):
     return t.view(torch.int16) if t.dtype == torch.bfloat16 else t.view(torch.int32)
 
 
-def _warm_replays(dispatch, desc, cfg, a, sfa_k, b, sfb_k, d):
-    """First call (normal launch, builds the replays), then the replays used from now on."""
+def _warm_recording(dispatch, desc, cfg, a, sfa_k, b, sfb_k, d):
+    """First call (normal launch, recorded); returns the recording replayed from now on."""
     dispatch.fp8_gemm(desc, cfg, a, sfa_k, b, sfb_k, d, None)
-    replays = list(dispatch._replays.values())[-1]
-    assert [r.mode for r in replays] == ["raw"] * (2 if cfg.split_k > 1 else 1), replays
-    return replays
+    recording = list(dispatch._recordings.values())[-1]
+    assert recording.modes == ("raw",) * (2 if cfg.split_k > 1 else 1) and recording.replayable, recording
+    return recording
 
 
 @pytest.mark.parametrize("m,n,k", SHAPES)
@@ -71,7 +71,7 @@ def test_replay_is_bit_identical_to_the_normal_launch(m, n, k):
     dispatch, gemm_1d2d, desc, cfg = _setup(m, n, k)
     a, sfa, sfa_k, b, sfb, sfb_k = _inputs(m, n, k)
     d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-    _warm_replays(dispatch, desc, cfg, a, sfa_k, b, sfb_k, d)
+    _warm_recording(dispatch, desc, cfg, a, sfa_k, b, sfb_k, d)
     d.fill_(float("nan"))
     dispatch.fp8_gemm(desc, cfg, a, sfa_k, b, sfb_k, d, None)  # replayed
     want = torch.full_like(d, float("nan"))
@@ -90,12 +90,12 @@ def test_public_api_replays(m, n, k):
     from finegemm.kernels.sm90 import dispatch
 
     finegemm.fp8_gemm_nt((a, sfa_k), (b, sfb_k), d)
-    n_replays = len(dispatch._replays)
+    n_recorded = len(dispatch._recordings)
     first = d.clone()
     d.fill_(float("nan"))
     finegemm.fp8_gemm_nt((a, sfa_k), (b, sfb_k), d)
     torch.cuda.synchronize()
-    assert len(dispatch._replays) == n_replays and torch.equal(_bits(d), _bits(first))
+    assert len(dispatch._recordings) == n_recorded and torch.equal(_bits(d), _bits(first))
 
 
 @pytest.mark.parametrize("m,n,k", SHAPES)
@@ -103,7 +103,7 @@ def test_replay_under_cuda_graph_capture(m, n, k):
     dispatch, gemm_1d2d, desc, cfg = _setup(m, n, k)
     a, sfa, sfa_k, b, sfb, sfb_k = _inputs(m, n, k, seed=2)
     d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-    _warm_replays(dispatch, desc, cfg, a, sfa_k, b, sfb_k, d)
+    _warm_recording(dispatch, desc, cfg, a, sfa_k, b, sfb_k, d)
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
@@ -127,7 +127,7 @@ def test_replay_on_a_side_stream(m, n, k):
     dispatch, gemm_1d2d, desc, cfg = _setup(m, n, k)
     a, sfa, sfa_k, b, sfb, sfb_k = _inputs(m, n, k, seed=5)
     d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-    _warm_replays(dispatch, desc, cfg, a, sfa_k, b, sfb_k, d)  # replays built on the default stream
+    _warm_recording(dispatch, desc, cfg, a, sfa_k, b, sfb_k, d)  # recorded on the default stream
     want = torch.full_like(d, float("nan"))
     _normal(dispatch, gemm_1d2d, desc, cfg, a, sfa_k, b, sfb_k, want)
     torch.cuda.synchronize()
@@ -138,3 +138,37 @@ def test_replay_on_a_side_stream(m, n, k):
         dispatch.fp8_gemm(desc, cfg, a, sfa_k, b, sfb_k, d, None)
     torch.cuda.synchronize()
     assert torch.equal(_bits(d), _bits(want))
+
+
+def test_new_tensor_objects_at_recorded_addresses_replay():
+    """Recordings hold no tensor: new tensor objects over the recorded memory (what the caching
+    allocator hands a decode loop that frees and re-allocates its activations) replay, and the old
+    objects are freed."""
+    import gc
+    import weakref
+
+    m, n, k = SHAPES[0]
+    dispatch, gemm_1d2d, desc, cfg = _setup(m, n, k)
+    a0, _, sfa0, b, _, sfb_k = _inputs(m, n, k, seed=6)
+    a_mem, sfa_mem = a0.clone(), sfa0.clone()  # the "allocator's" memory for A and its scales
+    d_mem = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    recorded, old = [], None
+    for step in range(3):
+        a_new, _, sfa_new, _, _, _ = _inputs(m, n, k, seed=10 + step)
+        a = torch.as_strided(a_mem, a_mem.shape, a_mem.stride())  # a new tensor object, same address
+        sfa_k = torch.as_strided(sfa_mem, sfa_mem.shape, sfa_mem.stride())
+        d = torch.as_strided(d_mem, d_mem.shape, d_mem.stride())
+        a.copy_(a_new)
+        sfa_k.copy_(sfa_new)
+        d.fill_(float("nan"))
+        dispatch.fp8_gemm(desc, cfg, a, sfa_k, b, sfb_k, d, None)
+        want = torch.full_like(d, float("nan"))
+        _normal(dispatch, gemm_1d2d, desc, cfg, a, sfa_k, b, sfb_k, want)
+        torch.cuda.synchronize()
+        assert torch.equal(_bits(d), _bits(want)), step
+        recorded.append(len(dispatch._recordings))
+        old = weakref.ref(a)
+        del a, sfa_k, d, want
+        gc.collect()
+        assert old() is None, "a recording kept the caller's tensor alive"
+    assert recorded[0] == recorded[1] == recorded[2], recorded

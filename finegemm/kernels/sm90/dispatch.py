@@ -2,7 +2,7 @@
 
 Imports cleanly on a CPU-only machine (nothing touches the device at import time). Per call the hot
 path does: one dict lookup keyed by the tensors' pointers, strides and dtypes, then a replay of the
-cached launch (launcher.py: Triton's C launcher with pre-encoded tensor maps), plus the split-K
+recorded launch (launcher.py: Triton's C launcher with pre-encoded tensor maps), plus the split-K
 reduction's where chosen.
 """
 
@@ -57,7 +57,6 @@ def get_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Config:
     return get_sm90_config(desc, facts)
 
 
-_plans: dict[tuple, Any] = {}
 _workspaces: dict[tuple, torch.Tensor] = {}
 
 
@@ -137,38 +136,38 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c):
     return grid, kernel_args, meta, reduce
 
 
-_replays: dict[tuple, tuple[launcher.Replay, ...]] = {}  # plan key -> launches replayed per call
+# plan key -> the recorded launches (GEMM, split-K reduce). Recordings hold no tensor (launcher.py), so
+# the cache can cover every layer of a model and the allocator can reuse freed activation addresses.
+_recordings: dict[tuple, launcher.Recording] = {}
+MAX_RECORDINGS = 4096
 
 
 def fp8_gemm(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c) -> None:
     """Launch on validated tensors (shapes, layouts and dtypes as in api/gemm.py's docstring).
 
-    Per call: one key (pointers, strides, dtypes of every tensor, device) and one dict lookup, then the
-    cached :class:`launcher.Replay` of the GEMM (and of the split-K reduction), which calls Triton's C
-    launcher with pre-built arguments and pre-encoded tensor maps on the current stream. The first
-    call of a key builds the plan and launches through ``kernel[grid](...)``.
+    Per call: one key (pointers, strides, dtypes of every tensor, device; shapes via ``desc``) and one
+    dict lookup, then the cached :class:`launcher.Recording` of the GEMM (and of the split-K
+    reduction): Triton's C launcher with pre-built arguments and pre-encoded tensor maps on the
+    current stream. A new key builds the plan and launches through ``kernel[grid](...)``, recording
+    it; a recording that cannot replay now (a launch hook, another current device, ...) launches the
+    same way.
     """
     key = (desc, config, a.data_ptr(), sfa.data_ptr(), b.data_ptr(), sfb.data_ptr(), d.data_ptr(),
            a.stride(), sfa.stride(), b.stride(), sfb.stride(), d.stride(), a.dtype, b.dtype, a.get_device(),
            None if c is None else (c.data_ptr(), c.stride(), c.dtype))
-    replays = _replays.get(key)
-    if replays is not None:
-        for replay in replays:
-            replay()
+    recording = _recordings.get(key)
+    if recording is not None and recording():
         return
-    if len(_plans) >= 16:  # descriptors (and replays) hold their tensors alive: keep few
-        _plans.clear()
-        _replays.clear()
-    plan = _plans.get(key)
-    if plan is None:
-        plan = _build_plan(desc, config, a, sfa, b, sfb, d, c)
-        _plans[key] = plan
-    grid, kernel_args, meta, reduce = plan
-    replays = (launcher.launch(gemm_1d2d.fp8_gemm_kernel, grid, kernel_args, meta),)
+    grid, kernel_args, meta, reduce = _build_plan(desc, config, a, sfa, b, sfb, d, c)
+    launches = [(gemm_1d2d.fp8_gemm_kernel, grid, kernel_args, meta)]
     if reduce is not None:
-        rgrid, rargs, rmeta = reduce
-        replays += (launcher.launch(gemm_1d2d._splitk_reduce_kernel, rgrid, rargs, rmeta),)
-    _replays[key] = replays
+        launches.append((gemm_1d2d._splitk_reduce_kernel, *reduce))
+    if recording is not None:
+        launcher.launch_normally(launches)
+        return
+    if len(_recordings) >= MAX_RECORDINGS:
+        _recordings.clear()
+    _recordings[key] = launcher.record(launches)
 
 
 def bf16_gemm(desc: GemmDesc, config: Any, a, b, d, c) -> None:

@@ -37,7 +37,7 @@ from typing import Any
 
 import triton
 
-__all__ = ["TESTED_TRITON", "Replay", "launch", "launch_all"]
+__all__ = ["TESTED_TRITON", "Replay", "Recording", "launch", "launch_all", "record", "launch_normally"]
 
 TESTED_TRITON = "3.6."  # the private launcher ABI used by raw/bound modes is read from this version
 
@@ -287,3 +287,83 @@ def launch_all(replays: Sequence[Replay]) -> None:
     """Replay several launches in order (e.g. a GEMM and its split-K reduction)."""
     for replay in replays:
         replay()
+
+
+Launch = tuple[Any, Any, Sequence[Any], Mapping[str, Any]]  # (kernel, grid, args, kwargs)
+
+
+class Recording:
+    """Launches recorded in raw mode and replayed together, holding no reference to any argument.
+
+    Built by :func:`record`. Calling it replays every launch on the current device's current stream
+    and returns True, or launches nothing and returns False when the normal path could behave
+    differently (the checks of a raw :class:`Replay`, done once for the whole sequence) or when some
+    launch could not be recorded in raw mode (``modes`` says which); the caller then launches through
+    ``kernel[grid]`` with the tensors it has (:func:`launch_normally`).
+
+    Holding no tensor is what lets a pointer-keyed cache be large and lets the caching allocator hand
+    the same addresses out again (eager decode loops with fresh activations): the caller's key must
+    cover everything a launch argument encodes (pointer, shape, strides, dtype of each tensor; the
+    scalars and constexprs), and the memory must be allocated whenever the key matches.
+    """
+
+    def __init__(self, replays: Sequence[Replay]) -> None:
+        self.modes = tuple(r.mode for r in replays)
+        self._items: tuple[tuple, ...] | None = None
+        raws = [r for r in replays if isinstance(r, _RawReplay)]
+        if not raws or len(raws) != len(replays) or len({r._device for r in raws}) != 1:
+            return
+        first = raws[0]
+        self._device = first._device
+        self._get_device, self._get_stream = first._get_device, first._get_stream
+        self._rt, self._comp = first._rt, first._comp
+        self._enter, self._exit = first._enter, first._exit
+        self._enter_calls, self._exit_calls = first._enter_calls, first._exit_calls
+        self._debug, self._instrumentation = first._debug, first._instrumentation
+        self._pre_run_hooks = tuple(r._pre_run_hooks for r in raws)
+        items = tuple((r._c_launch, r._gx, r._gy, r._gz, r._tail) for r in raws)
+        if any(_holds_tensor(item[4]) for item in items):
+            return
+        self._items = items
+
+    @property
+    def replayable(self) -> bool:
+        return self._items is not None
+
+    def __call__(self) -> bool:
+        items = self._items
+        if items is None:
+            return False
+        device = self._get_device()
+        rt = self._rt
+        if not (device == self._device and not self._enter_calls and not self._exit_calls
+                and rt.launch_enter_hook is self._enter and rt.launch_exit_hook is self._exit
+                and rt.debug == self._debug and self._comp.instrumentation_mode == self._instrumentation
+                and not any(self._pre_run_hooks)):
+            return False
+        stream = self._get_stream(device)
+        for c_launch, gx, gy, gz, tail in items:
+            c_launch(gx, gy, gz, stream, *tail)
+        return True
+
+    def __repr__(self) -> str:
+        return f"Recording(modes={self.modes}, replayable={self.replayable})"
+
+
+def _holds_tensor(values: Sequence[Any]) -> bool:
+    """True when a tensor-like object (``data_ptr``) is among ``values`` (or in a tuple among them)."""
+    for v in values:
+        if hasattr(v, "data_ptr") or (isinstance(v, tuple) and _holds_tensor(v)):
+            return True
+    return False
+
+
+def record(launches: Sequence[Launch]) -> Recording:
+    """Launch each ``(kernel, grid, args, kwargs)`` now, in order, the normal way; return their :class:`Recording`."""
+    return Recording([launch(kernel, grid, args, kwargs) for kernel, grid, args, kwargs in launches])
+
+
+def launch_normally(launches: Sequence[Launch]) -> None:
+    """``kernel[grid](*args, **kwargs)`` for each launch, in order (what a Recording falls back to)."""
+    for kernel, grid, args, kwargs in launches:
+        kernel[grid](*args, **kwargs)

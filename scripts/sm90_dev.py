@@ -3,6 +3,11 @@
 Usage (on the H200): ``PYTHONPATH=. python3 scripts/sm90_dev.py [check] [bench] [host] [v3] [--full]``.
 ``v3``: M=4096 sweep of 128- vs 256-row tiles (stages, shared D staging, TMA-loaded LHS scales), each
 config also checked against the float64 reference; writes after every shape.
+``v4``: M<=128 decode shapes (narrow deep-ring tiles vs split-K, TMA scales, PIPE_MMA) and the FP32-out
+shapes (recipe (1,1,128) weight gradients with C, FP32-out 1d2d at large M); every candidate is first
+compiled in parallel worker processes (disk cache), then checked against the float64 reference and
+timed; stops timing new configs past ``V4_DEADLINE_S`` (default 140 s) so a bounded run comes back.
+``v4compile`` (CPU, no GPU): compiles every v4 candidate for sm_90 and prints registers/spills.
 Writes ``$OUT/sm90_dev.json`` (or ./sm90_dev.json) and prints a short table last.
 Timing: CUDA events around each call, a 1 GiB buffer zeroed before each timed call (L2 flush),
 5 warm-up calls, median of 30, fresh random normal inputs per shape.
@@ -302,6 +307,241 @@ def phase_v3(result, path):
         print(f"{r['N']:>6} {r['K']:>6} {cells} {r.get('cublas_block_us', float('nan')):8.1f} {r['deepgemm_us']:7.1f}")
 
 
+# ---------------------------------------------------------------------------------------------
+# v4: configs never re-measured after v3 (M <= 256; FP32 out / recipe (1,1,128))
+# ---------------------------------------------------------------------------------------------
+# DeepGEMM's weight-gradient shapes (anchors fp8_gemm_test_sweep, 1D1D, FP32 out, accumulate=1), us
+WGRAD_DEEPGEMM_US = {
+    (2112, 4096, 7168): 135.0, (576, 4096, 7168): 56.8, (24576, 4096, 1536): 419.5,
+    (32768, 4096, 512): 446.9, (7168, 4096, 16384): 904.6, (4096, 4096, 7168): 246.8,
+    (7168, 4096, 2048): 162.5,
+}
+FP32_1D2D_SHAPES = [(4096, 4096, 7168), (4096, 7168, 2048)]  # no DeepGEMM anchor: cuBLAS peers only
+HBM_TBPS = 4.25
+
+
+def v3_small_config(desc, facts):
+    """The v3 heuristic at M <= 256, frozen here so the v4 sweep can time it as the baseline."""
+    bm = 64 if desc.m <= 64 else 128
+    num_kb = desc.k // 128
+    tiles = math.ceil(desc.m / bm) * math.ceil(desc.n / 128)
+    split = 1
+    for s in (2, 4, 8):
+        if num_kb % s == 0 and num_kb // s >= 12 and tiles * s <= facts.num_sms:
+            split = s
+    return make_config(desc, facts, bm, 128, split)
+
+
+def v3_fp32_config(desc, facts):
+    """The v3 heuristic for FP32 out / 1d1d at M > 256: the v2 128x128 plain schedule."""
+    return dataclasses.replace(make_config(desc, facts, 128, 128), pipe_mma=False)
+
+
+def _fill_split(desc, facts, bm, bn):
+    """Largest split (2, 4, 8) whose units fit one wave with >= 8 K blocks each (1 if none)."""
+    num_kb = desc.k // 128
+    tiles = math.ceil(desc.m / bm) * math.ceil(desc.n / bn)
+    best = 1
+    for s in (2, 4, 8):
+        if num_kb % s == 0 and num_kb // s >= 8 and tiles * s <= facts.num_sms:
+            best = s
+    return best
+
+
+def v4_configs(desc, facts):
+    """(name, config) candidates of the v4 sweep for one shape (the v3 pick first, named 'v3')."""
+    rep = dataclasses.replace
+    out = []
+    if desc.m <= 256:
+        old = v3_small_config(desc, facts)
+        out.append(("v3", old))
+        out.append(("v3 tma", rep(make_config(desc, facts, old.block_m, 128, old.split_k, sfa_tma=True),
+                                  pipe_mma=old.pipe_mma)))
+        for bn in (32, 64, 128):
+            tiles = math.ceil(desc.m / 64) * math.ceil(desc.n / bn)
+            split = _fill_split(desc, facts, 64, bn)
+            if tiles >= 64 or split == 1:
+                out.append((f"64x{bn} tma", make_config(desc, facts, 64, bn, 1, sfa_tma=True)))
+            if split > 1 and bn < 128:
+                out.append((f"64x{bn} s{split} tma", make_config(desc, facts, 64, bn, split, sfa_tma=True)))
+        out.append(("64x32", make_config(desc, facts, 64, 32)))
+        out.append(("64x64", make_config(desc, facts, 64, 64)))
+        out.append(("64x32 tma nopipe", rep(make_config(desc, facts, 64, 32, 1, sfa_tma=True), pipe_mma=False)))
+        out.append(("64x64 tma nopipe", rep(make_config(desc, facts, 64, 64, 1, sfa_tma=True), pipe_mma=False)))
+        if desc.m > 64:
+            out.append(("128x64 tma", make_config(desc, facts, 128, 64, 1, sfa_tma=True)))
+    else:
+        out.append(("v3", v3_fp32_config(desc, facts)))
+        tma = rep(make_config(desc, facts, 128, 128, sfa_tma=True), pipe_mma=False)
+        out.append(("128x128 tma", tma))
+        out.append(("128x128 tma g16", rep(tma, group_m=16)))
+        out.append(("128x64 tma", make_config(desc, facts, 128, 64, sfa_tma=True)))
+        out.append(("128x64 tma nopipe", rep(make_config(desc, facts, 128, 64, sfa_tma=True), pipe_mma=False)))
+        if desc.kind == "fp8_1d2d":
+            out.append(("256x128 se tma", make_config(desc, facts, 256, 128, small_epi=True, sfa_tma=True)))
+    seen, uniq = set(), []
+    for name, cfg in out:
+        if cfg not in seen and cfg.stages >= 3:
+            seen.add(cfg)
+            uniq.append((name, cfg))
+    heur = get_sm90_config(desc, facts)
+    if heur not in seen:
+        uniq.append(("heuristic", heur))
+    return uniq
+
+
+def v4_shapes():
+    """(label, m, n, k, recipe, out dtype, with C) in sweep order: decode shapes first."""
+    out = []
+    for m in (64, 128):
+        for n, k in SHAPES_NK:
+            out.append(("small", m, n, k, "1d2d", torch.bfloat16, False))
+    for m, n, k in WGRAD_DEEPGEMM_US:
+        out.append(("wgrad", m, n, k, "1d1d", torch.float32, True))
+    for m, n, k in FP32_1D2D_SHAPES:
+        out.append(("fp32_1d2d", m, n, k, "1d2d", torch.float32, True))
+    return out
+
+
+def phase_v4compile():
+    """CPU: compile every v4 candidate for sm_90; print (and return) registers, stack and local bytes."""
+    from finegemm.jit.device import H200
+    from finegemm.kernels.sm90.compile_check import compile_variant, resource_usage
+
+    seen, rows = {}, []
+    for label, m, n, k, recipe, out, with_c in v4_shapes():
+        desc = desc_for(m, n, k, recipe, False, out, with_c)
+        for name, cfg in v4_configs(desc, H200):
+            key = (desc.kind, n, k, desc.out_fp32, with_c, cfg)
+            if key not in seen:
+                t0 = time.time()
+                try:
+                    use = resource_usage(compile_variant(desc, cfg, "fp32" if with_c else "bf16"))
+                except Exception as e:  # noqa: BLE001
+                    use = dict(error=repr(e)[:200])
+                seen[key] = dict(use, compile_s=round(time.time() - t0, 2))
+            row = dict(shape=f"{label} {m}x{n}x{k}", name=name, cfg=cfg.__dict__, **seen[key])
+            rows.append(row)
+            print("V4C", row["shape"], name, {k2: v for k2, v in seen[key].items()}, flush=True)
+    bad = [r for r in rows if r.get("error") or r.get("STACK") or r.get("LOCAL")]
+    print(f"V4C SUMMARY: {len(seen)} compiles, {len(bad)} candidates spill or fail", flush=True)
+    for r in bad:
+        print("V4C BAD", r["shape"], r["name"], r, flush=True)
+    return rows
+
+
+def _v4_precompile_task(task):
+    """Worker: build one shape's inputs and launch each config once (fills Triton's disk cache)."""
+    (m, n, k, recipe, out_name, with_c), cfgs = task
+    out = getattr(torch, out_name)
+    errs = []
+    try:
+        t = inputs(m, n, k, recipe, False, with_c, out)
+        desc = desc_for(m, n, k, recipe, False, out, with_c)
+        for cfg in cfgs:
+            try:
+                run_direct(desc, cfg, t)
+            except Exception as e:  # noqa: BLE001
+                errs.append(repr(e)[:200])
+        torch.cuda.synchronize()
+    except Exception as e:  # noqa: BLE001
+        errs.append(repr(e)[:200])
+    return errs
+
+
+def _v4_precompile(workers=8):
+    import multiprocessing as mp
+
+    facts = device_facts(DEV)
+    tasks = []
+    for _label, m, n, k, recipe, out, with_c in v4_shapes():
+        desc = desc_for(m, n, k, recipe, False, out, with_c)
+        cfgs = [c for _, c in v4_configs(desc, facts)]
+        for i in range(0, len(cfgs), 4):
+            tasks.append(((m, n, k, recipe, str(out).split(".")[-1], with_c), cfgs[i:i + 4]))
+    t0 = time.time()
+    try:
+        with mp.get_context("spawn").Pool(workers) as pool:
+            errs = [e for r in pool.imap_unordered(_v4_precompile_task, tasks) for e in r]
+    except Exception as e:  # noqa: BLE001
+        errs = [f"pool failed: {e!r}"[:300]]
+    print(f"V4 precompile: {len(tasks)} tasks in {time.time() - t0:.1f} s, {len(errs)} errors {errs[:3]}", flush=True)
+    return dict(tasks=len(tasks), seconds=time.time() - t0, errors=errs[:20])
+
+
+def cublas_fp32_times(m, n, k):
+    """cuBLAS peers for the FP32-out shapes: blockwise 1x128 x 128x128 and per-tensor, FP32 out, no C."""
+    out = {}
+    try:
+        a, sfa, _, b, sfb, _, _, _ = inputs(m, n, k)
+        sa, sb = sfa.t().contiguous().t(), sfb.t()
+        out["cublas_block_us"] = time_fn(lambda: torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.float32))
+    except Exception as e:  # noqa: BLE001
+        out["cublas_block_err"] = repr(e)[:200]
+    try:
+        a, _, _, b, _, _, _, _ = inputs(m, n, k)
+        one = torch.ones((), device=DEV)
+        out["cublas_tensor_us"] = time_fn(lambda: torch._scaled_mm(a, b.t(), one, one, out_dtype=torch.float32))
+    except Exception as e:  # noqa: BLE001
+        out["cublas_tensor_err"] = repr(e)[:200]
+    return out
+
+
+def phase_v4(result, path):
+    t_start = time.time()
+    deadline = float(os.environ.get("V4_DEADLINE_S", "140"))
+    facts = device_facts(DEV)
+    result["v4_precompile"] = _v4_precompile(int(os.environ.get("V4_WORKERS", "8")))
+    rows = result.setdefault("v4", [])
+    for label, m, n, k, recipe, out, with_c in v4_shapes():
+        desc = desc_for(m, n, k, recipe, False, out, with_c)
+        t = inputs(m, n, k, recipe, False, with_c, out)
+        a, sfa, sfa_k, b, sfb, sfb_k, c, d = t
+        ref = reference.fp8_gemm_nt((a, sfa), (b, sfb), c, recipe=(1, 128, 128) if recipe == "1d2d" else (1, 1, 128))
+        op_bytes = m * k + n * k + m * n * (4 if out == torch.float32 else 2) * (2 if with_c else 1)
+        row = dict(label=label, M=m, N=n, K=k, recipe=recipe, out=str(out), with_c=with_c, configs=[],
+                   deepgemm_us=(DEEPGEMM_US if label == "small" else WGRAD_DEEPGEMM_US).get((m, n, k)),
+                   hbm_floor_us=op_bytes / (HBM_TBPS * 1e6))
+        flops = 2 * m * n * k
+        for name, cfg in v4_configs(desc, facts):
+            entry = dict(name=name, cfg=cfg.__dict__, heuristic=cfg == get_sm90_config(desc, facts))
+            if time.time() - t_start > deadline:
+                entry["skipped"] = "deadline"
+                row["configs"].append(entry)
+                continue
+            try:
+                d.fill_(float("nan"))
+                run_direct(desc, cfg, t)
+                torch.cuda.synchronize()
+                entry["diff"] = reference.calc_diff(d, ref)
+                entry["ok"] = bool(entry["diff"] < 1e-3)
+                entry["us"] = time_fn(lambda cfg=cfg, desc=desc, t=t: run_direct(desc, cfg, t))
+                entry["TFLOPS"] = flops / entry["us"] / 1e6
+                entry["pct_hbm_floor"] = 100 * row["hbm_floor_us"] / entry["us"]
+            except Exception as e:  # noqa: BLE001
+                entry["error"] = repr(e)[:300]
+            row["configs"].append(entry)
+            print("V4", label, m, n, k, name, {k2: (round(v, 4) if isinstance(v, float) else v)
+                                              for k2, v in entry.items() if k2 in ("us", "diff", "ok", "error")},
+                  flush=True)
+        if time.time() - t_start < deadline + 15:
+            row.update(cublas_times(m, n, k) if out == torch.bfloat16 else cublas_fp32_times(m, n, k))
+        rows.append(row)
+        del t, a, b, c, d, ref
+        json.dump(result, open(path, "w"), indent=1, default=str)
+    print(f"{'shape':>24} {'v3 us':>7} {'best us':>7} {'best':>18} {'DG':>6} {'cuBLASb':>7} {'x DG':>5} {'%HBM':>5}")
+    for r in rows:
+        timed = [c for c in r["configs"] if c.get("ok") and "us" in c]
+        if not timed:
+            continue
+        v3 = next((c["us"] for c in timed if c["name"] == "v3"), float("nan"))
+        best = min(timed, key=lambda c: c["us"])
+        dg = r.get("deepgemm_us") or float("nan")
+        print(f"{r['label']:>9} {r['M']:>5}x{r['N']:>5}x{r['K']:>5} {v3:7.1f} {best['us']:7.1f} {best['name']:>18} "
+              f"{dg:6.1f} {r.get('cublas_block_us', float('nan')):7.1f} {dg / best['us']:5.2f} "
+              f"{100 * r['hbm_floor_us'] / best['us']:5.1f}")
+
+
 def phase_host():
     """Host time per cached public call (no sync inside the loop)."""
     out = {}
@@ -332,6 +572,10 @@ def phase_host():
 def main():
     global FLUSH
     args = set(sys.argv[1:])
+    if "v4compile" in args:  # CPU only
+        json.dump(phase_v4compile(), open(os.path.join(os.environ.get("OUT", "."), "sm90_v4_compile.json"), "w"),
+                  indent=1, default=str)
+        return
     full = "--full" in args
     os.environ.setdefault("FINEGEMM_BACKEND", "auto")
     FLUSH = torch.empty(1 << 30, dtype=torch.uint8, device=DEV)
@@ -354,6 +598,8 @@ def main():
         result["host"] = phase_host()
     if "v3" in args:
         phase_v3(result, path)
+    if "v4" in args:
+        phase_v4(result, os.path.join(outdir, "sm90_v4_smallm_wgrad_sweep.json"))
     json.dump(result, open(path, "w"), indent=1, default=str)
     if "check" in args:
         bad = [r for r in result["check"] if not r["ok"]]

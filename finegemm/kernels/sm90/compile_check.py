@@ -23,6 +23,9 @@ from ...jit.interpret import restore_language
 from . import gemm_1d2d, layouts
 
 TARGET = GPUTarget("cuda", 90, 32)
+# fp8_gemm_kernel's m-grouped constexprs at their dense (GROUPING 0) defaults
+DENSE_GROUPING = dict(GROUPING=0, NUM_GROUPS=1, GROUP_ROWS=0, SFK_ROWS=0, SFA_STRIDE_G=0, SFB_STRIDE_G=0,
+                      USE_PSUM=False, ALIGN=128)
 
 
 def _desc_sig(dtype: str, block: list[int], gl_dtype, layout=None) -> str:
@@ -49,6 +52,8 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32"):
         SF_PACKED=desc.sf_packed, SFB_PER_CHANNEL=desc.kind == "fp8_1d1d", HAS_C=desc.with_c,
         PIPE_MMA=config.pipe_mma, PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS,
         SMALL_EPI=config.small_epi, SFA_TMA=config.sfa_tma,
+        # ASTSource applies no defaults: the dense form names every grouped parameter's default
+        layout_ptr=None, d_ptr=None, **DENSE_GROUPING,
     )
     for name in constexprs:
         sig[name] = "constexpr"

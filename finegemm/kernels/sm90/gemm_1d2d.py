@@ -108,7 +108,24 @@ def _load_scale(ptr, idx, kb, stride_k, mask, PACKED: gl.constexpr):
 def _load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                     N: gl.constexpr, K: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                     STAGES: gl.constexpr, GROUP_M: gl.constexpr, SPLIT_K: gl.constexpr,
-                    sfa_desc=None, sfa_bufs=None, SFA_TMA: gl.constexpr = False, SF_PACKED: gl.constexpr = False):
+                    sfa_desc=None, sfa_bufs=None, SFA_TMA: gl.constexpr = False, SF_PACKED: gl.constexpr = False,
+                    layout_ptr=None, GROUPING: gl.constexpr = 0, NUM_GROUPS: gl.constexpr = 1,
+                    GROUP_ROWS: gl.constexpr = 0, SFK_ROWS: gl.constexpr = 0, USE_PSUM: gl.constexpr = False,
+                    ALIGN: gl.constexpr = 128):
+    if GROUPING != 0:
+        _grouped_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M, N, K, BLOCK_M, BLOCK_N,
+                                STAGES, GROUP_M, sfa_desc, sfa_bufs, SFA_TMA, SF_PACKED, layout_ptr, GROUPING,
+                                NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM, ALIGN)
+    else:
+        _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M, N, K, BLOCK_M, BLOCK_N,
+                              STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA, SF_PACKED)
+
+
+@gluon.jit
+def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
+                          N: gl.constexpr, K: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                          STAGES: gl.constexpr, GROUP_M: gl.constexpr, SPLIT_K: gl.constexpr,
+                          sfa_desc, sfa_bufs, SFA_TMA: gl.constexpr, SF_PACKED: gl.constexpr):
     num_kb: gl.constexpr = K // BLOCK_K
     kb_per_split: gl.constexpr = num_kb // SPLIT_K
     num_pid_m = gl.cdiv(M, BLOCK_M)
@@ -139,6 +156,112 @@ def _load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
             tma.async_copy_global_to_shared(a_desc, [off_m, kb * BLOCK_K], bar, a_bufs.index(s))
             tma.async_copy_global_to_shared(b_desc, [off_n, kb * BLOCK_K], bar, b_bufs.index(s))
             it += 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Grouped (MoE) scheduling, shared by the producer and the math partitions (GROUPING 1 / 2).
+# ---------------------------------------------------------------------------------------------
+@gluon.jit
+def _contiguous_group(layout_ptr, off_m, NUM_GROUPS: gl.constexpr, USE_PSUM: gl.constexpr, ALIGN: gl.constexpr):
+    """(group id as stored, safe id in [0, G), tile has work, end row) of the contiguous M tile at ``off_m``.
+
+    Per-row layout (``grouped_layout`` int32 [M_total]): the id of the tile's first row (BLOCK_M divides
+    the segment alignment, so a tile never straddles two segments); ids outside [0, G) mark padding.
+    The end row is a large sentinel: the epilogue compares every row's own id instead.
+    PSUM layout (int32 [G] cumulative end rows): the tile's group is the number of groups whose aligned
+    end is <= ``off_m``; it has work if that is < G and ``off_m`` < the group's end.
+    """
+    if USE_PSUM:
+        g = off_m * 0
+        for j in range(NUM_GROUPS):
+            end_j = gl.maximum(gl.load(layout_ptr + j), 0)
+            g += ((end_j + (ALIGN - 1)) // ALIGN * ALIGN <= off_m).to(gl.int32)
+        safe = gl.minimum(g, NUM_GROUPS - 1)
+        end = gl.load(layout_ptr + safe)
+        valid = (g < NUM_GROUPS) & (off_m < end)
+    else:
+        g = gl.load(layout_ptr + off_m)
+        valid = (g >= 0) & (g < NUM_GROUPS)
+        safe = gl.where(valid, g, 0)
+        end = off_m * 0 + 2147483647
+    return g, safe, valid, end
+
+
+@gluon.jit
+def _masked_rows(layout_ptr, g, GROUP_ROWS: gl.constexpr):
+    """Valid rows of group ``g``: ``masked_m[g]`` clamped to [0, max_m] (read on the device only)."""
+    return gl.minimum(gl.maximum(gl.load(layout_ptr + g), 0), GROUP_ROWS)
+
+
+@gluon.jit
+def _first_local_unit(g_start):
+    """This CTA's first tile of a group whose tiles are the global units ``g_start + [0, tiles_g)``.
+
+    The persistent CTAs stride over the concatenation of every group's *valid* tiles (units
+    ``pid, pid + P, ...``), so the work is balanced over the valid rows and skipped rows cost nothing.
+    """
+    nprog = gl.num_programs(0)
+    return (gl.program_id(0) + nprog - g_start % nprog) % nprog
+
+
+@gluon.jit
+def _load_tile(a_desc, b_desc, sfa_desc, a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it,
+               a_row, b_row, sfa_row0, sfa_col, kb_count, STAGES: gl.constexpr, SFA_TMA: gl.constexpr,
+               SF_PACKED: gl.constexpr):
+    """Producer of one grouped tile: ``kb_count`` K blocks of A rows ``a_row``, B rows ``b_row`` (and the
+    tile's per-token scales, row ``sfa_row0 + kb`` of the scale view, columns from ``sfa_col``)."""
+    for kb in range(kb_count):
+        s = it % STAGES
+        mbarrier.wait(empty_bars.index(s), ((it // STAGES) & 1) ^ 1)
+        bar = full_bars.index(s)
+        if SFA_TMA:
+            mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes + sfa_desc.block_type.nbytes)
+            krow = kb // 4 if SF_PACKED else kb
+            tma.async_copy_global_to_shared(sfa_desc, [sfa_row0 + krow, sfa_col], bar, sfa_bufs.index(s))
+        else:
+            mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(a_desc, [a_row, kb * BLOCK_K], bar, a_bufs.index(s))
+        tma.async_copy_global_to_shared(b_desc, [b_row, kb * BLOCK_K], bar, b_bufs.index(s))
+        it += 1
+    return it
+
+
+@gluon.jit
+def _grouped_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
+                            N: gl.constexpr, K: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                            STAGES: gl.constexpr, GROUP_M: gl.constexpr, sfa_desc, sfa_bufs,
+                            SFA_TMA: gl.constexpr, SF_PACKED: gl.constexpr, layout_ptr, GROUPING: gl.constexpr,
+                            NUM_GROUPS: gl.constexpr, GROUP_ROWS: gl.constexpr, SFK_ROWS: gl.constexpr,
+                            USE_PSUM: gl.constexpr, ALIGN: gl.constexpr):
+    """TMA producer of the m-grouped kernels: walks exactly the tiles the math partitions walk.
+
+    Contiguous: A [M_total, K], B [G * N, K]; a tile of padding issues no load. Masked: A [G * max_m, K],
+    the scale view [G * SFK_ROWS, max_m]; only tiles below ``masked_m[g]`` exist.
+    """
+    num_kb: gl.constexpr = K // BLOCK_K
+    num_pid_n: gl.constexpr = (N + BLOCK_N - 1) // BLOCK_N
+    it = 0
+    if GROUPING == 1:
+        num_pid_m = gl.cdiv(M, BLOCK_M)
+        for unit in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
+            pid_m, pid_n = _tile_coords(unit, num_pid_m, num_pid_n, GROUP_M)
+            off_m = pid_m * BLOCK_M
+            g, safe, valid, end = _contiguous_group(layout_ptr, off_m, NUM_GROUPS, USE_PSUM, ALIGN)
+            kb_count = gl.where(valid, num_kb, 0)
+            it = _load_tile(a_desc, b_desc, sfa_desc, a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it,
+                            off_m, safe * N + pid_n * BLOCK_N, 0, off_m, kb_count, STAGES, SFA_TMA, SF_PACKED)
+    else:
+        g_start = 0
+        for g in range(NUM_GROUPS):
+            num_pid_m = gl.cdiv(_masked_rows(layout_ptr, g, GROUP_ROWS), BLOCK_M)
+            tiles_g = num_pid_m * num_pid_n
+            for local in range(_first_local_unit(g_start), tiles_g, gl.num_programs(0)):
+                pid_m, pid_n = _tile_coords(local, num_pid_m, num_pid_n, GROUP_M)
+                off_m = pid_m * BLOCK_M
+                it = _load_tile(a_desc, b_desc, sfa_desc, a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it,
+                                g * GROUP_ROWS + off_m, g * N + pid_n * BLOCK_N, g * SFK_ROWS, off_m, num_kb,
+                                STAGES, SFA_TMA, SF_PACKED)
+            g_start += tiles_g
 
 
 # ---------------------------------------------------------------------------------------------
@@ -227,10 +350,14 @@ def _a_rows(a_bufs, s, row0: gl.constexpr):
 @gluon.jit
 def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row0: gl.constexpr,
                    sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col, stride_sfa_k, stride_sfb,
-                   mma_layout: gl.constexpr, NUM_NB: gl.constexpr, KB: gl.constexpr, STAGES: gl.constexpr,
+                   mma_layout: gl.constexpr, NUM_NB: gl.constexpr, KB, STAGES: gl.constexpr,
                    SF_PACKED: gl.constexpr, SFB_PER_CHANNEL: gl.constexpr, SFB_UNIFORM: gl.constexpr,
                    PIPE_MMA: gl.constexpr, SFA_TMA: gl.constexpr):
-    """One 64-row wave over ``KB`` K blocks: returns (promoted [64, BLOCK_N] fp32 accumulator, ring counter)."""
+    """One 64-row wave over ``KB`` K blocks: returns (promoted [64, BLOCK_N] fp32 accumulator, ring counter).
+
+    ``KB`` is a constexpr for dense tiles; grouped tiles pass a runtime count (0 for a skipped tile: a
+    zero accumulator, no barrier touched; only without ``PIPE_MMA``, whose prologue assumes ``KB >= 1``).
+    """
     BLOCK_N: gl.constexpr = b_bufs.shape[1]
     row_layout: gl.constexpr = gl.SliceLayout(1, mma_layout)
     zero = gl.zeros([64, BLOCK_N], gl.float32, mma_layout)
@@ -381,11 +508,33 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                     STAGES: gl.constexpr, GROUP_M: gl.constexpr, SPLIT_K: gl.constexpr,
                     SF_PACKED: gl.constexpr, SFB_PER_CHANNEL: gl.constexpr, HAS_C: gl.constexpr,
                     PIPE_MMA: gl.constexpr, SMALL_EPI: gl.constexpr, sfa_bufs, SFA_TMA: gl.constexpr,
-                    WG: gl.constexpr):
+                    WG: gl.constexpr, layout_ptr=None, d_ptr=None, GROUPING: gl.constexpr = 0,
+                    NUM_GROUPS: gl.constexpr = 1, GROUP_ROWS: gl.constexpr = 0, SFA_STRIDE_G: gl.constexpr = 0,
+                    SFB_STRIDE_G: gl.constexpr = 0, USE_PSUM: gl.constexpr = False, ALIGN: gl.constexpr = 128):
     """One math warpgroup (4 warps). Its rows of each tile: wave ``w`` covers tile rows
     ``w * 64 * NUM_WG + 64 * WG + [0, 64)`` (BLOCK_M 64/128: one wave; 256: two, DeepGEMM's order).
     ``d_smem`` holds [BLOCK_M, BLOCK_N] (or, with ``SMALL_EPI``, [64 * NUM_WG, BLOCK_N] that both
-    waves of a warpgroup reuse in turn) rows of D staging."""
+    waves of a warpgroup reuse in turn) rows of D staging. ``GROUPING`` 1/2: :func:`_grouped_math`."""
+    if GROUPING != 0:
+        _grouped_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr, sfb_ptr, M, stride_sfa_k,
+                      stride_sfb, N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SF_PACKED, sfa_bufs, SFA_TMA, WG,
+                      layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G, SFB_STRIDE_G, USE_PSUM,
+                      ALIGN)
+    else:
+        _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr, sfb_ptr, c_ptr, M,
+                    stride_sfa_k, stride_sfb, stride_cm, N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
+                    SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, WG)
+
+
+@gluon.jit
+def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
+                sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
+                N: gl.constexpr, K: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                STAGES: gl.constexpr, GROUP_M: gl.constexpr, SPLIT_K: gl.constexpr,
+                SF_PACKED: gl.constexpr, SFB_PER_CHANNEL: gl.constexpr, HAS_C: gl.constexpr,
+                PIPE_MMA: gl.constexpr, SMALL_EPI: gl.constexpr, sfa_bufs, SFA_TMA: gl.constexpr,
+                WG: gl.constexpr):
+    """The dense math partition (GROUPING 0): persistent (tile, k-split) units."""
     WG_M: gl.constexpr = 64
     NUM_WG: gl.constexpr = num_math_warpgroups(BLOCK_M)
     WAVES: gl.constexpr = BLOCK_M // (WG_M * NUM_WG)
@@ -451,18 +600,143 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
 
 
 @gluon.jit
+def _grouped_wave(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, sfa_ptr, sfb_ptr, rows, row_ok,
+                  off_n, kb_count, stride_sfa_k, stride_sfb, N: gl.constexpr, K: gl.constexpr,
+                  STAGES: gl.constexpr, SF_PACKED: gl.constexpr, SFA_TMA: gl.constexpr, WG: gl.constexpr):
+    """Main loop of this warpgroup's 64-row wave of one grouped tile: (acc, cols, col_mask, ring counter).
+
+    ``rows``: the wave's row indices in the scale tensor's M (``sfa_ptr`` already offset to the group);
+    ``kb_count``: K blocks to run (0 for a skipped tile: a zero accumulator, no barrier touched).
+    """
+    BLOCK_N: gl.constexpr = b_bufs.shape[1]
+    mma_layout: gl.constexpr = mma_layout_for(64, BLOCK_N, 4)
+    col_layout: gl.constexpr = gl.SliceLayout(0, mma_layout)
+    cols = off_n + gl.arange(0, BLOCK_N, layout=col_layout)
+    col_mask = cols < N
+    nb0 = off_n // 128
+    second_col = (cols // 128) != nb0
+    acc, it = _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, 0, WG * 64,
+                             sfa_ptr, sfb_ptr, rows, cols, row_ok, col_mask, nb0, second_col,
+                             stride_sfa_k, stride_sfb, mma_layout, (N + 127) // 128, kb_count, STAGES,
+                             SF_PACKED, False, (128 % BLOCK_N) == 0, False, SFA_TMA)
+    return acc, cols, col_mask, it
+
+
+@gluon.jit
+def _store_masked_wave(acc, d_desc, d_sub, d_ptr, rows, first_row, cols, col_mask, valid_rows, out_row, off_n,
+                       N: gl.constexpr):
+    """Masked epilogue of one 64-row wave: rows ``rows`` (``first_row + [0, 64)`` within the group) below
+    ``valid_rows`` only.
+
+    A full wave goes through the TMA store; a partial one is stored from registers with a row mask
+    (a TMA box would write the rows at or past ``masked_m``); a wave past the valid rows stores nothing.
+    ``out_row``: the wave's first row in the [G * max_m, N] view of D.
+    """
+    if first_row + 64 <= valid_rows:  # every row of the wave is valid
+        _store_wave(acc, d_desc, d_sub, None, rows, cols, col_mask, col_mask, 0, out_row, off_n, 0, False)
+    elif first_row < valid_rows:
+        ok = rows < valid_rows
+        out = out_row.to(gl.int64) + (rows - first_row).to(gl.int64)
+        ptrs = d_ptr + out[:, None] * N + cols[None, :]
+        gl.store(ptrs, acc.to(d_ptr.dtype.element_ty), mask=ok[:, None] & col_mask[None, :])
+
+
+@gluon.jit
+def _grouped_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr, sfb_ptr, M, stride_sfa_k,
+                  stride_sfb, N: gl.constexpr, K: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                  STAGES: gl.constexpr, GROUP_M: gl.constexpr, SF_PACKED: gl.constexpr, sfa_bufs,
+                  SFA_TMA: gl.constexpr, WG: gl.constexpr, layout_ptr, d_ptr, GROUPING: gl.constexpr,
+                  NUM_GROUPS: gl.constexpr, GROUP_ROWS: gl.constexpr, SFA_STRIDE_G: gl.constexpr,
+                  SFB_STRIDE_G: gl.constexpr, USE_PSUM: gl.constexpr, ALIGN: gl.constexpr):
+    """Math warpgroup ``WG`` of the m-grouped kernels (BLOCK_M 64/128: one 64-row wave per warpgroup).
+
+    GROUPING 1 (contiguous): the tiles of [M_total, N]; each reads its group once; rows that are not the
+    group's (padding, or ids outside [0, G)) are written as 0, a padding tile runs no K block and
+    stores a zero tile. GROUPING 2 (masked): the valid tiles of every group in order (the producer's
+    walk); rows at or past ``masked_m[g]`` are neither computed into the result nor written.
+    """
+    row_layout: gl.constexpr = gl.SliceLayout(1, mma_layout_for(64, BLOCK_N, 4))
+    num_kb: gl.constexpr = K // BLOCK_K
+    num_pid_n: gl.constexpr = (N + BLOCK_N - 1) // BLOCK_N
+    d_sub = d_smem.slice(WG * 64, 64, dim=0)
+    it = 0
+    if GROUPING == 1:
+        num_pid_m = gl.cdiv(M, BLOCK_M)
+        for unit in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
+            pid_m, pid_n = _tile_coords(unit, num_pid_m, num_pid_n, GROUP_M)
+            off_m = pid_m * BLOCK_M
+            off_n = pid_n * BLOCK_N
+            g, safe, valid, end = _contiguous_group(layout_ptr, off_m, NUM_GROUPS, USE_PSUM, ALIGN)
+            rows = off_m + WG * 64 + gl.arange(0, 64, layout=row_layout)
+            in_m = rows < M
+            acc, cols, col_mask, it = _grouped_wave(
+                a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, sfa_ptr, sfb_ptr + safe * SFB_STRIDE_G,
+                rows, in_m, off_n, gl.where(valid, num_kb, 0), stride_sfa_k, stride_sfb, N, K, STAGES,
+                SF_PACKED, SFA_TMA, WG)
+            if USE_PSUM:
+                mine = in_m & (rows < end)
+            else:
+                mine = gl.load(layout_ptr + rows, mask=in_m, other=-1) == g
+            acc = gl.where((mine & valid)[:, None], acc, 0.0)
+            _store_wave(acc, d_desc, d_sub, None, rows, cols, in_m, col_mask, 0, off_m + WG * 64, off_n, 0, False)
+    else:
+        g_start = 0
+        for g in range(NUM_GROUPS):
+            valid_rows = _masked_rows(layout_ptr, g, GROUP_ROWS)
+            num_pid_m = gl.cdiv(valid_rows, BLOCK_M)
+            tiles_g = num_pid_m * num_pid_n
+            for local in range(_first_local_unit(g_start), tiles_g, gl.num_programs(0)):
+                pid_m, pid_n = _tile_coords(local, num_pid_m, num_pid_n, GROUP_M)
+                off_m = pid_m * BLOCK_M
+                off_n = pid_n * BLOCK_N
+                rows = off_m + WG * 64 + gl.arange(0, 64, layout=row_layout)
+                acc, cols, col_mask, it = _grouped_wave(
+                    a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, sfa_ptr + g * SFA_STRIDE_G,
+                    sfb_ptr + g * SFB_STRIDE_G, rows, rows < valid_rows, off_n, num_kb, stride_sfa_k, stride_sfb,
+                    N, K, STAGES, SF_PACKED, SFA_TMA, WG)
+                _store_masked_wave(acc, d_desc, d_sub, d_ptr, rows, off_m + WG * 64, cols, col_mask, valid_rows,
+                                   g * GROUP_ROWS + off_m + WG * 64, off_n, N)
+            g_start += tiles_g
+    tma.store_wait(0)
+
+
+@gluon.jit
 def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                     M, stride_sfa_k, stride_sfb, stride_cm, sfa_desc,
                     N: gl.constexpr, K: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                     STAGES: gl.constexpr, GROUP_M: gl.constexpr, SPLIT_K: gl.constexpr,
                     SF_PACKED: gl.constexpr, SFB_PER_CHANNEL: gl.constexpr, HAS_C: gl.constexpr,
                     PIPE_MMA: gl.constexpr, PRODUCER_REGS: gl.constexpr, MATH_REGS: gl.constexpr,
-                    SMALL_EPI: gl.constexpr = False, SFA_TMA: gl.constexpr = False):
+                    SMALL_EPI: gl.constexpr = False, SFA_TMA: gl.constexpr = False,
+                    layout_ptr=None, d_ptr=None, GROUPING: gl.constexpr = 0, NUM_GROUPS: gl.constexpr = 1,
+                    GROUP_ROWS: gl.constexpr = 0, SFK_ROWS: gl.constexpr = 0, SFA_STRIDE_G: gl.constexpr = 0,
+                    SFB_STRIDE_G: gl.constexpr = 0, USE_PSUM: gl.constexpr = False, ALIGN: gl.constexpr = 128):
     """Entry: carve shared memory, init barriers, fork producer and math partitions.
 
     ``sfa_desc``: TMA descriptor of the LHS scales as [K/128 (packed: ceil(K/512)), M] (the MN-major
     tensor's transpose), box [1, BLOCK_M], no swizzle; only read with ``SFA_TMA`` (else any small box).
+
+    m-grouped MoE forms (``GROUPING``; 0 = dense, every grouped argument left at its default):
+
+    - 1, contiguous: ``a_desc`` [M_total, K]; ``b_desc`` [G * N, K] (group g's B is rows g*N + [0, N));
+      ``layout_ptr`` int32 ``grouped_layout`` ([M_total] ids, -1 padding; ``USE_PSUM``: [G] cumulative
+      end rows, segments aligned to ``ALIGN``); ``d_desc`` [M_total, N]; ``sfb_ptr`` [G, ceil(N/128), SFK]
+      with group stride ``SFB_STRIDE_G``. BLOCK_M must divide ``ALIGN``.
+    - 2, masked: ``a_desc`` [G * max_m, K] (``GROUP_ROWS`` = max_m); ``layout_ptr`` int32 ``masked_m`` [G]
+      on the device; ``d_desc`` [G * max_m, N] and ``d_ptr`` its base (partial waves are stored with a
+      row mask); ``sfa_ptr`` [G, max_m, SFK] MN-major with group stride ``SFA_STRIDE_G``, ``sfa_desc``
+      its [G * SFK_ROWS, max_m] view; ``M`` = G * max_m.
+
+    Grouped forms use BLOCK_M 64/128, no split-K, no C, no ``PIPE_MMA``, the 1d2d recipe.
     """
+    if GROUPING != 0:
+        gl.static_assert(BLOCK_M <= 128, "grouped tiles: BLOCK_M 64 or 128")
+        gl.static_assert(SPLIT_K == 1, "grouped tiles: no split-K")
+        gl.static_assert(not HAS_C, "grouped tiles: no C")
+        gl.static_assert(not PIPE_MMA, "grouped tiles: no PIPE_MMA")
+        gl.static_assert(not SFB_PER_CHANNEL, "grouped tiles: recipe (1, 128, 128) only")
+    if GROUPING == 1:
+        gl.static_assert(ALIGN % BLOCK_M == 0, "contiguous: BLOCK_M must divide the alignment")
     NUM_WG: gl.constexpr = num_math_warpgroups(BLOCK_M)
     gl.static_assert(BLOCK_M == 64 or BLOCK_M == 128 or BLOCK_M == 256, "BLOCK_M must be 64, 128 or 256")
     gl.static_assert(BLOCK_M == 256 or not SMALL_EPI, "SMALL_EPI needs two waves a warpgroup")
@@ -489,24 +763,32 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                                sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
-                               SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, 0)),
+                               SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, 0,
+                               layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
+                               SFB_STRIDE_G, USE_PSUM, ALIGN)),
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                                sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
-                               SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, 1)),
+                               SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, 1,
+                               layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
+                               SFB_STRIDE_G, USE_PSUM, ALIGN)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
-                               SF_PACKED)),
+                               SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,
+                               ALIGN)),
         ], [4, 1], [MATH_REGS, PRODUCER_REGS])
     else:
         gl.warp_specialize([
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                                sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
-                               SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, 0)),
+                               SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, 0,
+                               layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
+                               SFB_STRIDE_G, USE_PSUM, ALIGN)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
-                               SF_PACKED)),
+                               SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,
+                               ALIGN)),
         ], [1], [PRODUCER_REGS])
 
 

@@ -36,8 +36,20 @@ def _sm90_bf16_module() -> Any | None:
     return dispatch_bf16
 
 
+@functools.cache
+def _sm90_grouped_module() -> Any | None:
+    """kernels/sm90/dispatch_grouped.py (the m-grouped FP8 kernels), or None where it cannot be imported."""
+    try:
+        from ..kernels.sm90 import dispatch_grouped
+    except ImportError:
+        return None
+    return dispatch_grouped
+
+
 def _sm90_rules(desc: GemmDesc) -> Any | None:
-    """The sm90 host module whose ``unsupported_reason``/``get_config`` own ``desc``'s kind."""
+    """The sm90 host module whose ``unsupported_reason``/``get_config`` own ``desc``'s kind and layout."""
+    if desc.layout in ("m_grouped_contiguous", "m_grouped_masked"):
+        return _sm90_grouped_module()
     return _sm90_bf16_module() if desc.kind == "bf16" else _sm90_module()
 
 
@@ -87,8 +99,10 @@ def choose_backend(desc: GemmDesc, device: torch.device) -> tuple[str, Any]:
 
 
 def run_sm90(name: str, *args: Any) -> None:
-    """Call ``kernels/sm90/dispatch.<name>(*args)`` (the module is imported once, not per call)."""
-    getattr(_sm90_module(), name)(*args)
+    """Call ``kernels/sm90/dispatch.<name>(*args)`` (``m_grouped_*``: ``dispatch_grouped``); modules are
+    imported once, not per call."""
+    module = _sm90_grouped_module() if name.startswith("m_grouped_") else _sm90_module()
+    getattr(module, name)(*args)
 
 
 def debug_sync(device: torch.device) -> None:

@@ -32,8 +32,11 @@ as padding; ``masked_m`` and ``ks_tensor`` values are clamped). ``masked_m`` con
 checked (every value has a defined meaning).
 
 Dispatch builds a :class:`GemmDesc` with the grouped ``layout`` and asks
-:func:`finegemm.api.dispatch.choose_backend`; the sm90 backend does not take grouped layouts yet, so
-they run on the portable Triton kernels (``run_sm90`` is called with the same tensors once it does).
+:func:`finegemm.api.dispatch.choose_backend`. On Hopper the m-grouped FP8 GEMMs (contiguous and masked,
+recipe ``(1, 128, 128)``, K-major A and B, K a multiple of 128) run the sm90 Gluon kernel
+(finegemm/kernels/sm90/dispatch_grouped.py, configs from finegemm/jit/heuristics_sm90_grouped.py);
+every other grouped case (BF16, k-grouped, column-major operands, other devices) runs the portable
+Triton kernels, and ``FINEGEMM_BACKEND=sm90`` on such a case raises ``BackendError`` with the reason.
 """
 
 from __future__ import annotations

@@ -62,6 +62,38 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32"):
     return triton.compile(src, target=TARGET, options={"num_warps": config.num_warps})
 
 
+def compile_grouped_variant(desc: GemmDesc, config: Sm90Config, use_psum: bool = False, align: int = 128):
+    """The compiled m-grouped kernel (``GROUPING`` 1 for ``desc.layout == "m_grouped_contiguous"``, 2 for
+    ``"m_grouped_masked"``) exactly as :mod:`.dispatch_grouped` launches it: pointers for ``layout_ptr``
+    and ``d_ptr``, every grouped constexpr named (ASTSource applies no defaults). ``desc.m`` is
+    M_total (contiguous) or max_m (masked); ``desc.num_groups`` the group count."""
+    from . import dispatch_grouped
+
+    bm, bn = config.block_m, config.block_n
+    sf = "*i32" if desc.sf_packed else "*fp32"
+    sig = {
+        "a_desc": _desc_sig("fp8e4nv", [bm, 128], gl.float8e4nv),
+        "b_desc": _desc_sig("fp8e4nv", [bn, 128], gl.float8e4nv),
+        "d_desc": _desc_sig("bf16", [64, bn], gl.bfloat16),
+        "sfa_ptr": sf, "sfb_ptr": sf, "c_ptr": "*bf16",
+        "M": "i32", "stride_sfa_k": "i32", "stride_sfb": "i32", "stride_cm": "i32",
+        "sfa_desc": _desc_sig("i32" if desc.sf_packed else "fp32", layouts.sfa_box(bm, config.sfa_tma),
+                              None, gemm_1d2d.sfa_desc_layout()),
+        "layout_ptr": "*i32", "d_ptr": "*bf16",
+    }
+    constexprs = dict(
+        N=desc.n, K=desc.k, BLOCK_M=bm, BLOCK_N=bn, STAGES=config.stages, GROUP_M=config.group_m, SPLIT_K=1,
+        SF_PACKED=desc.sf_packed, SFB_PER_CHANNEL=False, HAS_C=False, PIPE_MMA=False,
+        PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS, SMALL_EPI=False, SFA_TMA=config.sfa_tma,
+        **dispatch_grouped.grouped_constexprs(desc, use_psum, align),
+    )
+    for name in constexprs:
+        sig[name] = "constexpr"
+    src = GluonASTSource(gemm_1d2d.fp8_gemm_kernel, sig, constexprs)
+    restore_language()
+    return triton.compile(src, target=TARGET, options={"num_warps": config.num_warps})
+
+
 def resource_usage(kernel) -> dict[str, int]:
     """{'REG', 'STACK', 'SHARED', 'LOCAL'} of the cubin, from ``cuobjdump --dump-resource-usage``."""
     tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")

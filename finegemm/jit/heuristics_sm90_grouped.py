@@ -1,0 +1,71 @@
+"""Config heuristic for the sm90 m-grouped FP8 GEMMs (contiguous and masked, recipe 1d2d, BF16 out).
+
+A frozen :class:`GemmDesc` (``layout`` ``m_grouped_contiguous`` or ``m_grouped_masked``) plus
+:class:`DeviceFacts` in, a frozen :class:`~finegemm.jit.heuristics_sm90.Sm90Config` out. Pure
+functions, no device access, unit-tested on the CPU (tests/test_heuristics_sm90_grouped.py).
+
+The grouped kernel form (``GROUPING`` 1/2 of ``fp8_gemm_kernel``) takes BLOCK_M 64 or 128 only,
+one 64-row wave per math warpgroup, no split-K, no PIPE_MMA (its static asserts), so the choice is
+BLOCK_M, BLOCK_N, whether the per-token scales ride in the ring (SFA_TMA) and the stage count.
+These are first rules, carried over from the dense sweeps (benchmarks/NOTES.md v2/v3), not yet a
+grouped sweep:
+
+- BLOCK_N 128 (won every dense DeepSeek-V3 shape); narrower only when N itself is narrow.
+- Contiguous: BLOCK_M 128 (segments are 128-aligned, so a 128-row tile never straddles two
+  experts), 64 only when 128-row tiles would leave SMs idle (fewer tiles than SMs). SFA_TMA on:
+  it won all 6 dense shapes at M = 4096 (e.g. 144.4 -> 119.9 us at N=2112).
+- Masked: BLOCK_M 64 when the expected rows per group are <= 64 (one warpgroup; a 128-row tile
+  would compute half empty rows), else 128. Scales from global memory at BLOCK_M 64 (the dense
+  small-M default, where the TMA scale path was not timed), by TMA at 128.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..kernels.sm90 import layouts
+from .device import DeviceFacts
+from .heuristics import GemmDesc
+from .heuristics_sm90 import MAX_STAGES, Sm90Config
+
+GROUPED_LAYOUTS = ("m_grouped_contiguous", "m_grouped_masked")
+# fp8_gemm_kernel's grouped static asserts: one 64-row wave per math warpgroup
+GROUPED_BLOCK_M = (64, 128)
+
+
+def block_n_for(n: int) -> int:
+    """128, halved while half of it still covers N (N=64 -> 64, N=32 -> 32; never below 32)."""
+    bn = 128
+    while bn > 32 and bn // 2 >= n:
+        bn //= 2
+    return bn
+
+
+def rows_per_group(desc: GemmDesc) -> int:
+    """Typical rows of one group: ``expected_m`` when given, else M_total / G (contiguous) or max_m (masked)."""
+    if desc.expected_m is not None:
+        return desc.expected_m
+    if desc.layout == "m_grouped_contiguous":
+        return max(1, desc.m // max(desc.num_groups, 1))
+    return desc.m
+
+
+def make_grouped_config(facts: DeviceFacts, bm: int, bn: int, sfa_tma: bool, group_m: int = 8) -> Sm90Config:
+    """A grouped config for explicit tiles: stages fill the shared memory beside the BF16 D staging tile."""
+    if bm not in GROUPED_BLOCK_M:
+        raise ValueError(f"grouped BLOCK_M must be one of {GROUPED_BLOCK_M}, got {bm}")
+    stages = min(MAX_STAGES, layouts.max_stages(bm, bn, False, facts.smem_per_block, False, sfa_tma))
+    return Sm90Config(bm, bn, stages, 1, group_m, facts.num_sms, pipe_mma=False, small_epi=False, sfa_tma=sfa_tma)
+
+
+def get_sm90_grouped_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Config:
+    """Tiles for an m-grouped FP8 1d2d GEMM (rules in the module docstring)."""
+    if desc.layout not in GROUPED_LAYOUTS:
+        raise ValueError(f"get_sm90_grouped_config takes an m-grouped desc, got layout {desc.layout!r}")
+    bn = block_n_for(desc.n)
+    if desc.layout == "m_grouped_contiguous":
+        tiles_128 = math.ceil(desc.m / 128) * math.ceil(desc.n / bn)
+        bm = 128 if tiles_128 >= facts.num_sms else 64
+        return make_grouped_config(facts, bm, bn, sfa_tma=True)
+    bm = 64 if rows_per_group(desc) <= 64 else 128
+    return make_grouped_config(facts, bm, bn, sfa_tma=bm == 128)

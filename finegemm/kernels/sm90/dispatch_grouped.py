@@ -1,0 +1,200 @@
+"""Host side of the sm90 m-grouped FP8 GEMMs (contiguous and masked, recipe 1d2d, BF16 out).
+
+Called by :mod:`finegemm.api.dispatch` (``run_sm90("m_grouped_fp8_1d2d_gemm_contiguous", ...)`` and
+``..._masked``) with tensors that api/grouped.py validated and whose scales are in the required
+layout. The kernel is :func:`.gemm_1d2d.fp8_gemm_kernel` with ``GROUPING`` 1 / 2; the tensor views it
+takes (its docstring):
+
+- contiguous: A ``[M_total, K]``, B ``[G, N, K]`` seen as ``[G * N, K]``, D ``[M_total, N]``,
+  ``grouped_layout`` int32 (``[M_total]`` ids or ``[G]`` PSUM ends); sfa MN-major ``[M_total, SFK]``
+  (TMA view ``[SFK, M_total]``), sfb ``[G, ceil(N/128), SFK]`` row-major.
+- masked: A ``[G, max_m, K]`` seen as ``[G * max_m, K]``, D likewise ``[G * max_m, N]``, ``masked_m``
+  int32 ``[G]``; sfa MN-major ``[G, max_m, SFK]`` (TMA view ``[G * SFK, max_m_aligned]``).
+
+``SFK`` is ``ceil(K/128)`` fp32 scales, or ``ceil(K/512)`` int32 words of packed UE8M0.
+Imports cleanly on a CPU-only machine. Launches are recorded (:func:`.launcher.record`) under a key
+of every tensor's pointer, strides and dtype; a repeat call replays the raw launch. Nothing here
+reads device memory, so the masked form is CUDA-graph capturable once compiled.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+from ...jit.device import DeviceFacts
+from ...jit.heuristics import GemmDesc
+from ...jit.heuristics_sm90 import Sm90Config
+from ...jit.heuristics_sm90_grouped import GROUPED_LAYOUTS, get_sm90_grouped_config
+from . import gemm_1d2d, launcher, layouts
+from .dispatch import TESTED_TRITON, _desc, _sfa_desc
+
+# get_mk_alignment_for_contiguous_layout(): every contiguous segment starts on a multiple of it
+CONTIGUOUS_ALIGN = 128
+
+
+def unsupported_reason(desc: GemmDesc, facts: DeviceFacts) -> str | None:
+    """None when the sm90 grouped kernel runs ``desc`` (an m-grouped layout); else a short reason."""
+    if not triton.__version__.startswith(TESTED_TRITON):
+        return f"sm90 kernels are tested with Triton {TESTED_TRITON}x, found {triton.__version__}"
+    if desc.layout not in GROUPED_LAYOUTS:
+        return f"layout {desc.layout} is not m-grouped"
+    if desc.kind != "fp8_1d2d":
+        return f"m-grouped kind {desc.kind} has no sm90 kernel yet (FP8 recipe (1, 128, 128) only)"
+    if desc.out_fp32 or desc.with_c:
+        return "the m-grouped sm90 kernel writes BF16 without C"
+    if not (desc.a_k_major and desc.b_k_major):
+        return "the m-grouped sm90 kernel needs K-major A and B"
+    if desc.k % 128:
+        return f"K={desc.k} is not a multiple of 128"
+    if (desc.n * 2) % 16:
+        return f"N={desc.n} rows of the BF16 D are not 16-byte aligned for the TMA store"
+    if desc.layout == "m_grouped_masked" and desc.num_groups * desc.m >= 2**31:
+        return "G * max_m rows overflow int32 row indices"
+    return None
+
+
+def get_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Config:
+    return get_sm90_grouped_config(desc, facts)
+
+
+def sf_cols(k: int, packed: bool) -> int:
+    """Columns of a scale tensor along K: ceil(K/128) fp32, or ceil(K/512) packed int32 words."""
+    sfk = math.ceil(k / 128)
+    return math.ceil(sfk / 4) if packed else sfk
+
+
+def grouped_constexprs(desc: GemmDesc, use_psum: bool = False, align: int = CONTIGUOUS_ALIGN) -> dict:
+    """The kernel's grouped constexprs for ``desc`` (every one named: ASTSource applies no defaults).
+
+    Strides follow the required scale layout (finegemm.layout): sfb ``[G, ceil(N/128), SFK]`` contiguous;
+    masked sfa ``[G, max_m, SFK]`` MN-major with ``max_m`` padded to 4 words (16 bytes).
+    """
+    cols = sf_cols(desc.k, desc.sf_packed)
+    sfb_stride_g = math.ceil(desc.n / 128) * cols
+    if desc.layout == "m_grouped_contiguous":
+        return dict(GROUPING=1, NUM_GROUPS=desc.num_groups, GROUP_ROWS=0, SFK_ROWS=0, SFA_STRIDE_G=0,
+                    SFB_STRIDE_G=sfb_stride_g, USE_PSUM=bool(use_psum), ALIGN=align)
+    if desc.layout == "m_grouped_masked":
+        m_aligned = (desc.m + 3) // 4 * 4
+        return dict(GROUPING=2, NUM_GROUPS=desc.num_groups, GROUP_ROWS=desc.m, SFK_ROWS=cols,
+                    SFA_STRIDE_G=cols * m_aligned, SFB_STRIDE_G=sfb_stride_g, USE_PSUM=False, ALIGN=align)
+    raise ValueError(f"grouped_constexprs takes an m-grouped desc, got layout {desc.layout!r}")
+
+
+def _meta(desc: GemmDesc, config: Sm90Config, sfa: torch.Tensor, use_psum: bool, sfa_tma: bool) -> dict:
+    return dict(
+        N=desc.n, K=desc.k, BLOCK_M=config.block_m, BLOCK_N=config.block_n, STAGES=config.stages,
+        GROUP_M=config.group_m, SPLIT_K=1, SF_PACKED=sfa.dtype == torch.int32, SFB_PER_CHANNEL=False,
+        HAS_C=False, PIPE_MMA=False, PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS,
+        SMALL_EPI=False, SFA_TMA=sfa_tma, num_warps=config.num_warps,
+        **grouped_constexprs(desc, use_psum, CONTIGUOUS_ALIGN),
+    )
+
+
+def _rows_of(b: torch.Tensor) -> torch.Tensor:
+    """``[G, N, K]`` K-major B as one ``[G * N, K]`` TMA source (a copy only when the groups are not packed)."""
+    g, n, k = b.shape
+    if b.stride(2) != 1 or b.stride(1) != k or b.stride(0) != n * k:
+        b = b.contiguous()
+    return b.view(g * n, k)
+
+
+def _check_sf(name: str, sf: torch.Tensor, strides: tuple[int, ...]) -> None:
+    if tuple(sf.stride()) != strides:
+        raise ValueError(f"{name}: the sm90 m-grouped kernel needs scale strides {strides}, got {tuple(sf.stride())} "
+                         "(api/grouped.py passes scales in the required layout)")
+
+
+def _sfb_stride(desc: GemmDesc, sfb: torch.Tensor) -> int:
+    cols = sf_cols(desc.k, desc.sf_packed)
+    _check_sf("b[1]", sfb, (math.ceil(desc.n / 128) * cols, cols, 1))
+    return cols
+
+
+def _contiguous_plan(desc, config, a, sfa, b, sfb, d, grouped_layout, use_psum):
+    m, _ = a.shape
+    bm, bn = config.block_m, config.block_n
+    stride_sfb = _sfb_stride(desc, sfb)
+    sfa_desc = _sfa_desc(sfa, bm, config.sfa_tma)
+    sfa_tma = config.sfa_tma
+    if sfa_desc is None:  # not TMA-addressable: per-token scales from global memory
+        sfa_tma = False
+        sfa_desc = _sfa_desc(sfa, bm, False)
+    stride_sfa_k = sfa.stride(1) if sfa.shape[1] > 1 else (m + 3) // 4 * 4
+    tiles = triton.cdiv(m, bm) * triton.cdiv(desc.n, bn)
+    grid = (max(1, min(tiles, config.num_sms)),)
+    args = (_desc(a, [bm, 128]), _desc(_rows_of(b), [bn, 128]), _desc(d, [64, bn]), sfa, sfb, d, m, stride_sfa_k,
+            stride_sfb, 0, sfa_desc, grouped_layout, d)
+    return grid, args, _meta(desc, config, sfa, use_psum, sfa_tma)
+
+
+def _masked_plan(desc, config, a, sfa, b, sfb, d, masked_m):
+    g, max_m, k = a.shape
+    n = desc.n
+    bm, bn = config.block_m, config.block_n
+    stride_sfb = _sfb_stride(desc, sfb)
+    cols = sf_cols(k, desc.sf_packed)
+    m_aligned = (max_m + 3) // 4 * 4
+    _check_sf("a[1]", sfa, (cols * m_aligned, 1, m_aligned))
+    if a.stride(2) != 1 or a.stride(1) != k or a.stride(0) != max_m * k:
+        raise ValueError(f"a[0]: the sm90 masked kernel needs a packed K-major [G, max_m, K]; strides {a.stride()}")
+    if d.stride() != (max_m * n, n, 1):
+        raise ValueError(f"d: the sm90 masked kernel needs a contiguous [G, max_m, N]; strides {d.stride()}")
+    a2, d2 = a.view(g * max_m, k), d.view(g * max_m, n)
+    sfa_tma = config.sfa_tma and sfa.data_ptr() % 16 == 0
+    if sfa_tma:
+        # [G, max_m, SFK] MN-major read as [G * SFK, max_m] rows of stride max_m_aligned: one K block of
+        # one group per row, so a box never crosses into another group's scales.
+        sfa_desc = TensorDescriptor(sfa, [g * cols, max_m], [m_aligned, 1], layouts.sfa_box(bm, True),
+                                    gemm_1d2d.sfa_desc_layout())
+    else:
+        sfa_desc = _sfa_desc(sfa, bm, False)
+    # work units: at most every group's full tile count; the kernel walks only the valid ones
+    tiles = g * triton.cdiv(max_m, bm) * triton.cdiv(n, bn)
+    grid = (max(1, min(tiles, config.num_sms)),)
+    args = (_desc(a2, [bm, 128]), _desc(_rows_of(b), [bn, 128]), _desc(d2, [64, bn]), sfa, sfb, d2, g * max_m,
+            m_aligned, stride_sfb, 0, sfa_desc, masked_m, d2)
+    return grid, args, _meta(desc, config, sfa, False, sfa_tma)
+
+
+# key -> recorded launch; recordings hold no tensor (launcher.py), see dispatch.py's cache
+_recordings: dict[tuple, launcher.Recording] = {}
+MAX_RECORDINGS = 4096
+
+
+def _tensor_key(*tensors: torch.Tensor) -> tuple:
+    return tuple((t.data_ptr(), t.stride(), t.dtype) for t in tensors)
+
+
+def _run(key: tuple, build) -> None:
+    recording = _recordings.get(key)
+    if recording is not None and recording():
+        return
+    grid, args, meta = build()
+    launches = [(gemm_1d2d.fp8_gemm_kernel, grid, args, meta)]
+    if recording is not None:
+        launcher.launch_normally(launches)
+        return
+    if len(_recordings) >= MAX_RECORDINGS:
+        _recordings.clear()
+    _recordings[key] = launcher.record(launches)
+
+
+def m_grouped_fp8_1d2d_gemm_contiguous(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, grouped_layout,
+                                       use_psum_layout: bool) -> None:
+    """Launch the contiguous form on validated tensors (shapes as in the module docstring)."""
+    key = ("contiguous", desc, config, bool(use_psum_layout), a.get_device(),
+           _tensor_key(a, sfa, b, sfb, d, grouped_layout))
+    _run(key, lambda: _contiguous_plan(desc, config, a, sfa, b, sfb, d, grouped_layout, use_psum_layout))
+
+
+def m_grouped_fp8_1d2d_gemm_masked(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, masked_m,
+                                   expected_m: int) -> None:
+    """Launch the masked form on validated tensors; ``masked_m`` is read by the kernel only."""
+    del expected_m  # already in desc (the config's hint)
+    key = ("masked", desc, config, a.get_device(), _tensor_key(a, sfa, b, sfb, d, masked_m))
+    _run(key, lambda: _masked_plan(desc, config, a, sfa, b, sfb, d, masked_m))

@@ -1,0 +1,83 @@
+"""The sm90 m-grouped config heuristic and support rule: pure functions of desc and device facts (CPU)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from finegemm.api.dispatch import BackendError, _choose
+from finegemm.jit.device import H200
+from finegemm.jit.heuristics import GemmDesc
+from finegemm.jit.heuristics_sm90_grouped import get_sm90_grouped_config, make_grouped_config
+from finegemm.kernels.sm90 import dispatch_grouped, layouts
+
+
+def _contig(m, n, k, g, **kw):
+    return GemmDesc("fp8_1d2d", m, n, k, layout="m_grouped_contiguous", num_groups=g, **kw)
+
+
+def _masked(max_m, n, k, g, expected_m, **kw):
+    return GemmDesc("fp8_1d2d", max_m, n, k, layout="m_grouped_masked", num_groups=g, expected_m=expected_m, **kw)
+
+
+@pytest.mark.parametrize("desc", [_contig(4 * 8192, 4096, 7168, 4), _contig(8 * 4096, 7168, 2048, 8),
+                                  _masked(1024, 7168, 2048, 16, 64), _masked(1024, 4096, 7168, 32, 256),
+                                  _masked(64, 576, 7168, 1, 1), _contig(256, 64, 128, 2)])
+def test_configs_are_legal_for_the_grouped_kernel(desc):
+    cfg = get_sm90_grouped_config(desc, H200)
+    # fp8_gemm_kernel's grouped static asserts
+    assert cfg.block_m in (64, 128) and 128 % cfg.block_m == 0
+    assert cfg.split_k == 1 and not cfg.pipe_mma and not cfg.small_epi
+    assert cfg.block_n % 8 == 0 and cfg.block_n <= 128
+    assert 2 <= cfg.stages <= layouts.max_stages(cfg.block_m, cfg.block_n, False, H200.smem_per_block, False,
+                                                 cfg.sfa_tma)
+    assert cfg.num_sms == H200.num_sms
+
+
+def test_tile_rules():
+    assert get_sm90_grouped_config(_contig(32768, 4096, 7168, 4), H200).block_m == 128
+    # 2 x 2 tiles of 128 rows leave SMs idle: 64-row tiles
+    assert get_sm90_grouped_config(_contig(256, 256, 128, 2), H200).block_m == 64
+    assert get_sm90_grouped_config(_masked(1024, 7168, 2048, 16, 64), H200).block_m == 64
+    assert get_sm90_grouped_config(_masked(1024, 7168, 2048, 16, 512), H200).block_m == 128
+    assert get_sm90_grouped_config(_masked(256, 64, 2048, 4, 256), H200).block_n == 64
+    few = dataclasses.replace(H200, num_sms=8)
+    assert get_sm90_grouped_config(_contig(32768, 4096, 7168, 4), few).num_sms == 8
+
+
+def test_make_grouped_config_rejects_256_rows():
+    with pytest.raises(ValueError, match="BLOCK_M"):
+        make_grouped_config(H200, 256, 128, False)
+    with pytest.raises(ValueError, match="m-grouped"):
+        get_sm90_grouped_config(GemmDesc("fp8_1d2d", 128, 128, 128), H200)
+
+
+def test_support_rule():
+    assert dispatch_grouped.unsupported_reason(_contig(32768, 4096, 7168, 4), H200) is None
+    assert dispatch_grouped.unsupported_reason(_masked(64, 7168, 2048, 16, 64), H200) is None
+    bf16 = GemmDesc("bf16", 256, 256, 256, layout="m_grouped_contiguous", num_groups=2)
+    assert "bf16" in dispatch_grouped.unsupported_reason(bf16, H200)
+    assert "K-major" in dispatch_grouped.unsupported_reason(_contig(256, 256, 256, 2, a_k_major=False), H200)
+    assert "multiple of 128" in dispatch_grouped.unsupported_reason(_contig(256, 256, 200, 2), H200)
+    assert "16-byte" in dispatch_grouped.unsupported_reason(_contig(256, 36, 256, 2), H200)
+
+
+def test_backend_choice_routes_grouped_layouts():
+    backend, cfg = _choose(_contig(32768, 4096, 7168, 4), H200, "auto")
+    assert backend == "sm90" and cfg == get_sm90_grouped_config(_contig(32768, 4096, 7168, 4), H200)
+    assert _choose(_masked(64, 7168, 2048, 16, 64), H200, "auto")[0] == "sm90"
+    bf16 = GemmDesc("bf16", 256, 256, 256, layout="m_grouped_masked", num_groups=2, expected_m=64)
+    assert _choose(bf16, H200, "auto")[0] == "portable"
+    with pytest.raises(BackendError, match="FINEGEMM_BACKEND=sm90.*bf16"):
+        _choose(bf16, H200, "sm90")
+
+
+def test_grouped_constexprs_follow_the_scale_layout():
+    c = dispatch_grouped.grouped_constexprs(_contig(32768, 4096, 7168, 4), use_psum=True)
+    assert c == dict(GROUPING=1, NUM_GROUPS=4, GROUP_ROWS=0, SFK_ROWS=0, SFA_STRIDE_G=0,
+                     SFB_STRIDE_G=32 * 56, USE_PSUM=True, ALIGN=128)
+    m = dispatch_grouped.grouped_constexprs(_masked(62, 7168, 2048, 16, 64, sf_packed=True))
+    # 16 K blocks -> 4 packed words; max_m 62 padded to 64 (16 bytes)
+    assert m["GROUPING"] == 2 and m["GROUP_ROWS"] == 62 and m["SFK_ROWS"] == 4
+    assert m["SFA_STRIDE_G"] == 4 * 64 and m["SFB_STRIDE_G"] == 56 * 4

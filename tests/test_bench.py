@@ -228,3 +228,41 @@ def test_future_suites_through_the_real_api_modules(monkeypatch):
     for cr in run_cases(cases, peers, CPU, RunOptions(warmup=0, repeats=1, flush=False), None):
         r = cr.results["finegemm-portable"]
         assert r.status == "ok", (cr.case.name, r.status, r.reason)
+
+
+def test_anchors_compare_matches_cases_and_flags_disagreement():
+    """Live cuBLAS 20 % off its anchored figure is flagged; finegemm vs DeepGEMM = anchored µs / live µs."""
+    from finegemm.bench import anchors
+
+    anch = {
+        "dense": [{"M": 64, "N": 2112, "K": 7168, "deepgemm_us": 12.0, "cublas_block_us": 24.0, "bf16_us": 20.0}],
+        "fp8_gemm_test_sweep": [
+            {"M": 576, "N": 4096, "K": 7168, "kernel": "1D2D", "accumulate": 0, "deepgemm_us": 1.0},
+            {"M": 576, "N": 4096, "K": 7168, "kernel": "1D1D", "accumulate": 1, "deepgemm_us": 60.0}],
+        "bf16_gemm": [{"M": 64, "N": 2112, "K": 7168, "accumulate": 1, "deepgemm_us": 30.0}],
+    }
+
+    def peer(us, ours=False):
+        return {"status": "ok", "us": us, "finegemm": ours}
+
+    doc = {"cases": [
+        {"suite": "dense", "kind": "fp8_gemm", "name": "a", "M": 64, "N": 2112, "K": 7168,
+         "peers": {"finegemm-sm90": peer(10.0, True), "cublas-block": peer(28.8), "cublas-bf16": peer(20.4)}},
+        {"suite": "weight-grad", "kind": "fp8_gemm_wgrad", "name": "b", "M": 576, "N": 4096, "K": 7168,
+         "peers": {"finegemm-sm90": peer(50.0, True)}},
+        {"suite": "bf16", "kind": "bf16_gemm", "name": "c", "M": 64, "N": 2112, "K": 7168, "accumulate": False,
+         "peers": {"finegemm-sm90": peer(5.0, True)}},  # anchors hold only accumulate=1: no match
+        {"suite": "dense", "kind": "fp8_gemm", "name": "d", "M": 1, "N": 8, "K": 128, "peers": {}},
+    ]}
+    rows = anchors.compare(doc, anch)
+    assert [r["name"] for r in rows] == ["a", "b"]
+    a, b = rows
+    assert a["vs_deepgemm"] == {"finegemm-sm90": 12.0 / 10.0}
+    assert abs(a["live_over_anchor"]["cublas-block"] - 1.2) < 1e-12 and a["disagree"] == ["cublas-block"]
+    assert abs(a["live_over_anchor"]["cublas-bf16"] - 1.02) < 1e-12
+    assert b["vs_deepgemm"] == {"finegemm-sm90": 60.0 / 50.0}  # the 1D1D accumulate entry, not the 1D2D one
+    text = anchors.report(rows)
+    assert text.splitlines()[2] == "| a | 12.0 | 1.20x | 1.02 | 1.20 (!) |"
+    assert text.splitlines()[3] == "| b | 60.0 | 1.20x | - | - |"
+    assert "geometric mean 1.20x over 2 cases" in text
+    assert "1 of 2 figures; outside: a cublas-block" in text

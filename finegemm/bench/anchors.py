@@ -1,0 +1,132 @@
+"""Compare a bench JSON with an anchors file: ``python -m finegemm.bench.anchors BENCH.json ANCHORS.json``.
+
+An anchors file (``shared/anchors/h200-*.json`` in the project's workspace) holds peers measured on the
+same kind of GPU by the same method in another run: DeepGEMM (which finegemm never installs), cuBLAS
+blockwise and per-tensor FP8, cuBLAS BF16. Two uses:
+
+- **finegemm vs DeepGEMM**: DeepGEMM is only importable where someone installed it, so its anchored
+  kernel time stands in for it; the ratio is ``anchor µs / finegemm µs`` (> 1: finegemm faster).
+- **live vs anchored cuBLAS**: the cuBLAS peers are measured live in every bench run; agreeing with
+  the anchors (within ``TOLERANCE``) says the run's GPU and timer behave like the anchors' — a case
+  outside it is flagged, and the ratios to DeepGEMM of that run deserve a second look.
+
+Matching is by case: dense ``fp8_gemm`` cases by (M, N, K) in the anchors' ``dense`` list, weight-grad
+cases in ``fp8_gemm_test_sweep`` (accumulate = 1), BF16 cases in ``bf16_gemm`` (same accumulate).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any
+
+TOLERANCE = 0.10  # live cuBLAS within 10 % of the anchored figure counts as agreeing
+
+# bench peer name -> anchors key of its kernel µs, per anchors list
+_PEER_KEYS = {
+    "dense": {"cublas-block": "cublas_block_us", "cublas-tensor": "cublas_tensorwise_us", "cublas-bf16": "bf16_us",
+              "deepgemm": "deepgemm_us"},
+    "fp8_gemm_test_sweep": {"deepgemm": "deepgemm_us"},
+    "bf16_gemm": {"deepgemm": "deepgemm_us"},
+}
+
+
+def anchor_for(case: dict[str, Any], anchors: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """(anchors list name, its entry) matching ``case``, or None when the anchors do not hold it."""
+    shape = (case.get("M"), case.get("N"), case.get("K"))
+    kind = case.get("kind")
+    if kind == "fp8_gemm":
+        field, want = "dense", None
+    elif kind == "fp8_gemm_wgrad":
+        field, want = "fp8_gemm_test_sweep", 1
+    elif kind == "bf16_gemm":
+        field, want = "bf16_gemm", int(bool(case.get("accumulate")))
+    else:
+        return None
+    for entry in anchors.get(field) or []:
+        if (entry.get("M"), entry.get("N"), entry.get("K")) != shape:
+            continue
+        if want is not None and int(entry.get("accumulate", 0)) != want:
+            continue
+        if field == "fp8_gemm_test_sweep" and entry.get("kernel") != "1D1D":
+            continue
+        return field, entry
+    return None
+
+
+def compare(doc: dict[str, Any], anchors: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per case the anchors hold: anchored µs per peer, live µs, live/anchor, finegemm vs DeepGEMM.
+
+    Row keys: ``name``, ``suite``, ``anchored`` {peer: µs}, ``live`` {peer: µs}, ``live_over_anchor``
+    {peer: ratio}, ``disagree`` [peers outside ``TOLERANCE``], ``vs_deepgemm`` {finegemm peer: anchored
+    DeepGEMM µs / its µs}.
+    """
+    rows = []
+    for case in doc.get("cases", []):
+        hit = anchor_for(case, anchors)
+        if hit is None:
+            continue
+        field, entry = hit
+        anchored = {peer: entry[key] for peer, key in _PEER_KEYS[field].items() if entry.get(key)}
+        live = {name: r["us"] for name, r in case["peers"].items() if r.get("status") == "ok" and r.get("us")}
+        ratio = {p: live[p] / us for p, us in anchored.items() if p in live and p != "deepgemm"}
+        dg = anchored.get("deepgemm")
+        vs_dg = {name: dg / live[name] for name, r in case["peers"].items()
+                 if r.get("finegemm") and name in live and dg}
+        rows.append(dict(name=case["name"], suite=case.get("suite"), anchored=anchored, live=live,
+                         live_over_anchor=ratio, disagree=[p for p, x in ratio.items() if abs(x - 1) > TOLERANCE],
+                         vs_deepgemm=vs_dg))
+    return rows
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+
+
+def report(rows: list[dict[str, Any]]) -> str:
+    """Markdown: per case finegemm vs DeepGEMM (anchored) and live cuBLAS / anchored cuBLAS, then a summary."""
+    ours = sorted({p for r in rows for p in r["vs_deepgemm"]})
+    checked = sorted({p for r in rows for p in r["live_over_anchor"]})
+    header = ["case", "DeepGEMM µs (anchor)"] + [f"{p} vs DeepGEMM" for p in ours]
+    header += [f"{p} live/anchor" for p in checked]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for r in rows:
+        dg = r["anchored"].get("deepgemm")
+        cells = [r["name"], f"{dg:.1f}" if dg else "-"]
+        cells += [f"{r['vs_deepgemm'][p]:.2f}x" if p in r["vs_deepgemm"] else "-" for p in ours]
+        cells += [(f"{r['live_over_anchor'][p]:.2f}" + (" (!)" if p in r["disagree"] else ""))
+                  if p in r["live_over_anchor"] else "-" for p in checked]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    for p in ours:
+        vals = [r["vs_deepgemm"][p] for r in rows if p in r["vs_deepgemm"]]
+        lines.append(f"{p} vs DeepGEMM (anchored): geometric mean {geomean(vals):.2f}x over {len(vals)} cases, "
+                     f"min {min(vals):.2f}x, max {max(vals):.2f}x")
+    flagged = [(r["name"], p) for r in rows for p in r["disagree"]]
+    n = sum(len(r["live_over_anchor"]) for r in rows)
+    lines.append(f"live cuBLAS within {TOLERANCE:.0%} of the anchors: {n - len(flagged)} of {n} figures"
+                 + (f"; outside: {', '.join(f'{c} {p}' for c, p in flagged)}" if flagged else ""))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m finegemm.bench.anchors", description=__doc__.splitlines()[0])
+    p.add_argument("bench_json", help="a JSON file written by `python -m finegemm bench --json`")
+    p.add_argument("anchors_json", help="an anchors file (peers measured by the same method)")
+    args = p.parse_args(argv)
+    with open(args.bench_json) as f:
+        doc = json.load(f)
+    with open(args.anchors_json) as f:
+        anchors = json.load(f)
+    rows = compare(doc, anchors)
+    if not rows:
+        print("no case of the bench JSON is in the anchors file")
+        return 1
+    print(report(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

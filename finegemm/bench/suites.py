@@ -36,7 +36,9 @@ BF16_FP32_NK = ((256, 7168), (129280, 7168))
 # each with (N, K) in MOE_NK; masked adds DESIGN.md's decode extreme (32 experts x 64 rows).
 MOE_NK = ((4096, 7168), (7168, 2048))
 CONTIGUOUS_GM = ((4, 8192), (8, 4096))
-MASKED_GM = ((1, 1024), (2, 512), (4, 256), (32, 64))
+MASKED_GM = ((1, 1024), (2, 512), (4, 256), (16, 64), (32, 64))
+# masked decode with half the experts empty (masked_m alternating max_m and 0): (groups, max_m)
+MASKED_HALF_EMPTY_GM = ((16, 64),)
 
 # K-grouped (anchors field ``k_grouped``): groups x (M, N); per-group K = 32768/groups x U(0.7, 1.3),
 # rounded to 128, drawn from a fixed seed so the list is the same in every run.
@@ -221,6 +223,10 @@ def grouped_cases() -> list[Case]:
     for g, max_m in MASKED_GM:
         for n, k in MOE_NK:
             cases.append(_masked(g, max_m, (max_m,) * g, n, k))
+    for g, max_m in MASKED_HALF_EMPTY_GM:
+        for n, k in MOE_NK:
+            ms = tuple(max_m if i % 2 == 0 else 0 for i in range(g))
+            cases.append(_masked(g, max_m, ms, n, k, " half-empty"))
     return cases
 
 
@@ -230,8 +236,9 @@ def _contiguous(g: int, ms: tuple[int, ...], n: int, k: int, alignment: int = BL
                 label=f"contig {g}x{ms[0]}x{n}x{k}")
 
 
-def _masked(g: int, max_m: int, ms: tuple[int, ...], n: int, k: int) -> Case:
-    return Case("grouped", "m_grouped_masked", max_m, n, k, groups=g, ms=ms, label=f"masked {g}x{max_m}x{n}x{k}")
+def _masked(g: int, max_m: int, ms: tuple[int, ...], n: int, k: int, note: str = "") -> Case:
+    return Case("grouped", "m_grouped_masked", max_m, n, k, groups=g, ms=ms,
+                label=f"masked {g}x{max_m}x{n}x{k}{note}")
 
 
 def k_grouped_cases() -> list[Case]:

@@ -22,6 +22,7 @@ def all_descs():
             yield GemmDesc("fp8_1d2d", m, n, k)
     for m, n, k in AWKWARD:
         yield GemmDesc("fp8_1d2d", m, n, k)
+        yield GemmDesc("fp8_1d2d", m, n, k, out_fp32=True, with_c=True)
         yield GemmDesc("fp8_1d1d", m, n, k, out_fp32=True, with_c=True)
         yield GemmDesc("fp8_1d2d", m, n, k, sf_packed=True)
 
@@ -40,8 +41,8 @@ def test_config_is_legal(desc):
         cfg.block_m, cfg.block_n, out_fp32, cfg.small_epi)
     assert smem + layouts.SMEM_RESERVED <= H200.smem_per_block
     assert layouts.accumulator_regs(cfg.block_m, cfg.block_n, cfg.pipe_mma) <= 192
-    if cfg.block_m == 256:  # measured for BF16-out 1d2d only; packed scales stay off the ring there
-        assert desc.kind == "fp8_1d2d" and not desc.out_fp32 and not cfg.pipe_mma
+    if cfg.block_m == 256:  # measured for 1d2d only (FP32 out with shared D staging); packed scales stay off the ring
+        assert desc.kind == "fp8_1d2d" and not cfg.pipe_mma and (cfg.small_epi or not desc.out_fp32)
         assert not (desc.sf_packed and cfg.sfa_tma)
 
 
@@ -58,7 +59,38 @@ def test_measured_rules():
     assert get_sm90_config(GemmDesc("fp8_1d2d", 64, 2112, 7168), H200).split_k == 4
     assert get_sm90_config(GemmDesc("fp8_1d2d", 64, 7168, 2048), H200).split_k == 1
     assert get_sm90_config(GemmDesc("fp8_1d2d", 64, 4096, 7168), H200).block_m == 64
-    assert not get_sm90_config(GemmDesc("fp8_1d2d", 128, 4096, 7168), H200).sfa_tma
+    # FP32 out at small M keeps the v2 schedule (scales from global memory)
+    assert not get_sm90_config(GemmDesc("fp8_1d2d", 128, 4096, 7168, out_fp32=True), H200).sfa_tma
+
+
+# v4 sweep at M <= 128 (benchmarks/results/sm90_v4_smallm_wgrad_sweep.json): the measured best
+# (block_m, block_n, split_k, pipe_mma) per decode shape; 128x32768x512 measured best at 128x128 too
+V4_SMALL_BEST = {
+    (64, 2112, 7168): (64, 128, 4, True), (64, 24576, 1536): (64, 64, 1, False),
+    (64, 32768, 512): (64, 128, 1, True), (64, 7168, 16384): (64, 64, 1, False),
+    (64, 4096, 7168): (64, 32, 1, False), (64, 7168, 2048): (64, 64, 1, False),
+    (128, 2112, 7168): (64, 32, 1, False), (128, 24576, 1536): (128, 64, 1, True),
+    (128, 32768, 512): (128, 128, 1, True), (128, 7168, 16384): (128, 64, 1, True),
+    (128, 4096, 7168): (64, 64, 1, False), (128, 7168, 2048): (128, 64, 1, True),
+}
+
+
+@pytest.mark.parametrize("mnk", list(V4_SMALL_BEST), ids=str)
+def test_v4_small_m_rules(mnk):
+    cfg = get_sm90_config(GemmDesc("fp8_1d2d", *mnk), H200)
+    assert (cfg.block_m, cfg.block_n, cfg.split_k, cfg.pipe_mma) == V4_SMALL_BEST[mnk]
+    assert cfg.sfa_tma
+
+
+def test_v4_small_m_fills_sms_on_other_devices():
+    # fewer SMs: the wave-efficiency rule moves to the tile that fills them, never below 60 % busy
+    from finegemm.jit.heuristics_sm90 import _wave_efficiency
+
+    small = DeviceFacts("test", 66, 232448, (9, 0))
+    for mnk in V4_SMALL_BEST:
+        desc = GemmDesc("fp8_1d2d", *mnk)
+        cfg = get_sm90_config(desc, small)
+        assert cfg.split_k > 1 or _wave_efficiency(desc, small, cfg.block_m, cfg.block_n) >= 0.6
 
 
 # v3 sweep at M=4096 (benchmarks/results/sm90_v3_sweep.json): (block_m, group_m) that measured best
@@ -75,11 +107,14 @@ def test_v3_measured_rules(nk):
 
 
 def test_v3_keeps_v2_where_unmeasured():
-    # FP32 out / 1d1d at large M: the v2 128x128 plain schedule, global scale loads
-    for desc in (GemmDesc("fp8_1d1d", 4096, 4096, 7168, out_fp32=True, with_c=True),
-                 GemmDesc("fp8_1d2d", 4096, 4096, 7168, out_fp32=True, with_c=True)):
-        cfg = get_sm90_config(desc, H200)
-        assert (cfg.block_m, cfg.pipe_mma, cfg.sfa_tma) == (128, False, False)
+    # 1d1d at large M: the v2 128x128 plain schedule, global scale loads (v4: alternatives within noise)
+    cfg = get_sm90_config(GemmDesc("fp8_1d1d", 4096, 4096, 7168, out_fp32=True, with_c=True), H200)
+    assert (cfg.block_m, cfg.pipe_mma, cfg.sfa_tma) == (128, False, False)
+    # v4: FP32-out 1d2d at large M runs 256 rows with shared D staging and TMA scales
+    for nk in ((4096, 7168), (7168, 2048)):
+        cfg = get_sm90_config(GemmDesc("fp8_1d2d", 4096, *nk, out_fp32=True, with_c=True), H200)
+        assert (cfg.block_m, cfg.block_n, cfg.small_epi, cfg.sfa_tma, cfg.pipe_mma) == (256, 128, True, True, False)
+        assert cfg.stages == 3 and cfg.group_m == 8
     # packed UE8M0 at 256 rows: ring scales would spill, so they stay global loads
     cfg = get_sm90_config(GemmDesc("fp8_1d2d", 4096, 7168, 2048, sf_packed=True), H200)
     assert cfg.block_m == 256 and not cfg.sfa_tma

@@ -47,6 +47,10 @@ def _variants():
     add(d, get_sm90_config(d, H200), "fp32")
     d = GemmDesc("fp8_1d2d", 64, 2112, 7168)
     add(d, make_config(d, H200, 64, 64, 8))
+    # v4: FP32-out 1d2d at large M (256 rows, shared D staging), packed scales too
+    for d in (GemmDesc("fp8_1d2d", 4096, 4096, 7168, out_fp32=True, with_c=True),
+              GemmDesc("fp8_1d2d", 4095, 576, 7168, out_fp32=True, with_c=True, sf_packed=True)):
+        add(d, get_sm90_config(d, H200), "fp32")
     # v3: 256-row tiles in every form the GPU tests force, TMA scales at 64/128 rows (split-K, packed)
     d = GemmDesc("fp8_1d2d", 4096, 7168, 2048)
     for small_epi, sfa_tma in ((False, False), (True, False), (False, True)):

@@ -1,8 +1,9 @@
 """Config heuristic for the sm90 Gluon FP8 GEMM: a frozen :class:`GemmDesc` + :class:`DeviceFacts` in,
 a frozen :class:`Sm90Config` out. Pure functions, no device access, unit-tested on the CPU.
 
-Rules come from the v2 and v3 config sweeps on the H200 (benchmarks/NOTES.md, benchmarks/results/
-sm90_v2_sweep.json, sm90_v3_sweep.json); each rule's docstring names the measurement behind it. Stages always fill the
+Rules come from the v2, v3 and v4 config sweeps on the H200 (benchmarks/NOTES.md, benchmarks/results/
+sm90_v2_sweep.json, sm90_v3_sweep.json, sm90_v4_smallm_wgrad_sweep.json); each rule's docstring names
+the measurement behind it. Stages always fill the
 shared memory left beside the epilogue tile.
 """
 
@@ -81,19 +82,56 @@ def _large_m_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Config:
       250.4); at K >= 2048 it measured within 1 % (slightly slower), so 8 stays.
     - The D staging shared by a warpgroup's two waves (one more stage, 4) was 0-1.5 % slower
       everywhere: the in-flight TMA store matters more than the fourth stage. Not used.
-    - FP32 out / C, the 1d1d recipe: unmeasured at 256 rows (1d1d at 256 spills registers: per-channel
-      RHS scales add 64), so these keep the v2 128x128 plain schedule.
+    - FP32-out 1d2d (with or without C), v4 sweep: 256 rows with the shared D staging (the FP32 tile
+      of 256 rows leaves no room for a third stage otherwise) and TMA scales: 4096x4096x7168 with C
+      281.7 -> 216.5 us, 4096x7168x2048 197.4 -> 169.7 us (128x128 + TMA scales: 245.4 / 182.9).
+    - The 1d1d recipe (weight gradients) keeps the v2 128x128 plain schedule: 1d1d at 256 rows spills
+      (per-channel RHS scales add 64 registers), and in the v4 sweep TMA scales and GROUP_M 16 moved its
+      7 shapes by -2 % .. +6 % (noise level; e.g. 7168x4096x16384 1367.6 vs 1336.0 us).
     """
-    bf16_1d2d = desc.kind == "fp8_1d2d" and not desc.out_fp32
-    if not bf16_1d2d:
-        cfg = make_config(desc, facts, 128, bn)
-        return dataclasses.replace(cfg, pipe_mma=False)
+    if desc.kind == "fp8_1d1d":
+        return dataclasses.replace(make_config(desc, facts, 128, bn), pipe_mma=False)
     bm = 256
     if _wave_efficiency(desc, facts, 128, bn) > _wave_efficiency(desc, facts, 256, bn) + 0.1:
         bm = 128
-    cfg = dataclasses.replace(make_config(desc, facts, bm, bn, sfa_tma=True), pipe_mma=False)
-    if bm == 256 and desc.k < 2048:
+    small_epi = desc.out_fp32 and bm == 256
+    cfg = dataclasses.replace(make_config(desc, facts, bm, bn, sfa_tma=True, small_epi=small_epi), pipe_mma=False)
+    if bm == 256 and desc.k < 2048 and not desc.out_fp32:
         cfg = dataclasses.replace(cfg, group_m=16)
+    return cfg
+
+
+# Small-M tile candidates, largest first: ties in wave efficiency go to the larger tile (fewer
+# CTAs share each B tile, fewer epilogues). 128x32 was never measured.
+_SMALL_M_TILES = ((128, 128), (128, 64), (64, 128), (64, 64), (64, 32))
+# Below this wave efficiency even the best single-pass tiling leaves too many SMs idle: split K.
+_SMALL_M_MIN_EFFICIENCY = 0.6
+
+
+def _small_m_config(desc: GemmDesc, facts: DeviceFacts, bn_cap: int) -> Sm90Config:
+    """BF16-out 1d2d at M <= 128 (decode): the v4 sweep's rule (benchmarks/results/
+    sm90_v4_smallm_wgrad_sweep.json, H200; the 12 DeepSeek-V3 decode shapes, 6-10 configs each).
+
+    - The tile (BLOCK_M 64 / 128 when M > 64; BLOCK_N 32 / 64 / 128) whose tile count fills the 132 SMs
+      best; within 2 points the larger tile. This picked the measured best on 11 of 12 shapes, e.g.
+      64x4096x7168: 64x32 19.6 us (v3 64x128 split-4: 22.0), 64x7168x16384: 64x64 46.3 (v3 53.2),
+      128x7168x2048: 128x64 12.7 (v3 15.9), 128x2112x7168: 64x32 17.6 (v3 19.3).
+    - When no tiling reaches 60 % (N=2112 at M <= 64: 66 tiles at best) split K as v2 did
+      (:func:`_split_for`; 64x2112x7168 16.3 us, narrower tiles with splits 16.5-17.4).
+    - LHS scales by TMA in the ring everywhere (faster on 11 of 12; 128x32768x512 lost 5 %: 14.3 vs
+      13.6 us); no PIPE_MMA at BLOCK_M 64 with BLOCK_N <= 64, where the single partial measured 5-20 %
+      faster (64x64: 12.1 vs 12.8 us at 64x7168x2048, 46.3 vs 51.9 at 64x7168x16384).
+    """
+    tiles = [(bm, bn) for bm, bn in _SMALL_M_TILES if bn <= bn_cap and (bm == 64 or desc.m > 64)]
+    eff = {t: _wave_efficiency(desc, facts, *t) for t in tiles}
+    best = max(eff.values())
+    if best < _SMALL_M_MIN_EFFICIENCY:
+        bm = 64 if desc.m <= 64 else 128
+        return make_config(desc, facts, bm, bn_cap, _split_for(desc, facts, bm, bn_cap), sfa_tma=True)
+    bm, bn = next(t for t in tiles if eff[t] >= best - 0.02)
+    cfg = make_config(desc, facts, bm, bn, sfa_tma=True)
+    if bm == 64 and bn <= 64:
+        cfg = dataclasses.replace(cfg, pipe_mma=False)
     return cfg
 
 
@@ -102,17 +140,19 @@ def get_sm90_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Config:
 
     - BLOCK_N 128 won every DeepSeek-V3 shape (64 was 5-75 % slower at M=4096, within 2 % at M=64);
       narrower N only when N itself is narrow.
-    - M <= 256 (v2): BLOCK_M 64 (one math warpgroup) for M <= 64, else 128 (two warpgroups that
-      overlap each other's promotion with their WGMMA); split-K by :func:`_split_for`; PIPE_MMA (two
-      partials in flight per warpgroup) where registers allow. Scales from global memory (the TMA
-      scale path is tested there but was not timed at small M).
-    - M > 256: :func:`_large_m_config` (v3).
+    - BF16-out 1d2d at M <= 128: :func:`_small_m_config` (v4).
+    - Otherwise at M <= 256 (v2): BLOCK_M 64 (one math warpgroup) for M <= 64, else 128 (two
+      warpgroups that overlap each other's promotion with their WGMMA); split-K by :func:`_split_for`;
+      PIPE_MMA (two partials in flight per warpgroup) where registers allow; scales from global memory.
+    - M > 256: :func:`_large_m_config` (v3, v4 for FP32 out).
     """
     bn = 128
     while bn > 32 and bn // 2 >= desc.n:
         bn //= 2
     if desc.m > 256:
         return _large_m_config(desc, facts, bn)
+    if desc.m <= 128 and desc.kind == "fp8_1d2d" and not desc.out_fp32:
+        return _small_m_config(desc, facts, bn)
     bm = 64 if desc.m <= 64 else 128
     return make_config(desc, facts, bm, bn, _split_for(desc, facts, bm, bn))
 

@@ -20,7 +20,8 @@ class Recorder:
         self.recorded: list[list[str]] = []  # kernel names per first (recorded) launch
         self.normal: list[list[str]] = []  # kernel names per fallback launch
         self.replays = 0
-        self.replayable = True
+        self.replayable = True  # what recordings answer now (False: e.g. a launch hook is registered)
+        self.recordable = True  # whether new recordings are replayable (launcher.Recording.replayable)
 
     def build_plan(self, desc, config, a, sfa, b, sfb, d, c):
         self.plans += 1
@@ -29,15 +30,25 @@ class Recorder:
 
     def record(self, launches):
         self.recorded.append([k.fn.__name__ for k, *_ in launches])
-
-        def recording():
-            if self.replayable:
-                self.replays += 1
-            return self.replayable
-        return recording
+        return FakeRecording(self)
 
     def launch_normally(self, launches):
         self.normal.append([k.fn.__name__ for k, *_ in launches])
+
+
+class FakeRecording:
+    """launcher.Recording's interface: ``replayable``, and a call that replays (True) or declines (False)."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+        self.replayable = recorder.recordable
+
+    def __call__(self) -> bool:
+        r = self.recorder
+        if self.replayable and r.replayable:
+            r.replays += 1
+            return True
+        return False
 
 
 @pytest.fixture
@@ -62,7 +73,18 @@ def _tensors(m=64, n=256, k=512):
 
 def _call(t, split=1, c=None):
     desc = GemmDesc("fp8_1d2d", t[0].shape[0], t[2].shape[0], t[0].shape[1], with_c=c is not None)
-    dispatch.fp8_gemm(desc, Sm90Config(64, 128, 4, split_k=split), *t[:4], t[4], c)
+    return dispatch.fp8_gemm(desc, Sm90Config(64, 128, 4, split_k=split), *t[:4], t[4], c)
+
+
+def test_returns_the_recording_it_replayed_or_made_and_none_otherwise(rec):
+    """api/gemm.py keeps what fp8_gemm returns for its own hot path: only replayable recordings."""
+    t = _tensors()
+    first = _call(t)
+    assert isinstance(first, FakeRecording) and _call(t) is first and rec.replays == 1
+    rec.replayable = False
+    assert _call(t) is None and rec.normal == [["fp8_gemm_kernel"]]
+    rec.recordable = False  # e.g. a launch Triton's raw launcher cannot take
+    assert _call(_tensors()) is None and len(rec.recorded) == 2
 
 
 def test_first_call_records_then_replays(rec):

@@ -83,19 +83,56 @@ def test_replay_is_bit_identical_to_the_normal_launch(m, n, k):
 
 
 @pytest.mark.parametrize("m,n,k", SHAPES)
-def test_public_api_replays(m, n, k):
-    _sm90()
+def test_public_api_replays(m, n, k, monkeypatch):
+    """fp8_gemm_nt's hot path (api/gemm.py's recording per pointers + signature): after the first
+    call, new contents and new tensor objects at the same addresses replay without reaching the
+    sm90 dispatch, bit-identical to the normal launch, also from a CUDA graph and on a side stream."""
+    dispatch, gemm_1d2d, desc, cfg = _setup(m, n, k)
+    from finegemm.api import gemm as api_gemm
+
     a, sfa, sfa_k, b, sfb, sfb_k = _inputs(m, n, k, seed=1)
     d = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-    from finegemm.kernels.sm90 import dispatch
+    finegemm.fp8_gemm_nt((a, sfa_k), (b, sfb_k), d)
+    n_api, n_sm90 = len(api_gemm._FP8_RECORDINGS), len(dispatch._recordings)
 
-    finegemm.fp8_gemm_nt((a, sfa_k), (b, sfb_k), d)
-    n_recorded = len(dispatch._recordings)
-    first = d.clone()
-    d.fill_(float("nan"))
-    finegemm.fp8_gemm_nt((a, sfa_k), (b, sfb_k), d)
-    torch.cuda.synchronize()
-    assert len(dispatch._recordings) == n_recorded and torch.equal(_bits(d), _bits(first))
+    def no_dispatch():
+        raise AssertionError("a repeated call left the hot path")
+
+    monkeypatch.setattr(api_gemm, "_sm90_module", no_dispatch)
+
+    def view(t):
+        return torch.as_strided(t, t.shape, t.stride())  # a new tensor object at the same address
+
+    def check(run, seed):
+        a2, _, sfa2, b2, _, sfb2 = _inputs(m, n, k, seed=seed)
+        a.copy_(a2)
+        sfa_k.copy_(sfa2)
+        b.copy_(b2)
+        sfb_k.copy_(sfb2)
+        d.fill_(float("nan"))
+        run()
+        want = torch.full_like(d, float("nan"))
+        _normal(dispatch, gemm_1d2d, desc, cfg, a, sfa_k, b, sfb_k, want)
+        torch.cuda.synchronize()
+        assert torch.equal(_bits(d), _bits(want)), seed
+
+    check(lambda: finegemm.fp8_gemm_nt((view(a), view(sfa_k)), (view(b), view(sfb_k)), view(d)), 7)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        finegemm.fp8_gemm_nt((a, sfa_k), (b, sfb_k), d)
+    check(graph.replay, 8)
+    side = torch.cuda.Stream()
+
+    def on_side():
+        side.wait_stream(torch.cuda.current_stream())  # the new inputs are written
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(50_000_000)  # a launch on the wrong stream would run before this fill
+            d.fill_(float("nan"))
+            finegemm.fp8_gemm_nt((a, sfa_k), (b, sfb_k), d)
+        torch.cuda.synchronize()
+
+    check(on_side, 9)
+    assert len(api_gemm._FP8_RECORDINGS) == n_api and len(dispatch._recordings) == n_sm90
 
 
 @pytest.mark.parametrize("m,n,k", SHAPES)

@@ -5,7 +5,7 @@ as long on the GPU. So each op validates a distinct *call signature* once and re
 resolved to. A signature is everything validation reads without looking inside a tensor: per tensor
 ``(shape, stride, dtype, device)`` (:func:`tensor_key`), each scalar argument with its exact type
 (:func:`scalar_key`, so ``1`` does not hit the plan of ``True``), and the process state that steers
-dispatch (:func:`dispatch_state`: ``FINEGEMM_BACKEND`` and the :func:`finegemm.set_num_sms` cap).
+dispatch (:func:`dispatch_state`: ``FINEGEMM_BACKEND``, ``FINEGEMM_DEBUG``, the :func:`finegemm.set_num_sms` cap).
 
 Checks of tensor *contents* are not part of any plan: callers run them on every call where they run
 at all. A key that cannot be built or hashed (a non-tensor where a tensor belongs, an unhashable
@@ -17,6 +17,7 @@ emptied rather than evicted piecemeal, which keeps the hit path free of bookkeep
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -46,12 +47,19 @@ def scalar_key(value: Any) -> tuple:
 
 
 def dispatch_state() -> tuple:
-    """Process state a plan depends on: the raw ``FINEGEMM_BACKEND`` value and the ``set_num_sms`` cap.
+    """Process state a plan depends on: raw ``FINEGEMM_BACKEND`` and ``FINEGEMM_DEBUG``, the ``set_num_sms`` cap.
 
-    The value is read as stored (:meth:`EnvSwitch.raw`, bytes on POSIX, None when unset): a key needs
-    no decoding, and this runs on every call of every public op.
+    Values are read as stored (:meth:`EnvSwitch.raw`, bytes on POSIX, None when unset): a key needs
+    no decoding, and this runs on every call of every public op. ``FINEGEMM_DEBUG`` is part of it so
+    that a cached fast path (api/gemm.py's recordings, stored only while it is off) misses once it is on.
     """
-    return (env.BACKEND.raw(), _device._num_sms_cap)
+    data = getattr(os.environ, "_data", None)
+    if data.__class__ is dict and _ENV_KEYS is not None:  # EnvSwitch.raw's fast path, for both at once
+        return (data.get(_ENV_KEYS[0]), data.get(_ENV_KEYS[1]), _device._num_sms_cap)
+    return (env.BACKEND.raw(), env.DEBUG.raw(), _device._num_sms_cap)
+
+
+_ENV_KEYS = (env.BACKEND._key, env.DEBUG._key) if isinstance(env.BACKEND._key, bytes) else None
 
 
 def new_cache() -> dict:

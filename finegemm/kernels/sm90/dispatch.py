@@ -142,7 +142,7 @@ _recordings: dict[tuple, launcher.Recording] = {}
 MAX_RECORDINGS = 4096
 
 
-def fp8_gemm(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c) -> None:
+def fp8_gemm(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c) -> launcher.Recording | None:
     """Launch on validated tensors (shapes, layouts and dtypes as in api/gemm.py's docstring).
 
     Per call: one key (pointers, strides, dtypes of every tensor, device; shapes via ``desc``) and one
@@ -151,23 +151,27 @@ def fp8_gemm(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c) -> None:
     current stream. A new key builds the plan and launches through ``kernel[grid](...)``, recording
     it; a recording that cannot replay now (a launch hook, another current device, ...) launches the
     same way.
+
+    Returns the replayable recording of this launch (replayed or just recorded), else None: a caller
+    whose own key covers this one's (api/gemm.py) may replay it directly on later calls.
     """
     key = (desc, config, a.data_ptr(), sfa.data_ptr(), b.data_ptr(), sfb.data_ptr(), d.data_ptr(),
            a.stride(), sfa.stride(), b.stride(), sfb.stride(), d.stride(), a.dtype, b.dtype, a.get_device(),
            None if c is None else (c.data_ptr(), c.stride(), c.dtype))
     recording = _recordings.get(key)
     if recording is not None and recording():
-        return
+        return recording
     grid, kernel_args, meta, reduce = _build_plan(desc, config, a, sfa, b, sfb, d, c)
     launches = [(gemm_1d2d.fp8_gemm_kernel, grid, kernel_args, meta)]
     if reduce is not None:
         launches.append((gemm_1d2d._splitk_reduce_kernel, *reduce))
     if recording is not None:
         launcher.launch_normally(launches)
-        return
+        return None
     if len(_recordings) >= MAX_RECORDINGS:
         _recordings.clear()
-    _recordings[key] = launcher.record(launches)
+    recording = _recordings[key] = launcher.record(launches)
+    return recording if recording.replayable else None
 
 
 def bf16_gemm(desc: GemmDesc, config: Any, a, b, d, c) -> None:

@@ -85,8 +85,11 @@ def grouped_constexprs(desc: GemmDesc, use_psum: bool = False, align: int = CONT
     raise ValueError(f"grouped_constexprs takes an m-grouped desc, got layout {desc.layout!r}")
 
 
-def _meta(desc: GemmDesc, config: Sm90Config, sfa: torch.Tensor, use_psum: bool, sfa_tma: bool) -> dict:
+def _meta(desc: GemmDesc, config: Sm90Config, sfa: torch.Tensor, use_psum: bool, sfa_tma: bool, layout_ptr,
+          d_ptr) -> dict:
+    """Keyword arguments of the launch: the grouped pointers come after the constexprs in the signature."""
     return dict(
+        layout_ptr=layout_ptr, d_ptr=d_ptr,
         N=desc.n, K=desc.k, BLOCK_M=config.block_m, BLOCK_N=config.block_n, STAGES=config.stages,
         GROUP_M=config.group_m, SPLIT_K=1, SF_PACKED=sfa.dtype == torch.int32, SFB_PER_CHANNEL=False,
         HAS_C=False, PIPE_MMA=False, PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS,
@@ -128,8 +131,8 @@ def _contiguous_plan(desc, config, a, sfa, b, sfb, d, grouped_layout, use_psum):
     tiles = triton.cdiv(m, bm) * triton.cdiv(desc.n, bn)
     grid = (max(1, min(tiles, config.num_sms)),)
     args = (_desc(a, [bm, 128]), _desc(_rows_of(b), [bn, 128]), _desc(d, [64, bn]), sfa, sfb, d, m, stride_sfa_k,
-            stride_sfb, 0, sfa_desc, grouped_layout, d)
-    return grid, args, _meta(desc, config, sfa, use_psum, sfa_tma)
+            stride_sfb, 0, sfa_desc)
+    return grid, args, _meta(desc, config, sfa, use_psum, sfa_tma, grouped_layout, d)
 
 
 def _masked_plan(desc, config, a, sfa, b, sfb, d, masked_m):
@@ -157,8 +160,8 @@ def _masked_plan(desc, config, a, sfa, b, sfb, d, masked_m):
     tiles = g * triton.cdiv(max_m, bm) * triton.cdiv(n, bn)
     grid = (max(1, min(tiles, config.num_sms)),)
     args = (_desc(a2, [bm, 128]), _desc(_rows_of(b), [bn, 128]), _desc(d2, [64, bn]), sfa, sfb, d2, g * max_m,
-            m_aligned, stride_sfb, 0, sfa_desc, masked_m, d2)
-    return grid, args, _meta(desc, config, sfa, False, sfa_tma)
+            m_aligned, stride_sfb, 0, sfa_desc)
+    return grid, args, _meta(desc, config, sfa, False, sfa_tma, masked_m, d2)
 
 
 # key -> recorded launch; recordings hold no tensor (launcher.py), see dispatch.py's cache

@@ -15,8 +15,10 @@ grouped sweep:
   experts), 64 only when 128-row tiles would leave SMs idle (fewer tiles than SMs). SFA_TMA on:
   it won all 6 dense shapes at M = 4096 (e.g. 144.4 -> 119.9 us at N=2112).
 - Masked: BLOCK_M 64 when the expected rows per group are <= 64 (one warpgroup; a 128-row tile
-  would compute half empty rows), else 128. Scales from global memory at BLOCK_M 64 (the dense
-  small-M default, where the TMA scale path was not timed), by TMA at 128.
+  would compute half empty rows), else 128. Scales by TMA at both heights: with them loaded from
+  global memory (one K block ahead) the 64-row decode tiles waited on each load, H200 2026-12-03,
+  16 groups x 64 rows: 428.9 us at (4096, 7168) and 140.4 us at (7168, 2048), 0.87x and 1.23x the
+  cuBLAS per-group loop (benchmarks/NOTES.md, "m-grouped sm90").
 """
 
 from __future__ import annotations
@@ -68,4 +70,4 @@ def get_sm90_grouped_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Config:
         bm = 128 if tiles_128 >= facts.num_sms else 64
         return make_grouped_config(facts, bm, bn, sfa_tma=True)
     bm = 64 if rows_per_group(desc) <= 64 else 128
-    return make_grouped_config(facts, bm, bn, sfa_tma=bm == 128)
+    return make_grouped_config(facts, bm, bn, sfa_tma=True)

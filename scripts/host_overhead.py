@@ -9,6 +9,8 @@ GPU finished all 200 (max of host and GPU time for small shapes). Medians over t
 
 Paths:
   public        finegemm.fp8_gemm_nt on MN-major aligned scales (path B: nothing laid out per call)
+  public_no_hot the same with api/gemm.py's hot-path cache emptied before each call (trees after
+                931fef1): key, plan lookup, sm90 dispatch key and its recording, as before 931fef1
   direct        kernels/sm90/dispatch.fp8_gemm (what the public API calls after its plan lookup)
   direct_jit    the same plan launched through ``kernel[grid](*args, **meta)`` (the pre-replay launch)
   replay        the cached launcher.Recording alone (new tree only)
@@ -24,6 +26,7 @@ import sys
 import torch
 
 import finegemm
+from finegemm.api import gemm as gemm_api
 from finegemm.bench import peers, sysinfo
 from finegemm.bench.timer import host_overhead
 from finegemm.jit.device import device_facts
@@ -57,13 +60,22 @@ def _paths(m: int, n: int, k: int) -> tuple[dict, dict]:
         "direct_jit": direct_jit,
     }
     info: dict = {"config": {k2: v for k2, v in cfg.__dict__.items()}}
-    fns["direct"]()
+    recording = fns["direct"]()  # trees after 931fef1 return the recording used
     torch.cuda.synchronize()
     recordings = getattr(dispatch, "_recordings", None)
-    if recordings:
+    if recording is None and recordings:  # older trees: the last one made (each shape's first call)
         recording = list(recordings.values())[-1]
+    if recording is not None:
         info["replay_modes"] = list(recording.modes)
         fns["replay"] = recording
+    hot = getattr(gemm_api, "_FP8_RECORDINGS", None)
+    if hot is not None:  # the public call without its hot path: plan lookup, then the sm90 dispatch's cache
+
+        def public_no_hot() -> None:
+            hot.clear()
+            finegemm.fp8_gemm_nt((a, sfa_k), (b, sfb_k), d)
+
+        fns["public_no_hot"] = public_no_hot
     d_cublas = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
     try:
         fns["cublas_block"] = peers._block_mm(a, sfa, b, sfb, torch.bfloat16, False, out=d_cublas)

@@ -29,8 +29,10 @@ from finegemm.reference.dense import calc_diff
 CONTIGUOUS = [(4, 8192, 4096, 7168), (4, 8192, 7168, 2048), (8, 4096, 4096, 7168), (8, 4096, 7168, 2048)]
 MASKED = [(1, 1024, 4096, 7168), (4, 256, 7168, 2048), (16, 64, 4096, 7168), (16, 64, 7168, 2048),
           (32, 64, 7168, 2048)]
-CONTIGUOUS_CFGS = [(128, 128, True), (128, 128, False), (64, 128, True), (128, 64, True)]
-MASKED_CFGS = [(64, 128, True), (64, 128, False), (64, 64, True), (128, 128, True), (128, 64, True)]
+# (BLOCK_M, BLOCK_N, SFA_TMA, PIPE_MMA); PIPE_MMA is masked-only
+CONTIGUOUS_CFGS = [(128, 128, True, False), (128, 128, False, False), (64, 128, True, False), (128, 64, True, False)]
+MASKED_CFGS = [(64, 128, True, False), (64, 128, False, False), (64, 128, True, True), (64, 64, True, True),
+               (128, 128, True, False), (128, 128, True, True)]
 
 
 def _weights(g, n, k, dev):
@@ -52,7 +54,7 @@ def main() -> None:
     rows = []
     doc = dict(what=__doc__.splitlines()[0], commit=args.commit, date=datetime.datetime.now(datetime.UTC).isoformat(),
                system=collect(dev), results=rows)
-    shapes = [("contiguous", s) for s in CONTIGUOUS] + [("masked", s) for s in MASKED]
+    shapes = [("masked", s) for s in MASKED] + [("contiguous", s) for s in CONTIGUOUS]
     for kind, (g, mpg, n, k) in shapes:
         if time.time() - t0 > args.budget_s:
             break
@@ -78,8 +80,8 @@ def main() -> None:
         sfa_k, sfb_k = finegemm.get_mn_major_tma_aligned_tensor(sfa), sfb.contiguous()
         flops = 2 * g * mpg * n * k
         chosen = get_sm90_grouped_config(desc, facts)
-        for bm, bn, tma in cfgs:
-            cfg = make_grouped_config(facts, bm, bn, tma)
+        for bm, bn, tma, pipe in cfgs:
+            cfg = make_grouped_config(facts, bm, bn, tma, pipe_mma=pipe)
             if kind == "contiguous":
                 fn = functools.partial(dispatch_grouped.m_grouped_fp8_1d2d_gemm_contiguous, desc, cfg, a, sfa_k, b,
                                        sfb_k, d, layout, False)
@@ -92,7 +94,7 @@ def main() -> None:
             diff = calc_diff(d, expected)
             t = time_cuda(fn, flush, 5, 30)
             row = dict(kind=kind, groups=g, m_per_group=mpg, N=n, K=k, block_m=bm, block_n=bn, sfa_tma=tma,
-                       stages=cfg.stages, heuristic=(cfg == chosen), us=round(t.median_us, 1),
+                       pipe_mma=pipe, stages=cfg.stages, heuristic=(cfg == chosen), us=round(t.median_us, 1),
                        TFLOPS=round(flops / t.median_us / 1e6, 1), calc_diff=diff)
             rows.append(row)
             print(json.dumps(row), flush=True)

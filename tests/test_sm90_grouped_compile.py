@@ -31,6 +31,10 @@ def _variants():
         out.append((d, get_sm90_grouped_config(d, H200), False))
     d = GemmDesc("fp8_1d2d", 64, 7168, 2048, layout="m_grouped_masked", num_groups=16, expected_m=64)
     out.append((d, make_grouped_config(H200, 64, 128, True), False))
+    # two WGMMA partials in flight (masked only)
+    out.append((d, make_grouped_config(H200, 64, 128, True, pipe_mma=True), False))
+    d = GemmDesc("fp8_1d2d", 256, 4096, 7168, layout="m_grouped_masked", num_groups=4, expected_m=256)
+    out.append((d, make_grouped_config(H200, 128, 128, True, pipe_mma=True), False))
     d = GemmDesc("fp8_1d2d", 200, 4096, 7168, layout="m_grouped_masked", num_groups=4, expected_m=128,
                  sf_packed=True)
     out.append((d, get_sm90_grouped_config(d, H200), False))
@@ -42,7 +46,8 @@ VARIANTS = _variants()
 
 @pytest.mark.parametrize("desc,cfg,psum", VARIANTS,
                          ids=[f"{d.layout[10:]}-g{d.num_groups}-m{d.m}-n{d.n}-k{d.k}-{c.block_m}x{c.block_n}"
-                              f"st{c.stages}{'-tma' if c.sfa_tma else ''}{'-psum' if p else ''}"
+                              f"st{c.stages}{'-tma' if c.sfa_tma else ''}{'-pipe' if c.pipe_mma else ''}"
+                              f"{'-psum' if p else ''}"
                               f"{'-packed' if d.sf_packed else ''}" for d, c, p in VARIANTS])
 def test_grouped_compiles_with_required_instructions(desc, cfg, psum):
     kernel = compile_grouped_variant(desc, cfg, psum)

@@ -223,9 +223,11 @@ def test_masked_packed_ue8m0():
     _run_masked(4, 256, 7168, 2048, [256, 17, 0, 200], 256, ue8m0=True)
 
 
-def test_masked_other_config():
+@pytest.mark.parametrize("bm,pipe", [(64, False), (64, True), (128, True)])
+def test_masked_other_config(bm, pipe):
     dev = _dev()
-    _run_masked(4, 200, 7168, 2048, [200, 77, 0, 129], 64, cfg=make_grouped_config(device_facts(dev), 64, 128, True))
+    cfg = make_grouped_config(device_facts(dev), bm, 128, True, pipe_mma=pipe)
+    _run_masked(4, 200, 7168, 2048, [200, 77, 0, 129], 64, cfg=cfg)
 
 
 def test_masked_cuda_graph_replay_with_new_masked_m():

@@ -52,12 +52,15 @@ def rows_per_group(desc: GemmDesc) -> int:
     return desc.m
 
 
-def make_grouped_config(facts: DeviceFacts, bm: int, bn: int, sfa_tma: bool, group_m: int = 8) -> Sm90Config:
-    """A grouped config for explicit tiles: stages fill the shared memory beside the BF16 D staging tile."""
+def make_grouped_config(facts: DeviceFacts, bm: int, bn: int, sfa_tma: bool, group_m: int = 8,
+                        pipe_mma: bool = False) -> Sm90Config:
+    """A grouped config for explicit tiles: stages fill the shared memory beside the BF16 D staging tile.
+
+    ``pipe_mma`` (two WGMMA partials in flight per warpgroup) is legal for the masked form only."""
     if bm not in GROUPED_BLOCK_M:
         raise ValueError(f"grouped BLOCK_M must be one of {GROUPED_BLOCK_M}, got {bm}")
     stages = min(MAX_STAGES, layouts.max_stages(bm, bn, False, facts.smem_per_block, False, sfa_tma))
-    return Sm90Config(bm, bn, stages, 1, group_m, facts.num_sms, pipe_mma=False, small_epi=False, sfa_tma=sfa_tma)
+    return Sm90Config(bm, bn, stages, 1, group_m, facts.num_sms, pipe_mma=pipe_mma, small_epi=False, sfa_tma=sfa_tma)
 
 
 def get_sm90_grouped_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Config:

@@ -83,7 +83,7 @@ def compile_grouped_variant(desc: GemmDesc, config: Sm90Config, use_psum: bool =
     }
     constexprs = dict(
         N=desc.n, K=desc.k, BLOCK_M=bm, BLOCK_N=bn, STAGES=config.stages, GROUP_M=config.group_m, SPLIT_K=1,
-        SF_PACKED=desc.sf_packed, SFB_PER_CHANNEL=False, HAS_C=False, PIPE_MMA=False,
+        SF_PACKED=desc.sf_packed, SFB_PER_CHANNEL=False, HAS_C=False, PIPE_MMA=config.pipe_mma,
         PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS, SMALL_EPI=False, SFA_TMA=config.sfa_tma,
         **dispatch_grouped.grouped_constexprs(desc, use_psum, align),
     )

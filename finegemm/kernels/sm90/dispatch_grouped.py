@@ -92,7 +92,7 @@ def _meta(desc: GemmDesc, config: Sm90Config, sfa: torch.Tensor, use_psum: bool,
         layout_ptr=layout_ptr, d_ptr=d_ptr,
         N=desc.n, K=desc.k, BLOCK_M=config.block_m, BLOCK_N=config.block_n, STAGES=config.stages,
         GROUP_M=config.group_m, SPLIT_K=1, SF_PACKED=sfa.dtype == torch.int32, SFB_PER_CHANNEL=False,
-        HAS_C=False, PIPE_MMA=False, PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS,
+        HAS_C=False, PIPE_MMA=config.pipe_mma, PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS,
         SMALL_EPI=False, SFA_TMA=sfa_tma, num_warps=config.num_warps,
         **grouped_constexprs(desc, use_psum, CONTIGUOUS_ALIGN),
     )
@@ -119,6 +119,8 @@ def _sfb_stride(desc: GemmDesc, sfb: torch.Tensor) -> int:
 
 
 def _contiguous_plan(desc, config, a, sfa, b, sfb, d, grouped_layout, use_psum):
+    if config.pipe_mma:
+        raise ValueError("config: PIPE_MMA is for the masked form only (contiguous padding tiles run no K block)")
     m, _ = a.shape
     bm, bn = config.block_m, config.block_n
     stride_sfb = _sfb_stride(desc, sfb)

@@ -519,7 +519,7 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
         _grouped_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr, sfb_ptr, M, stride_sfa_k,
                       stride_sfb, N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SF_PACKED, sfa_bufs, SFA_TMA, WG,
                       layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G, SFB_STRIDE_G, USE_PSUM,
-                      ALIGN)
+                      ALIGN, PIPE_MMA)
     else:
         _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr, sfb_ptr, c_ptr, M,
                     stride_sfa_k, stride_sfb, stride_cm, N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
@@ -602,11 +602,13 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
 @gluon.jit
 def _grouped_wave(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, sfa_ptr, sfb_ptr, rows, row_ok,
                   off_n, kb_count, stride_sfa_k, stride_sfb, N: gl.constexpr, K: gl.constexpr,
-                  STAGES: gl.constexpr, SF_PACKED: gl.constexpr, SFA_TMA: gl.constexpr, WG: gl.constexpr):
+                  STAGES: gl.constexpr, SF_PACKED: gl.constexpr, SFA_TMA: gl.constexpr, WG: gl.constexpr,
+                  PIPE_MMA: gl.constexpr = False):
     """Main loop of this warpgroup's 64-row wave of one grouped tile: (acc, cols, col_mask, ring counter).
 
     ``rows``: the wave's row indices in the scale tensor's M (``sfa_ptr`` already offset to the group);
-    ``kb_count``: K blocks to run (0 for a skipped tile: a zero accumulator, no barrier touched).
+    ``kb_count``: K blocks to run (0 for a skipped tile: a zero accumulator, no barrier touched; not with
+    ``PIPE_MMA``, whose prologue issues the first block unconditionally: masked tiles only).
     """
     BLOCK_N: gl.constexpr = b_bufs.shape[1]
     mma_layout: gl.constexpr = mma_layout_for(64, BLOCK_N, 4)
@@ -618,7 +620,7 @@ def _grouped_wave(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, sfa_ptr, 
     acc, it = _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, 0, WG * 64,
                              sfa_ptr, sfb_ptr, rows, cols, row_ok, col_mask, nb0, second_col,
                              stride_sfa_k, stride_sfb, mma_layout, (N + 127) // 128, kb_count, STAGES,
-                             SF_PACKED, False, (128 % BLOCK_N) == 0, False, SFA_TMA)
+                             SF_PACKED, False, (128 % BLOCK_N) == 0, PIPE_MMA, SFA_TMA)
     return acc, cols, col_mask, it
 
 
@@ -647,7 +649,8 @@ def _grouped_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr
                   STAGES: gl.constexpr, GROUP_M: gl.constexpr, SF_PACKED: gl.constexpr, sfa_bufs,
                   SFA_TMA: gl.constexpr, WG: gl.constexpr, layout_ptr, d_ptr, GROUPING: gl.constexpr,
                   NUM_GROUPS: gl.constexpr, GROUP_ROWS: gl.constexpr, SFA_STRIDE_G: gl.constexpr,
-                  SFB_STRIDE_G: gl.constexpr, USE_PSUM: gl.constexpr, ALIGN: gl.constexpr):
+                  SFB_STRIDE_G: gl.constexpr, USE_PSUM: gl.constexpr, ALIGN: gl.constexpr,
+                  PIPE_MMA: gl.constexpr = False):
     """Math warpgroup ``WG`` of the m-grouped kernels (BLOCK_M 64/128: one 64-row wave per warpgroup).
 
     GROUPING 1 (contiguous): the tiles of [M_total, N]; each reads its group once; rows that are not the
@@ -693,7 +696,7 @@ def _grouped_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr
                 acc, cols, col_mask, it = _grouped_wave(
                     a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, sfa_ptr + g * SFA_STRIDE_G,
                     sfb_ptr + g * SFB_STRIDE_G, rows, rows < valid_rows, off_n, num_kb, stride_sfa_k, stride_sfb,
-                    N, K, STAGES, SF_PACKED, SFA_TMA, WG)
+                    N, K, STAGES, SF_PACKED, SFA_TMA, WG, PIPE_MMA)
                 _store_masked_wave(acc, d_desc, d_sub, d_ptr, rows, off_m + WG * 64, cols, col_mask, valid_rows,
                                    g * GROUP_ROWS + off_m + WG * 64, off_n, N)
             g_start += tiles_g
@@ -727,13 +730,14 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
       row mask); ``sfa_ptr`` [G, max_m, SFK] MN-major with group stride ``SFA_STRIDE_G``, ``sfa_desc``
       its [G * SFK_ROWS, max_m] view; ``M`` = G * max_m.
 
-    Grouped forms use BLOCK_M 64/128, no split-K, no C, no ``PIPE_MMA``, the 1d2d recipe.
+    Grouped forms use BLOCK_M 64/128, no split-K, no C, the 1d2d recipe; ``PIPE_MMA`` masked only.
     """
     if GROUPING != 0:
         gl.static_assert(BLOCK_M <= 128, "grouped tiles: BLOCK_M 64 or 128")
         gl.static_assert(SPLIT_K == 1, "grouped tiles: no split-K")
         gl.static_assert(not HAS_C, "grouped tiles: no C")
-        gl.static_assert(not PIPE_MMA, "grouped tiles: no PIPE_MMA")
+        # the pipelined loop's prologue always issues one K block: contiguous padding tiles run none
+        gl.static_assert(not PIPE_MMA or GROUPING == 2, "grouped tiles: PIPE_MMA for masked tiles only")
         gl.static_assert(not SFB_PER_CHANNEL, "grouped tiles: recipe (1, 128, 128) only")
     if GROUPING == 1:
         gl.static_assert(ALIGN % BLOCK_M == 0, "contiguous: BLOCK_M must divide the alignment")

@@ -22,7 +22,7 @@ timeout 150 python3 -m finegemm bench --suite grouped --peers finegemm-sm90,cubl
     --json "$OUT/grouped.json" --commit "$COMMIT" > "$OUT/bench.txt" 2>&1
 echo "bench rc=$?"; tail -40 "$OUT/bench.txt"
 if [ "${SWEEP:-0}" = 1 ]; then
-    timeout 170 python3 scripts/grouped_sweep.py "$OUT/grouped_sweep.json" --commit "$COMMIT" --budget-s 75 \
+    timeout 170 python3 scripts/grouped_sweep.py "$OUT/grouped_sweep.json" --commit "$COMMIT" --budget-s ${SWEEP_S:-75} \
         > "$OUT/sweep.txt" 2>&1
     echo "sweep rc=$?"; cut -c1-220 "$OUT/sweep.txt" | tail -45
 fi

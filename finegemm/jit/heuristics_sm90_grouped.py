@@ -15,10 +15,11 @@ grouped sweep:
   experts), 64 only when 128-row tiles would leave SMs idle (fewer tiles than SMs). SFA_TMA on:
   it won all 6 dense shapes at M = 4096 (e.g. 144.4 -> 119.9 us at N=2112).
 - Masked: BLOCK_M 64 when the expected rows per group are <= 64 (one warpgroup; a 128-row tile
-  would compute half empty rows), else 128. Scales by TMA at both heights: with them loaded from
-  global memory (one K block ahead) the 64-row decode tiles waited on each load, H200 2026-12-03,
-  16 groups x 64 rows: 428.9 us at (4096, 7168) and 140.4 us at (7168, 2048), 0.87x and 1.23x the
-  cuBLAS per-group loop (benchmarks/NOTES.md, "m-grouped sm90").
+  would compute half empty rows), else 128. Scales by TMA at both heights. With them loaded from
+  global memory at 64 rows (run 1, H200 2026-12-03) 16 groups x 64 rows took 428.9 us at
+  (4096, 7168) and 140.4 us at (7168, 2048), 0.87x and 1.23x the cuBLAS per-group loop, ~1.9 us per
+  K block per CTA: the one-block-ahead scale loads are the suspect, TMA scales the fix under test
+  (correct on the H200, benchmarks/NOTES.md "m-grouped sm90" says whether it was timed).
 """
 
 from __future__ import annotations

@@ -699,3 +699,15 @@ def test_grouped_kernels_compile_for_sm90():
     out = subprocess.run([sys.executable, "-c", COMPILE_SCRIPT], capture_output=True, text=True, timeout=600,
                          env={**os.environ, "TRITON_INTERPRET": "0"})
     assert out.returncode == 0 and "compiled" in out.stdout, out.stderr[-3000:]
+
+
+def test_sm90_masked_declines_unpacked_views():
+    """A masked call with a padded d (or a) view is valid; the sm90 kernel needs packed views, so such a
+    call plans the portable kernel (H200 run 2026-12-03: it raised inside the sm90 launch before)."""
+    from finegemm.api.grouped import _sm90_masked_layout_reason
+
+    a = torch.empty(2, 64, 256)
+    d = torch.empty(2, 65, 128)[:, :64]
+    assert _sm90_masked_layout_reason(a, torch.empty(2, 64, 128)) is None
+    assert "d strides (8320, 128, 1)" in _sm90_masked_layout_reason(a, d)
+    assert "a[0] strides" in _sm90_masked_layout_reason(torch.empty(2, 65, 256)[:, :64], torch.empty(2, 64, 128))

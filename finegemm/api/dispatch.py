@@ -98,6 +98,16 @@ def choose_backend(desc: GemmDesc, device: torch.device) -> tuple[str, Any]:
     return _choose(desc, device_facts(device), env.backend())
 
 
+def portable_instead(desc: GemmDesc, device: torch.device, reason: str) -> tuple[str, Any]:
+    """("portable", config) for a call the sm90 kernel declines for ``reason`` (a tensor layout the
+    shape-only rules cannot see); BackendError when FINEGEMM_BACKEND=sm90 forces the fast path."""
+    if env.backend() == "sm90":
+        raise BackendError(f"FINEGEMM_BACKEND=sm90 cannot run {desc}: {reason}")
+    config = get_portable_config(desc, device_facts(device))
+    report_config(desc, "portable", config, f"portable because {reason}")
+    return "portable", config
+
+
 def run_sm90(name: str, *args: Any) -> None:
     """Call ``kernels/sm90/dispatch.<name>(*args)`` (``m_grouped_*``: ``dispatch_grouped``); modules are
     imported once, not per call."""

@@ -63,7 +63,7 @@ from .checks import (
     describe,
     unpack_pair,
 )
-from .dispatch import choose_backend, debug_sync, run_sm90
+from .dispatch import choose_backend, debug_sync, portable_instead, run_sm90
 from .gemm import RECIPE_1D1D, RECIPE_1D2D, Recipe
 from .plan_cache import dispatch_state, new_cache, plan_for, scalar_key, tensor_key
 
@@ -323,8 +323,21 @@ def _required_scales(plan: _Plan, sfa: torch.Tensor | None,
     return sfa, sfb
 
 
+def _sm90_masked_layout_reason(a: torch.Tensor, d: torch.Tensor) -> str | None:
+    """Why the sm90 masked kernel cannot take these views (it reads a and writes d as packed
+    ``[G * max_m, K]`` / ``[G * max_m, N]`` TMA sources); None when it can."""
+    g, max_m, k = a.shape
+    n = d.shape[2]
+    if a.stride() != (max_m * k, k, 1):
+        return f"a[0] strides {tuple(a.stride())} are not a packed [G, max_m, K]"
+    if d.stride() != (max_m * n, n, 1):
+        return f"d strides {tuple(d.stride())} are not a packed [G, max_m, N]"
+    return None
+
+
 def _m_grouped_plan(kind: str, layout: str, a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Tensor,
-                    sfb: torch.Tensor | None, expected_m: int | None, device: torch.device) -> _Plan:
+                    sfb: torch.Tensor | None, expected_m: int | None, device: torch.device,
+                    d: torch.Tensor | None = None) -> _Plan:
     """Scale checks, backend and config of an m-grouped call whose shapes and devices passed their checks
     (``a`` ``[M_total, K]`` contiguous or ``[G, max_m, K]`` masked, ``b`` ``[G, N, K]``)."""
     m, k = a.shape[-2], a.shape[-1]
@@ -343,6 +356,10 @@ def _m_grouped_plan(kind: str, layout: str, a: torch.Tensor, sfa: torch.Tensor |
     desc = GemmDesc(kind, m, n, k, a_k_major, b_k_major, False, False, sfa is not None and sfa.dtype == torch.int32,
                     layout=layout, num_groups=num_groups, expected_m=expected_m)
     backend, config = choose_backend(desc, device)
+    if backend == "sm90" and layout == "m_grouped_masked":
+        reason = _sm90_masked_layout_reason(a, d)
+        if reason is not None:
+            backend, config = portable_instead(desc, device, reason)
     if backend != "sm90" and layout == "m_grouped_contiguous":
         config = _contiguous_config(config)
     return _Plan(desc, backend, config, device, *relayout)
@@ -501,7 +518,7 @@ def _plan_masked(kind: str, a: torch.Tensor, sfa: torch.Tensor | None, b: torch.
     masked_m = _check_int32_vector("masked_m", masked_m, num_groups, "valid rows of each group, on the device")
     _check_positive_int("expected_m", expected_m)
     device = _same_device(a, sfa, b, sfb, ("d", d), ("masked_m", masked_m))
-    return _m_grouped_plan(kind, "m_grouped_masked", a, sfa, b, sfb, expected_m, device)
+    return _m_grouped_plan(kind, "m_grouped_masked", a, sfa, b, sfb, expected_m, device, d)
 
 
 def _run_masked(plan: _Plan, a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Tensor, sfb: torch.Tensor | None,

@@ -704,7 +704,7 @@ def test_grouped_kernels_compile_for_sm90():
 def test_sm90_masked_declines_unpacked_views():
     """A masked call with a padded d (or a) view is valid; the sm90 kernel needs packed views, so such a
     call plans the portable kernel (H200 run 2026-12-03: it raised inside the sm90 launch before)."""
-    from finegemm.api.grouped import _sm90_masked_layout_reason
+    from finegemm.kernels.sm90.dispatch_grouped import masked_layout_reason as _sm90_masked_layout_reason
 
     a = torch.empty(2, 64, 256)
     d = torch.empty(2, 65, 128)[:, :64]

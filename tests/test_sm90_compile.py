@@ -14,7 +14,7 @@ import pytest
 from finegemm.jit.device import H200
 from finegemm.jit.heuristics import GemmDesc
 from finegemm.jit.heuristics_sm90 import get_sm90_config, make_config
-from finegemm.kernels.sm90.compile_check import PTX_MUST_CONTAIN, compile_variant, resource_usage
+from finegemm.kernels.sm90.compile_check import PTX_MUST_CONTAIN, assert_fast_path_kernel, compile_variant
 
 NK = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]
 
@@ -72,16 +72,7 @@ VARIANTS = _variants()
                               f"st{c.stages}g{c.group_m}{'-tma' if c.sfa_tma else ''}{'-se' if c.small_epi else ''}"
                               f"{'-packed' if d.sf_packed else ''}{'-c' if d.with_c else ''}" for d, c, _ in VARIANTS])
 def test_compiles_with_required_instructions(desc, cfg, c_dtype):
-    kernel = compile_variant(desc, cfg, c_dtype)
-    ptx = kernel.asm["ptx"]
-    for what, pattern in PTX_MUST_CONTAIN.items():
-        assert re.search(pattern, ptx), f"PTX lacks {what} ({pattern})"
-    usage = resource_usage(kernel)
-    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, f"register spills: {usage}"
-    assert kernel.metadata.shared <= H200.smem_per_block
-    # the producer gives registers back, the math warpgroups take them
-    assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+40", ptx)
-    assert re.search(r"setmaxnreg\.inc\.sync\.aligned\.u32\s+2(32|40|48|56)", ptx)
+    ptx = assert_fast_path_kernel(compile_variant(desc, cfg, c_dtype), H200.smem_per_block)
     if cfg.sfa_tma:  # the per-token scales ride in the ring: a third TMA load beside A's and B's
         plain = compile_variant(desc, dataclasses.replace(cfg, sfa_tma=False), c_dtype).asm["ptx"]
         loads = [len(re.findall(PTX_MUST_CONTAIN["TMA load"], p)) for p in (ptx, plain)]

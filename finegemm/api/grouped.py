@@ -63,7 +63,7 @@ from .checks import (
     describe,
     unpack_pair,
 )
-from .dispatch import choose_backend, debug_sync, portable_instead, run_sm90
+from .dispatch import _sm90_grouped_module, choose_backend, debug_sync, portable_instead, run_sm90
 from .gemm import RECIPE_1D1D, RECIPE_1D2D, Recipe
 from .plan_cache import dispatch_state, new_cache, plan_for, scalar_key, tensor_key
 
@@ -323,18 +323,6 @@ def _required_scales(plan: _Plan, sfa: torch.Tensor | None,
     return sfa, sfb
 
 
-def _sm90_masked_layout_reason(a: torch.Tensor, d: torch.Tensor) -> str | None:
-    """Why the sm90 masked kernel cannot take these views (it reads a and writes d as packed
-    ``[G * max_m, K]`` / ``[G * max_m, N]`` TMA sources); None when it can."""
-    g, max_m, k = a.shape
-    n = d.shape[2]
-    if a.stride() != (max_m * k, k, 1):
-        return f"a[0] strides {tuple(a.stride())} are not a packed [G, max_m, K]"
-    if d.stride() != (max_m * n, n, 1):
-        return f"d strides {tuple(d.stride())} are not a packed [G, max_m, N]"
-    return None
-
-
 def _m_grouped_plan(kind: str, layout: str, a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Tensor,
                     sfb: torch.Tensor | None, expected_m: int | None, device: torch.device,
                     d: torch.Tensor | None = None) -> _Plan:
@@ -357,7 +345,7 @@ def _m_grouped_plan(kind: str, layout: str, a: torch.Tensor, sfa: torch.Tensor |
                     layout=layout, num_groups=num_groups, expected_m=expected_m)
     backend, config = choose_backend(desc, device)
     if backend == "sm90" and layout == "m_grouped_masked":
-        reason = _sm90_masked_layout_reason(a, d)
+        reason = _sm90_grouped_module().masked_layout_reason(a, d)
         if reason is not None:
             backend, config = portable_instead(desc, device, reason)
     if backend != "sm90" and layout == "m_grouped_contiguous":

@@ -116,6 +116,24 @@ PTX_MUST_CONTAIN = {
 }
 
 
+def assert_fast_path_kernel(kernel, smem_per_block: int, must_contain: dict[str, str] = PTX_MUST_CONTAIN) -> str:
+    """Assert what every compiled warp-specialized sm90 kernel must show; returns its PTX.
+
+    The PTX has each of ``must_contain``'s instructions, the cubin spills no register (no local memory,
+    no stack), the shared memory fits ``smem_per_block``, and the producer gives registers back (40)
+    while the math warpgroups take them.
+    """
+    ptx = kernel.asm["ptx"]
+    for what, pattern in must_contain.items():
+        assert re.search(pattern, ptx), f"PTX lacks {what} ({pattern})"
+    usage = resource_usage(kernel)
+    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, f"register spills: {usage}"
+    assert kernel.metadata.shared <= smem_per_block
+    assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+40", ptx)
+    assert re.search(r"setmaxnreg\.inc\.sync\.aligned\.u32\s+2(32|40|48|56)", ptx)
+    return ptx
+
+
 def compile_bf16_variant(desc: GemmDesc, config, c_dtype: str = "fp32"):
     """The compiled :func:`.gemm_bf16.bf16_gemm_kernel` for ``desc`` under a
     :class:`~finegemm.jit.heuristics_sm90.Sm90Bf16Config`: the specialization

@@ -137,6 +137,18 @@ def _contiguous_plan(desc, config, a, sfa, b, sfb, d, grouped_layout, use_psum):
     return grid, args, _meta(desc, config, sfa, use_psum, sfa_tma, grouped_layout, d)
 
 
+def masked_layout_reason(a: torch.Tensor, d: torch.Tensor) -> str | None:
+    """Why the masked kernel cannot take these views (it reads ``a`` and writes ``d`` as packed
+    ``[G * max_m, K]`` / ``[G * max_m, N]`` TMA sources); None when it can."""
+    g, max_m, k = a.shape
+    n = d.shape[2]
+    if a.stride() != (max_m * k, k, 1):
+        return f"a[0] strides {tuple(a.stride())} are not a packed [G, max_m, K]"
+    if d.stride() != (max_m * n, n, 1):
+        return f"d strides {tuple(d.stride())} are not a packed [G, max_m, N]"
+    return None
+
+
 def _masked_plan(desc, config, a, sfa, b, sfb, d, masked_m):
     g, max_m, k = a.shape
     n = desc.n
@@ -145,10 +157,9 @@ def _masked_plan(desc, config, a, sfa, b, sfb, d, masked_m):
     cols = sf_cols(k, desc.sf_packed)
     m_aligned = (max_m + 3) // 4 * 4
     _check_sf("a[1]", sfa, (cols * m_aligned, 1, m_aligned))
-    if a.stride(2) != 1 or a.stride(1) != k or a.stride(0) != max_m * k:
-        raise ValueError(f"a[0]: the sm90 masked kernel needs a packed K-major [G, max_m, K]; strides {a.stride()}")
-    if d.stride() != (max_m * n, n, 1):
-        raise ValueError(f"d: the sm90 masked kernel needs a contiguous [G, max_m, N]; strides {d.stride()}")
+    reason = masked_layout_reason(a, d)
+    if reason is not None:
+        raise ValueError(f"the sm90 masked kernel cannot take these views: {reason}")
     a2, d2 = a.view(g * max_m, k), d.view(g * max_m, n)
     sfa_tma = config.sfa_tma and sfa.data_ptr() % 16 == 0
     if sfa_tma:

@@ -46,10 +46,32 @@ def _sm90_grouped_module() -> Any | None:
     return dispatch_grouped
 
 
+@functools.cache
+def _sm90_bf16_grouped_module() -> Any | None:
+    """kernels/sm90/dispatch_bf16_grouped.py (the m-grouped BF16 kernels), or None where it cannot be imported."""
+    try:
+        from ..kernels.sm90 import dispatch_bf16_grouped
+    except ImportError:
+        return None
+    return dispatch_bf16_grouped
+
+
+@functools.cache
+def _sm90_k_grouped_module() -> Any | None:
+    """kernels/sm90/dispatch_k_grouped.py (k-grouped FP8 and BF16), or None where it cannot be imported."""
+    try:
+        from ..kernels.sm90 import dispatch_k_grouped
+    except ImportError:
+        return None
+    return dispatch_k_grouped
+
+
 def _sm90_rules(desc: GemmDesc) -> Any | None:
     """The sm90 host module whose ``unsupported_reason``/``get_config`` own ``desc``'s kind and layout."""
     if desc.layout in ("m_grouped_contiguous", "m_grouped_masked"):
-        return _sm90_grouped_module()
+        return _sm90_bf16_grouped_module() if desc.kind == "bf16" else _sm90_grouped_module()
+    if desc.layout == "k_grouped":
+        return _sm90_k_grouped_module()
     return _sm90_bf16_module() if desc.kind == "bf16" else _sm90_module()
 
 
@@ -109,9 +131,17 @@ def portable_instead(desc: GemmDesc, device: torch.device, reason: str) -> tuple
 
 
 def run_sm90(name: str, *args: Any) -> None:
-    """Call ``kernels/sm90/dispatch.<name>(*args)`` (``m_grouped_*``: ``dispatch_grouped``); modules are
-    imported once, not per call."""
-    module = _sm90_grouped_module() if name.startswith("m_grouped_") else _sm90_module()
+    """Call ``kernels/sm90/dispatch.<name>(*args)`` (``m_grouped_fp8_*``: ``dispatch_grouped``,
+    ``m_grouped_bf16_*``: ``dispatch_bf16_grouped``, ``k_grouped_*``: ``dispatch_k_grouped``); modules
+    are imported once, not per call."""
+    if name.startswith("m_grouped_bf16"):
+        module = _sm90_bf16_grouped_module()
+    elif name.startswith("m_grouped_"):
+        module = _sm90_grouped_module()
+    elif name.startswith("k_grouped_"):
+        module = _sm90_k_grouped_module()
+    else:
+        module = _sm90_module()
     getattr(module, name)(*args)
 
 

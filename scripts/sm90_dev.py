@@ -7,6 +7,7 @@ config also checked against the float64 reference; writes after every shape.
 shapes (recipe (1,1,128) weight gradients with C, FP32-out 1d2d at large M); every candidate is first
 compiled in parallel worker processes (disk cache), then checked against the float64 reference and
 timed; stops timing new configs past ``V4_DEADLINE_S`` (default 140 s) so a bounded run comes back.
+``v5``: the weight-gradient shapes with the per-channel RHS scales in the ring (sfb_tma), 128 vs 256 rows.
 ``v4compile`` (CPU, no GPU): compiles every v4 candidate for sm_90 and prints registers/spills.
 Writes ``$OUT/sm90_dev.json`` (or ./sm90_dev.json) and prints a short table last.
 Timing: CUDA events around each call, a 1 GiB buffer zeroed before each timed call (L2 flush),
@@ -449,14 +450,15 @@ def _v4_precompile_task(task):
     return errs
 
 
-def _v4_precompile(workers=8):
+def _v4_precompile(workers=8, shapes=None, configs=None):
     import multiprocessing as mp
 
+    shapes, configs = shapes or v4_shapes, configs or v4_configs
     facts = device_facts(DEV)
     tasks = []
-    for _label, m, n, k, recipe, out, with_c in v4_shapes():
+    for _label, m, n, k, recipe, out, with_c in shapes():
         desc = desc_for(m, n, k, recipe, False, out, with_c)
-        cfgs = [c for _, c in v4_configs(desc, facts)]
+        cfgs = [c for _, c in configs(desc, facts)]
         for i in range(0, len(cfgs), 4):
             tasks.append(((m, n, k, recipe, str(out).split(".")[-1], with_c), cfgs[i:i + 4]))
     t0 = time.time()
@@ -487,13 +489,38 @@ def cublas_fp32_times(m, n, k):
     return out
 
 
-def phase_v4(result, path):
+def v5_shapes():
+    """The weight-gradient shapes (recipe (1,1,128), FP32 out with C) of the v5 sweep."""
+    return [("wgrad", m, n, k, "1d1d", torch.float32, True) for m, n, k in WGRAD_DEEPGEMM_US]
+
+
+def v5_configs(desc, facts):
+    """v5: per-channel RHS scales in the ring (sfb_tma) at 128 and 256 rows, against the v4 pick."""
+    rep = dataclasses.replace
+    mk = make_config
+    out = [("v4", rep(mk(desc, facts, 128, 128), pipe_mma=False)),
+           ("128 sfb", rep(mk(desc, facts, 128, 128, sfb_tma=True), pipe_mma=False)),
+           ("128 sfa sfb", rep(mk(desc, facts, 128, 128, sfa_tma=True, sfb_tma=True), pipe_mma=False)),
+           ("128 sfa sfb pipe", rep(mk(desc, facts, 128, 128, sfa_tma=True, sfb_tma=True), pipe_mma=True)),
+           ("256 se sfb", mk(desc, facts, 256, 128, small_epi=True, sfb_tma=True)),
+           ("256 se sfa sfb", mk(desc, facts, 256, 128, small_epi=True, sfa_tma=True, sfb_tma=True)),
+           ("256 se sfa sfb g16", rep(mk(desc, facts, 256, 128, small_epi=True, sfa_tma=True, sfb_tma=True),
+                                      group_m=16)),
+           ("128x64 sfa sfb pipe", rep(mk(desc, facts, 128, 64, sfa_tma=True, sfb_tma=True), pipe_mma=True))]
+    heur = get_sm90_config(desc, facts)
+    if heur not in [c for _, c in out]:
+        out.append(("heuristic", heur))
+    return out
+
+
+def phase_v4(result, path, shapes=None, configs=None, key="v4"):
+    shapes, configs = shapes or v4_shapes, configs or v4_configs
     t_start = time.time()
     deadline = float(os.environ.get("V4_DEADLINE_S", "140"))
     facts = device_facts(DEV)
-    result["v4_precompile"] = _v4_precompile(int(os.environ.get("V4_WORKERS", "8")))
-    rows = result.setdefault("v4", [])
-    for label, m, n, k, recipe, out, with_c in v4_shapes():
+    result[f"{key}_precompile"] = _v4_precompile(int(os.environ.get("V4_WORKERS", "8")), shapes, configs)
+    rows = result.setdefault(key, [])
+    for label, m, n, k, recipe, out, with_c in shapes():
         desc = desc_for(m, n, k, recipe, False, out, with_c)
         t = inputs(m, n, k, recipe, False, with_c, out)
         a, sfa, sfa_k, b, sfb, sfb_k, c, d = t
@@ -503,7 +530,7 @@ def phase_v4(result, path):
                    deepgemm_us=(DEEPGEMM_US if label == "small" else WGRAD_DEEPGEMM_US).get((m, n, k)),
                    hbm_floor_us=op_bytes / (HBM_TBPS * 1e6))
         flops = 2 * m * n * k
-        for name, cfg in v4_configs(desc, facts):
+        for name, cfg in configs(desc, facts):
             entry = dict(name=name, cfg=cfg.__dict__, heuristic=cfg == get_sm90_config(desc, facts))
             if time.time() - t_start > deadline:
                 entry["skipped"] = "deadline"
@@ -534,7 +561,7 @@ def phase_v4(result, path):
         timed = [c for c in r["configs"] if c.get("ok") and "us" in c]
         if not timed:
             continue
-        v3 = next((c["us"] for c in timed if c["name"] == "v3"), float("nan"))
+        v3 = next((c["us"] for c in timed if c["name"] in ("v3", "v4")), float("nan"))
         best = min(timed, key=lambda c: c["us"])
         dg = r.get("deepgemm_us") or float("nan")
         print(f"{r['label']:>9} {r['M']:>5}x{r['N']:>5}x{r['K']:>5} {v3:7.1f} {best['us']:7.1f} {best['name']:>18} "
@@ -600,6 +627,8 @@ def main():
         phase_v3(result, path)
     if "v4" in args:
         phase_v4(result, os.path.join(outdir, "sm90_v4_smallm_wgrad_sweep.json"))
+    if "v5" in args:
+        phase_v4(result, os.path.join(outdir, "sm90_v5_wgrad_sweep.json"), v5_shapes, v5_configs, "v5")
     json.dump(result, open(path, "w"), indent=1, default=str)
     if "check" in args:
         bad = [r for r in result["check"] if not r["ok"]]

@@ -61,6 +61,14 @@ def _variants():
     add(d, make_config(d, H200, 256, 128))
     add(d, make_config(d, H200, 128, 128, sfa_tma=True))
     add(d, make_config(d, H200, 64, 64, 4, sfa_tma=True))
+    # v5: recipe (1, 1, 128) with the per-channel RHS scales in the ring, 128 and 256 rows, packed too
+    d = GemmDesc("fp8_1d1d", 4096, 4096, 7168, out_fp32=True, with_c=True)
+    add(d, make_config(d, H200, 128, 128, sfb_tma=True), "fp32")
+    add(d, dataclasses.replace(make_config(d, H200, 128, 128, sfa_tma=True, sfb_tma=True), pipe_mma=True), "fp32")
+    add(d, make_config(d, H200, 256, 128, small_epi=True, sfa_tma=True, sfb_tma=True), "fp32")
+    d = GemmDesc("fp8_1d1d", 4095, 2112, 7168, out_fp32=True, with_c=True, sf_packed=True)
+    add(d, make_config(d, H200, 256, 128, small_epi=True, sfb_tma=True), "fp32")
+    add(d, make_config(d, H200, 64, 128, 4, sfa_tma=True, sfb_tma=True), "fp32")
     return list(seen.values())
 
 
@@ -69,14 +77,15 @@ VARIANTS = _variants()
 
 @pytest.mark.parametrize("desc,cfg,c_dtype", VARIANTS,
                          ids=[f"{d.kind}-n{d.n}-k{d.k}-{c.block_m}x{c.block_n}s{c.split_k}p{int(c.pipe_mma)}"
-                              f"st{c.stages}g{c.group_m}{'-tma' if c.sfa_tma else ''}{'-se' if c.small_epi else ''}"
+                              f"st{c.stages}g{c.group_m}{'-tma' if c.sfa_tma else ''}{'-sfb' if c.sfb_tma else ''}"
+                              f"{'-se' if c.small_epi else ''}"
                               f"{'-packed' if d.sf_packed else ''}{'-c' if d.with_c else ''}" for d, c, _ in VARIANTS])
 def test_compiles_with_required_instructions(desc, cfg, c_dtype):
     ptx = assert_fast_path_kernel(compile_variant(desc, cfg, c_dtype), H200.smem_per_block)
-    if cfg.sfa_tma:  # the per-token scales ride in the ring: a third TMA load beside A's and B's
-        plain = compile_variant(desc, dataclasses.replace(cfg, sfa_tma=False), c_dtype).asm["ptx"]
+    if cfg.sfa_tma or cfg.sfb_tma:  # scales ride in the ring: a third (fourth) TMA load beside A's and B's
+        plain = compile_variant(desc, dataclasses.replace(cfg, sfa_tma=False, sfb_tma=False), c_dtype).asm["ptx"]
         loads = [len(re.findall(PTX_MUST_CONTAIN["TMA load"], p)) for p in (ptx, plain)]
-        assert 2 * loads[0] == 3 * loads[1], loads
+        assert 2 * loads[0] == (2 + cfg.sfa_tma + cfg.sfb_tma) * loads[1], loads
     if cfg.block_m == 256:  # two m64 waves a warpgroup: 2 x 4 k32 WGMMAs per K block in each partition
         assert len(re.findall(PTX_MUST_CONTAIN["wgmma e4m3"], ptx)) == 16
 

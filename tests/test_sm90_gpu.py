@@ -88,8 +88,8 @@ def test_public_api_routes_to_sm90():
     assert reference.calc_diff(d, reference.fp8_gemm_nt(a, b)) < 1e-3
 
 
-def _run_cfg(m, n, k, packed, with_c, **overrides):
-    """As :func:`_run` for recipe 1d2d, but with a forced config (v3 tiles and scale paths)."""
+def _run_cfg(m, n, k, packed, with_c, recipe="1d2d", pipe_mma=None, **overrides):
+    """As :func:`_run`, but with a forced config (v3 tiles and scale paths; recipe 1d1d: FP32 out)."""
     import dataclasses
 
     from finegemm.jit.device import device_facts
@@ -97,11 +97,17 @@ def _run_cfg(m, n, k, packed, with_c, **overrides):
     from finegemm.jit.heuristics_sm90 import make_config
 
     _sm90()
-    desc = GemmDesc("fp8_1d2d", m, n, k, True, True, with_c, with_c, packed)
+    out_fp32 = with_c or recipe == "1d1d"
+    desc = GemmDesc(f"fp8_{recipe}", m, n, k, True, True, out_fp32, with_c, packed)
     bm, bn, split = overrides.pop("tile", (256, 128, 1))
     cfg = make_config(desc, device_facts(torch.device("cuda")), bm, bn, split, **overrides)
-    _run(m, n, k, "1d2d", packed, with_c, torch.float32 if with_c else torch.bfloat16,
-         cfg=dataclasses.replace(cfg, pipe_mma=False) if bm == 256 else cfg)
+    if bm == 256:
+        pipe_mma = False
+    if pipe_mma is not None:
+        cfg = dataclasses.replace(cfg, pipe_mma=pipe_mma)
+    for name, value in overrides.items():  # the config must be the one asked for, not a silent fallback
+        assert getattr(cfg, name) == value, (name, cfg)
+    _run(m, n, k, recipe, packed, with_c, torch.float32 if out_fp32 else torch.bfloat16, cfg=cfg)
 
 
 V3_CASES = [(4095, 2112, 7168, False, False), (333, 576, 128, False, False), (77, 2112, 7168, True, False),
@@ -118,3 +124,20 @@ def test_block_m_256(m, n, k, packed, with_c, variant):
 @pytest.mark.parametrize("packed", [False, True])
 def test_sfa_tma_small_tiles(tile, packed):
     _run_cfg(333 if tile[0] == 128 else 64, 2112, 7168, packed, False, tile=tile, sfa_tma=True)
+
+
+SFB_TMA_CASES = [(333, 576, 7168), (4095, 2112, 512), (2112, 4096, 1536)]
+
+
+@pytest.mark.parametrize("m,n,k", SFB_TMA_CASES)
+@pytest.mark.parametrize("packed", [False, True])
+@pytest.mark.parametrize("variant", [
+    dict(tile=(128, 128, 1)), dict(tile=(128, 128, 1), sfa_tma=True, pipe_mma=True),
+    dict(tile=(256, 128, 1), small_epi=True), dict(tile=(256, 128, 1), small_epi=True, sfa_tma=True),
+    dict(tile=(64, 128, 4), sfa_tma=True)], ids=["128", "128-sfa-pipe", "256-se", "256-se-sfa", "64-split4-sfa"])
+def test_1d1d_sfb_tma(m, n, k, packed, variant):
+    """Recipe (1, 1, 128) with the per-channel RHS scales riding in the ring (``sfb_tma``), C added."""
+    variant = dict(variant)
+    if packed and variant["tile"][0] == 256:
+        variant.pop("sfa_tma", None)  # packed per-token scales stay on global loads at 256 rows
+    _run_cfg(m, n, k, packed, True, recipe="1d1d", sfb_tma=True, **variant)

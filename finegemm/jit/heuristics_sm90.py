@@ -36,6 +36,9 @@ class Sm90Config:
     small_epi: bool = False
     # the per-token LHS scales ride in the ring by TMA instead of global loads in the math warps
     sfa_tma: bool = False
+    # recipe (1, 1, 128): the per-channel RHS scales ride in the ring too, read from shared memory at
+    # each promotion instead of held in registers a K block ahead
+    sfb_tma: bool = False
 
     @property
     def num_warps(self) -> int:
@@ -158,7 +161,7 @@ def get_sm90_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Config:
 
 
 def make_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int = 1,
-                small_epi: bool = False, sfa_tma: bool = False) -> Sm90Config:
+                small_epi: bool = False, sfa_tma: bool = False, sfb_tma: bool = False) -> Sm90Config:
     """A config for explicit tiles: stages from the shared-memory budget, PIPE_MMA where registers allow.
 
     BLOCK_M 256 never pipelines (its two accumulator waves plus one partial already take 192 registers
@@ -169,14 +172,17 @@ def make_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int
     # CPU compile check: packed UE8M0 scales from the ring at BLOCK_M 256 spill 112 bytes (the decode
     # splits the partial's register block); keep those on global loads.
     sfa_tma = sfa_tma and not (bm == 256 and desc.sf_packed)
-    stages = min(MAX_STAGES, layouts.max_stages(bm, bn, out_fp32, facts.smem_per_block, small_epi, sfa_tma))
-    # Two partials in flight need 3 accumulators of registers; per-channel RHS scales add two
-    # column vectors (current and next K block). 192 leaves ~40 of the 232 for addresses.
+    sfb_tma = sfb_tma and desc.kind == "fp8_1d1d"
+    stages = min(MAX_STAGES, layouts.max_stages(bm, bn, out_fp32, facts.smem_per_block, small_epi, sfa_tma,
+                                                sfb_tma))
+    # Two partials in flight need 3 accumulators of registers; per-channel RHS scales from global
+    # memory add two column vectors (current and next K block), from the ring one transient vector.
+    # 192 leaves ~40 of the 232 for addresses.
     regs = layouts.accumulator_regs(bm, bn, pipelined=True)
     if desc.kind == "fp8_1d1d":
-        regs += 2 * bn // 4
+        regs += bn // 4 if sfb_tma else 2 * bn // 4
     pipe = regs <= 192 and bm < 256
-    return Sm90Config(bm, bn, stages, split, 8, facts.num_sms, pipe, small_epi, sfa_tma)
+    return Sm90Config(bm, bn, stages, split, 8, facts.num_sms, pipe, small_epi, sfa_tma, sfb_tma)
 
 
 # ---------------------------------------------------------------------------------------------

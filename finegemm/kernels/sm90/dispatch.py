@@ -77,8 +77,9 @@ def _desc(t: torch.Tensor, block: list[int]) -> TensorDescriptor:
 _sfa_dummies: dict[tuple, torch.Tensor] = {}
 
 
-def _sfa_desc(sfa: torch.Tensor, bm: int, tma: bool) -> TensorDescriptor | None:
-    """TMA descriptor of the MN-major LHS scales seen as [K/128 (packed: ceil(K/512)), M], box [1, BM].
+def _scale_desc(sfa: torch.Tensor, bm: int, tma: bool) -> TensorDescriptor | None:
+    """TMA descriptor of MN-major scales ``[M, K/128]`` (the per-token LHS ones, or recipe (1, 1, 128)'s
+    per-channel RHS ones with N for M) seen as [K/128 (packed: ceil(K/512)), M], box [1, BM].
 
     Without ``tma`` the kernel never reads it: a 16-byte placeholder over a cached dummy tensor. None
     when the scales cannot be a TMA source (base or K stride not 16-byte aligned).
@@ -117,16 +118,20 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c):
     per_channel = desc.kind == "fp8_1d1d"
     stride_sfb = sfb.stride(1) if per_channel else sfb.stride(0)
     c_arg = c if c is not None else d
-    sfa_desc = _sfa_desc(sfa, bm, config.sfa_tma)
+    sfa_desc = _scale_desc(sfa, bm, config.sfa_tma)
     if sfa_desc is None:  # scales not TMA-addressable (unaligned view): load them from global memory
         config = dataclasses.replace(config, sfa_tma=False)
-        sfa_desc = _sfa_desc(sfa, bm, False)
+        sfa_desc = _scale_desc(sfa, bm, False)
+    sfb_desc = _scale_desc(sfb, bn, True) if per_channel and config.sfb_tma else None
+    if sfb_desc is None:
+        config = dataclasses.replace(config, sfb_tma=False)
     kernel_args = (a_desc, b_desc, d_desc, sfa, sfb, c_arg, m, sfa.stride(1), stride_sfb, c_arg.stride(0), sfa_desc)
     meta = dict(
         N=n, K=k, BLOCK_M=bm, BLOCK_N=bn, STAGES=config.stages, GROUP_M=config.group_m, SPLIT_K=split,
         SF_PACKED=sfa.dtype == torch.int32, SFB_PER_CHANNEL=per_channel, HAS_C=c is not None,
         PIPE_MMA=config.pipe_mma, PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS,
-        SMALL_EPI=config.small_epi, SFA_TMA=config.sfa_tma, num_warps=config.num_warps,
+        SMALL_EPI=config.small_epi, SFA_TMA=config.sfa_tma, sfb_desc=sfb_desc, SFB_TMA=config.sfb_tma,
+        num_warps=config.num_warps,
     )
     reduce = None
     if split > 1:

@@ -30,7 +30,7 @@ from ...jit.heuristics import GemmDesc
 from ...jit.heuristics_sm90 import Sm90Config
 from ...jit.heuristics_sm90_grouped import GROUPED_LAYOUTS, get_sm90_grouped_config
 from . import gemm_1d2d, launcher, layouts
-from .dispatch import TESTED_TRITON, _desc, _sfa_desc
+from .dispatch import TESTED_TRITON, _desc, _scale_desc
 
 # get_mk_alignment_for_contiguous_layout(): every contiguous segment starts on a multiple of it
 CONTIGUOUS_ALIGN = 128
@@ -124,11 +124,11 @@ def _contiguous_plan(desc, config, a, sfa, b, sfb, d, grouped_layout, use_psum):
     m, _ = a.shape
     bm, bn = config.block_m, config.block_n
     stride_sfb = _sfb_stride(desc, sfb)
-    sfa_desc = _sfa_desc(sfa, bm, config.sfa_tma)
+    sfa_desc = _scale_desc(sfa, bm, config.sfa_tma)
     sfa_tma = config.sfa_tma
     if sfa_desc is None:  # not TMA-addressable: per-token scales from global memory
         sfa_tma = False
-        sfa_desc = _sfa_desc(sfa, bm, False)
+        sfa_desc = _scale_desc(sfa, bm, False)
     stride_sfa_k = sfa.stride(1) if sfa.shape[1] > 1 else (m + 3) // 4 * 4
     tiles = triton.cdiv(m, bm) * triton.cdiv(desc.n, bn)
     grid = (max(1, min(tiles, config.num_sms)),)
@@ -168,7 +168,7 @@ def _masked_plan(desc, config, a, sfa, b, sfb, d, masked_m):
         sfa_desc = TensorDescriptor(sfa, [g * cols, max_m], [m_aligned, 1], layouts.sfa_box(bm, True),
                                     gemm_1d2d.sfa_desc_layout())
     else:
-        sfa_desc = _sfa_desc(sfa, bm, False)
+        sfa_desc = _scale_desc(sfa, bm, False)
     # work units: at most every group's full tile count; the kernel walks only the valid ones
     tiles = g * triton.cdiv(max_m, bm) * triton.cdiv(n, bn)
     grid = (max(1, min(tiles, config.num_sms)),)

@@ -111,22 +111,27 @@ def _load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                     sfa_desc=None, sfa_bufs=None, SFA_TMA: gl.constexpr = False, SF_PACKED: gl.constexpr = False,
                     layout_ptr=None, GROUPING: gl.constexpr = 0, NUM_GROUPS: gl.constexpr = 1,
                     GROUP_ROWS: gl.constexpr = 0, SFK_ROWS: gl.constexpr = 0, USE_PSUM: gl.constexpr = False,
-                    ALIGN: gl.constexpr = 128):
+                    ALIGN: gl.constexpr = 128, sfb_desc=None, sfb_bufs=None, SFB_TMA: gl.constexpr = False):
     if GROUPING != 0:
         _grouped_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M, N, K, BLOCK_M, BLOCK_N,
                                 STAGES, GROUP_M, sfa_desc, sfa_bufs, SFA_TMA, SF_PACKED, layout_ptr, GROUPING,
                                 NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM, ALIGN)
     else:
         _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M, N, K, BLOCK_M, BLOCK_N,
-                              STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA, SF_PACKED)
+                              STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA, SF_PACKED, sfb_desc, sfb_bufs,
+                              SFB_TMA)
 
 
 @gluon.jit
 def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                           N: gl.constexpr, K: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                           STAGES: gl.constexpr, GROUP_M: gl.constexpr, SPLIT_K: gl.constexpr,
-                          sfa_desc, sfa_bufs, SFA_TMA: gl.constexpr, SF_PACKED: gl.constexpr):
+                          sfa_desc, sfa_bufs, SFA_TMA: gl.constexpr, SF_PACKED: gl.constexpr, sfb_desc, sfb_bufs,
+                          SFB_TMA: gl.constexpr):
     num_kb: gl.constexpr = K // BLOCK_K
+    nbytes: gl.constexpr = (a_desc.block_type.nbytes + b_desc.block_type.nbytes
+                            + (sfa_desc.block_type.nbytes if SFA_TMA else 0)
+                            + (sfb_desc.block_type.nbytes if SFB_TMA else 0))
     kb_per_split: gl.constexpr = num_kb // SPLIT_K
     num_pid_m = gl.cdiv(M, BLOCK_M)
     num_pid_n: gl.constexpr = (N + BLOCK_N - 1) // BLOCK_N
@@ -145,14 +150,13 @@ def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars,
             mbarrier.wait(empty_bars.index(s), phase ^ 1)
             bar = full_bars.index(s)
             kb = kb0 + kk
+            mbarrier.expect(bar, nbytes)
+            # the MN-major scale tensors are [K/128 (packed: /4), M or N]: one row of the tile per stage
+            krow = kb // 4 if SF_PACKED else kb
             if SFA_TMA:
-                mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes
-                                + sfa_desc.block_type.nbytes)
-                # the MN-major scale tensor is [K/128 (packed: /4), M]: one row of BLOCK_M per stage
-                krow = kb // 4 if SF_PACKED else kb
                 tma.async_copy_global_to_shared(sfa_desc, [krow, off_m], bar, sfa_bufs.index(s))
-            else:
-                mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+            if SFB_TMA:
+                tma.async_copy_global_to_shared(sfb_desc, [krow, off_n], bar, sfb_bufs.index(s))
             tma.async_copy_global_to_shared(a_desc, [off_m, kb * BLOCK_K], bar, a_bufs.index(s))
             tma.async_copy_global_to_shared(b_desc, [off_n, kb * BLOCK_K], bar, b_bufs.index(s))
             it += 1
@@ -271,18 +275,22 @@ def _grouped_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bar
 def _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col, kb,
             stride_sfa_k, stride_sfb, NUM_NB: gl.constexpr,
             SF_PACKED: gl.constexpr, SFB_PER_CHANNEL: gl.constexpr, SFB_UNIFORM: gl.constexpr,
-            SFA_TMA: gl.constexpr = False):
+            SFA_TMA: gl.constexpr = False, SFB_TMA: gl.constexpr = False):
     """(row scale [64], column scale [BN] or scalar(s)) for K block ``kb``.
 
-    With ``SFA_TMA`` the row scale rides in the ring (:func:`_ring_scale`, read once the stage is
-    full); a constant placeholder of the same type is returned here instead.
+    With ``SFA_TMA`` (``SFB_TMA``) the row (per-channel column) scales ride in the ring
+    (:func:`_ring_scale`, read once the stage is full); a constant placeholder of the same type is
+    returned here instead.
     """
     if SFA_TMA:
         sa = gl.full(rows.shape, 1.0, gl.float32, rows.type.layout)
     else:
         sa = _load_scale(sfa_ptr, rows, kb, stride_sfa_k, row_mask, SF_PACKED)
     if SFB_PER_CHANNEL:
-        sb = _load_scale(sfb_ptr, cols, kb, stride_sfb, col_mask, SF_PACKED)
+        if SFB_TMA:
+            sb = gl.full(cols.shape, 1.0, gl.float32, cols.type.layout)
+        else:
+            sb = _load_scale(sfb_ptr, cols, kb, stride_sfb, col_mask, SF_PACKED)
         return sa, sb, sb
     else:
         # per-block RHS scales: row-major [ceil(N/128), SFK] (packed: [ceil(N/128), ceil(SFK/4)])
@@ -304,15 +312,20 @@ def _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col, k
 
 
 @gluon.jit
-def _ring_scale(sfa_bufs, s, kb, row0: gl.constexpr, layout: gl.constexpr, PACKED: gl.constexpr):
-    """Per-token scales of tile rows ``row0 + [0, 64)`` for K block ``kb`` from ring slot ``s``.
+def _ring_scale(sf_bufs, s, kb, start: gl.constexpr, layout: gl.constexpr, PACKED: gl.constexpr,
+                size: gl.constexpr = 64):
+    """Scales ``start + [0, size)`` of the tile (per-token rows, or per-channel columns) for K block
+    ``kb`` from ring slot ``s``.
 
-    ``sfa_bufs`` is [STAGES, 1, BLOCK_M] (one TMA box of the MN-major scale tensor per stage, no
-    swizzle), read as flat rows; packed UE8M0 words hold K blocks ``4 * (kb // 4) + [0, 4)``.
+    ``sf_bufs`` is [STAGES, 1, BLOCK_M or BLOCK_N] (one TMA box of the MN-major scale tensor per
+    stage, no swizzle), read as flat rows; packed UE8M0 words hold K blocks ``4 * (kb // 4) + [0, 4)``.
     """
     flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
-    row = sfa_bufs.index(s)._reinterpret(sfa_bufs.dtype, [sfa_bufs.shape[2]], flat)
-    v = row.slice(row0, 64).load(layout)
+    row = sf_bufs.index(s)._reinterpret(sf_bufs.dtype, [sf_bufs.shape[2]], flat)
+    if size == sf_bufs.shape[2]:
+        v = row.load(layout)
+    else:
+        v = row.slice(start, size).load(layout)
     if PACKED:
         return _decode1(v, kb)
     else:
@@ -352,7 +365,7 @@ def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
                    sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col, stride_sfa_k, stride_sfb,
                    mma_layout: gl.constexpr, NUM_NB: gl.constexpr, KB, STAGES: gl.constexpr,
                    SF_PACKED: gl.constexpr, SFB_PER_CHANNEL: gl.constexpr, SFB_UNIFORM: gl.constexpr,
-                   PIPE_MMA: gl.constexpr, SFA_TMA: gl.constexpr):
+                   PIPE_MMA: gl.constexpr, SFA_TMA: gl.constexpr, sfb_bufs=None, SFB_TMA: gl.constexpr = False):
     """One 64-row wave over ``KB`` K blocks: returns (promoted [64, BLOCK_N] fp32 accumulator, ring counter).
 
     ``KB`` is a constexpr for dense tiles; grouped tiles pass a runtime count (0 for a skipped tile: a
@@ -360,10 +373,12 @@ def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
     """
     BLOCK_N: gl.constexpr = b_bufs.shape[1]
     row_layout: gl.constexpr = gl.SliceLayout(1, mma_layout)
+    col_layout: gl.constexpr = gl.SliceLayout(0, mma_layout)
     zero = gl.zeros([64, BLOCK_N], gl.float32, mma_layout)
     acc = gl.zeros([64, BLOCK_N], gl.float32, mma_layout)
     sa, sb0, sb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col, kb0,
-                           stride_sfa_k, stride_sfb, NUM_NB, SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA)
+                           stride_sfa_k, stride_sfb, NUM_NB, SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA,
+                           SFB_TMA)
     if PIPE_MMA:
         # Prologue: the first K block's WGMMA in flight.
         s = it % STAGES
@@ -380,10 +395,13 @@ def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
             # Next block's scales load while both WGMMAs run.
             nsa, nsb0, nsb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col,
                                       kb0 + kk, stride_sfa_k, stride_sfb, NUM_NB,
-                                      SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA)
+                                      SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA, SFB_TMA)
             part = warpgroup_mma_wait(1, deps=(prev,))
             if SFA_TMA:
                 sa = _ring_scale(sfa_bufs, prev_s, kb0 + kk - 1, row0, row_layout, SF_PACKED)
+            if SFB_TMA:
+                sb0 = _ring_scale(sfb_bufs, prev_s, kb0 + kk - 1, 0, col_layout, SF_PACKED, BLOCK_N)
+                sb1 = sb0
             mbarrier.arrive(empty_bars.index(prev_s), count=1)
             acc = _promote(acc, part, sa, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
             sa = nsa
@@ -395,6 +413,9 @@ def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
         part = warpgroup_mma_wait(0, deps=(prev,))
         if SFA_TMA:
             sa = _ring_scale(sfa_bufs, prev_s, kb0 + KB - 1, row0, row_layout, SF_PACKED)
+        if SFB_TMA:
+            sb0 = _ring_scale(sfb_bufs, prev_s, kb0 + KB - 1, 0, col_layout, SF_PACKED, BLOCK_N)
+            sb1 = sb0
         mbarrier.arrive(empty_bars.index(prev_s), count=1)
         acc = _promote(acc, part, sa, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
     else:
@@ -405,11 +426,14 @@ def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
                                  use_acc=False, is_async=True)
             if SFA_TMA:
                 sa = _ring_scale(sfa_bufs, s, kb0 + kk, row0, row_layout, SF_PACKED)
+            if SFB_TMA:
+                sb0 = _ring_scale(sfb_bufs, s, kb0 + kk, 0, col_layout, SF_PACKED, BLOCK_N)
+                sb1 = sb0
             # Next block's scales load while the WGMMA runs (the last iteration reloads its own).
             nkb = gl.minimum(kb0 + kk + 1, kb0 + KB - 1)
             nsa, nsb0, nsb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col,
                                       nkb, stride_sfa_k, stride_sfb, NUM_NB,
-                                      SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA)
+                                      SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA, SFB_TMA)
             part = warpgroup_mma_wait(0, deps=(part,))
             mbarrier.arrive(empty_bars.index(s), count=1)
             acc = _promote(acc, part, sa, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
@@ -426,17 +450,20 @@ def _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
                    second_col, stride_sfa_k, stride_sfb,
                    mma_layout: gl.constexpr, NUM_NB: gl.constexpr, KB: gl.constexpr, STAGES: gl.constexpr,
                    SF_PACKED: gl.constexpr, SFB_PER_CHANNEL: gl.constexpr, SFB_UNIFORM: gl.constexpr,
-                   SFA_TMA: gl.constexpr):
+                   SFA_TMA: gl.constexpr, sfb_bufs=None, SFB_TMA: gl.constexpr = False):
     """Two 64-row waves (tile rows ``row0`` and ``row1`` + [0, 64)) over ``KB`` K blocks, BLOCK_M 256.
 
     Per K block: WGMMA wave 0 into the one partial, promote it into ``acc0``, then wave 1 into the same
     partial registers, promote into ``acc1`` (64 + 2 x 64 fp32 registers a thread at BLOCK_N 128).
     The partial is reused rather than doubled: two partials would need 256 registers. The other
     math warpgroup's WGMMAs keep the tensor cores busy while this one promotes.
+    With ``SFB_TMA`` the per-channel scales are read from the ring before each wave's promotion (twice
+    per K block) rather than kept live across the second wave's WGMMA.
     Returns (acc0, acc1, ring counter).
     """
     BLOCK_N: gl.constexpr = b_bufs.shape[1]
     row_layout: gl.constexpr = gl.SliceLayout(1, mma_layout)
+    col_layout: gl.constexpr = gl.SliceLayout(0, mma_layout)
     zero = gl.zeros([64, BLOCK_N], gl.float32, mma_layout)
     acc0 = gl.zeros([64, BLOCK_N], gl.float32, mma_layout)
     acc1 = gl.zeros([64, BLOCK_N], gl.float32, mma_layout)
@@ -445,7 +472,8 @@ def _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
     # block, which fragments the register file and spilled 14 accumulator registers.
     part = zero
     sa0, sb0, sb1 = _scales(sfa_ptr, sfb_ptr, rows0, cols, mask0, col_mask, nb0, second_col, kb0,
-                            stride_sfa_k, stride_sfb, NUM_NB, SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA)
+                            stride_sfa_k, stride_sfb, NUM_NB, SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA,
+                            SFB_TMA)
     sa1 = sa0
     if not SFA_TMA:
         sa1 = _load_scale(sfa_ptr, rows1, kb0, stride_sfa_k, mask1, SF_PACKED)
@@ -457,6 +485,9 @@ def _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
         if SFA_TMA:
             sa0 = _ring_scale(sfa_bufs, s, kb0 + kk, row0, row_layout, SF_PACKED)
         part = warpgroup_mma_wait(0, deps=(part,))
+        if SFB_TMA:
+            sb0 = _ring_scale(sfb_bufs, s, kb0 + kk, 0, col_layout, SF_PACKED, BLOCK_N)
+            sb1 = sb0
         acc0 = _promote(acc0, part, sa0, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
         part = warpgroup_mma(_a_rows(a_bufs, s, row1), b_tile, part, use_acc=False, is_async=True)
         if SFA_TMA:
@@ -466,11 +497,14 @@ def _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
         nkb = gl.minimum(kb0 + kk + 1, kb0 + KB - 1)
         nsa0, nsb0, nsb1 = _scales(sfa_ptr, sfb_ptr, rows0, cols, mask0, col_mask, nb0, second_col, nkb,
                                    stride_sfa_k, stride_sfb, NUM_NB, SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM,
-                                   SFA_TMA)
+                                   SFA_TMA, SFB_TMA)
         nsa1 = nsa0
         if not SFA_TMA:
             nsa1 = _load_scale(sfa_ptr, rows1, nkb, stride_sfa_k, mask1, SF_PACKED)
         part = warpgroup_mma_wait(0, deps=(part,))
+        if SFB_TMA:
+            sb0 = _ring_scale(sfb_bufs, s, kb0 + kk, 0, col_layout, SF_PACKED, BLOCK_N)
+            sb1 = sb0
         mbarrier.arrive(empty_bars.index(s), count=1)
         acc1 = _promote(acc1, part, sa1, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
         sa0 = nsa0
@@ -510,7 +544,8 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                     PIPE_MMA: gl.constexpr, SMALL_EPI: gl.constexpr, sfa_bufs, SFA_TMA: gl.constexpr,
                     WG: gl.constexpr, layout_ptr=None, d_ptr=None, GROUPING: gl.constexpr = 0,
                     NUM_GROUPS: gl.constexpr = 1, GROUP_ROWS: gl.constexpr = 0, SFA_STRIDE_G: gl.constexpr = 0,
-                    SFB_STRIDE_G: gl.constexpr = 0, USE_PSUM: gl.constexpr = False, ALIGN: gl.constexpr = 128):
+                    SFB_STRIDE_G: gl.constexpr = 0, USE_PSUM: gl.constexpr = False, ALIGN: gl.constexpr = 128,
+                    sfb_bufs=None, SFB_TMA: gl.constexpr = False):
     """One math warpgroup (4 warps). Its rows of each tile: wave ``w`` covers tile rows
     ``w * 64 * NUM_WG + 64 * WG + [0, 64)`` (BLOCK_M 64/128: one wave; 256: two, DeepGEMM's order).
     ``d_smem`` holds [BLOCK_M, BLOCK_N] (or, with ``SMALL_EPI``, [64 * NUM_WG, BLOCK_N] that both
@@ -523,7 +558,8 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
     else:
         _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr, sfb_ptr, c_ptr, M,
                     stride_sfa_k, stride_sfb, stride_cm, N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
-                    SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, WG)
+                    SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, WG, sfb_bufs,
+                    SFB_TMA)
 
 
 @gluon.jit
@@ -533,7 +569,7 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                 STAGES: gl.constexpr, GROUP_M: gl.constexpr, SPLIT_K: gl.constexpr,
                 SF_PACKED: gl.constexpr, SFB_PER_CHANNEL: gl.constexpr, HAS_C: gl.constexpr,
                 PIPE_MMA: gl.constexpr, SMALL_EPI: gl.constexpr, sfa_bufs, SFA_TMA: gl.constexpr,
-                WG: gl.constexpr):
+                WG: gl.constexpr, sfb_bufs, SFB_TMA: gl.constexpr):
     """The dense math partition (GROUPING 0): persistent (tile, k-split) units."""
     WG_M: gl.constexpr = 64
     NUM_WG: gl.constexpr = num_math_warpgroups(BLOCK_M)
@@ -576,7 +612,7 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
             acc, it = _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row0,
                                      sfa_ptr, sfb_ptr, rows0, cols, mask0, col_mask, nb0, second_col,
                                      stride_sfa_k, stride_sfb, mma_layout, NUM_NB, kb_per_split, STAGES,
-                                     SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, PIPE_MMA, SFA_TMA)
+                                     SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, PIPE_MMA, SFA_TMA, sfb_bufs, SFB_TMA)
             _store_wave(acc, d_desc, d_sub0, c_ptr, rows0, cols, mask0, col_mask, stride_cm,
                         out_m + row0, off_n, 0, ADD_C)
         else:
@@ -586,7 +622,7 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                                             row1, sfa_ptr, sfb_ptr, rows0, rows1, cols, mask0, mask1, col_mask,
                                             nb0, second_col, stride_sfa_k, stride_sfb, mma_layout, NUM_NB,
                                             kb_per_split, STAGES, SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM,
-                                            SFA_TMA)
+                                            SFA_TMA, sfb_bufs, SFB_TMA)
             _store_wave(acc0, d_desc, d_sub0, c_ptr, rows0, cols, mask0, col_mask, stride_cm,
                         out_m + row0, off_n, 0, ADD_C)
             # SMALL_EPI: wave 1 reuses wave 0's buffer, so wave 0's store must have read it first.
@@ -713,11 +749,14 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                     SMALL_EPI: gl.constexpr = False, SFA_TMA: gl.constexpr = False,
                     layout_ptr=None, d_ptr=None, GROUPING: gl.constexpr = 0, NUM_GROUPS: gl.constexpr = 1,
                     GROUP_ROWS: gl.constexpr = 0, SFK_ROWS: gl.constexpr = 0, SFA_STRIDE_G: gl.constexpr = 0,
-                    SFB_STRIDE_G: gl.constexpr = 0, USE_PSUM: gl.constexpr = False, ALIGN: gl.constexpr = 128):
+                    SFB_STRIDE_G: gl.constexpr = 0, USE_PSUM: gl.constexpr = False, ALIGN: gl.constexpr = 128,
+                    sfb_desc=None, SFB_TMA: gl.constexpr = False):
     """Entry: carve shared memory, init barriers, fork producer and math partitions.
 
     ``sfa_desc``: TMA descriptor of the LHS scales as [K/128 (packed: ceil(K/512)), M] (the MN-major
     tensor's transpose), box [1, BLOCK_M], no swizzle; only read with ``SFA_TMA`` (else any small box).
+    ``sfb_desc`` (recipe (1, 1, 128) with ``SFB_TMA`` only, else None): the per-channel RHS scales
+    likewise as [K/128 (packed: ceil(K/512)), N], box [1, BLOCK_N].
 
     m-grouped MoE forms (``GROUPING``; 0 = dense, every grouped argument left at its default):
 
@@ -748,10 +787,19 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
     gl.static_assert(K % 128 == 0, "K must be a multiple of 128 (the scale block)")
     gl.static_assert((K // 128) % SPLIT_K == 0, "SPLIT_K must divide K / 128")
     gl.static_assert(BLOCK_N % 8 == 0, "BLOCK_N must be a multiple of 8")
+    gl.static_assert(SFB_PER_CHANNEL or not SFB_TMA, "SFB_TMA: recipe (1, 1, 128) only")
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
     SFA_SLOTS: gl.constexpr = STAGES if SFA_TMA else 1
     sfa_bufs = gl.allocate_shared_memory(sfa_desc.dtype, [SFA_SLOTS] + sfa_desc.block_type.shape, sfa_desc.layout)
+    # warp_specialize takes no None argument: without SFB_TMA a 16-byte placeholder buffer and the LHS
+    # scale descriptor stand in (never read)
+    if SFB_TMA:
+        sfb_tma_desc = sfb_desc
+        sfb_bufs = gl.allocate_shared_memory(sfb_desc.dtype, [STAGES] + sfb_desc.block_type.shape, sfb_desc.layout)
+    else:
+        sfb_tma_desc = sfa_desc
+        sfb_bufs = gl.allocate_shared_memory(gl.float32, [1, 1, 4], sfa_desc.layout)
     d_smem = gl.allocate_shared_memory(d_desc.dtype, [d_staging_rows(BLOCK_M, SMALL_EPI), BLOCK_N], d_desc.layout)
     full_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -769,17 +817,17 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
                                SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, 0,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
-                               SFB_STRIDE_G, USE_PSUM, ALIGN)),
+                               SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA)),
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                                sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
                                SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, 1,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
-                               SFB_STRIDE_G, USE_PSUM, ALIGN)),
+                               SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
                                SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,
-                               ALIGN)),
+                               ALIGN, sfb_tma_desc, sfb_bufs, SFB_TMA)),
         ], [4, 1], [MATH_REGS, PRODUCER_REGS])
     else:
         gl.warp_specialize([
@@ -788,11 +836,11 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
                                SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, 0,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
-                               SFB_STRIDE_G, USE_PSUM, ALIGN)),
+                               SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
                                SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,
-                               ALIGN)),
+                               ALIGN, sfb_tma_desc, sfb_bufs, SFB_TMA)),
         ], [1], [PRODUCER_REGS])
 
 

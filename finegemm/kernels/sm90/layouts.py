@@ -32,10 +32,11 @@ def waves_per_warpgroup(block_m: int) -> int:
     return block_m // (64 * math_warpgroups(block_m))
 
 
-def stage_bytes(block_m: int, block_n: int, sfa_tma: bool = False) -> int:
+def stage_bytes(block_m: int, block_n: int, sfa_tma: bool = False, sfb_tma: bool = False) -> int:
     """Shared memory of one pipeline stage: an e4m3 A tile and an e4m3 B tile of 128 K each, plus the
-    tile's BLOCK_M 4-byte per-token scales when they ride in the ring (``sfa_tma``)."""
-    return (block_m + block_n) * BLOCK_K + (4 * block_m if sfa_tma else 0)
+    tile's BLOCK_M 4-byte per-token scales when they ride in the ring (``sfa_tma``) and its BLOCK_N
+    per-channel RHS scales (``sfb_tma``, recipe (1, 1, 128))."""
+    return (block_m + block_n) * BLOCK_K + (4 * block_m if sfa_tma else 0) + (4 * block_n if sfb_tma else 0)
 
 
 def epilogue_bytes(block_m: int, block_n: int, out_fp32: bool, small_epi: bool = False) -> int:
@@ -45,12 +46,12 @@ def epilogue_bytes(block_m: int, block_n: int, out_fp32: bool, small_epi: bool =
 
 
 def max_stages(block_m: int, block_n: int, out_fp32: bool, smem_per_block: int, small_epi: bool = False,
-               sfa_tma: bool = False) -> int:
+               sfa_tma: bool = False, sfb_tma: bool = False) -> int:
     """How many stages fit next to the epilogue tile (and the 16-byte scale slot when scales are not in the ring)."""
     budget = smem_per_block - SMEM_RESERVED - epilogue_bytes(block_m, block_n, out_fp32, small_epi)
     if not sfa_tma:
         budget -= 16
-    return budget // stage_bytes(block_m, block_n, sfa_tma)
+    return budget // stage_bytes(block_m, block_n, sfa_tma, sfb_tma)
 
 
 def full_barrier_arrivals() -> int:
@@ -63,9 +64,9 @@ def empty_barrier_arrivals(block_m: int) -> int:
     return math_warpgroups(block_m)
 
 
-def stage_tx_bytes(block_m: int, block_n: int, sfa_tma: bool = False) -> int:
+def stage_tx_bytes(block_m: int, block_n: int, sfa_tma: bool = False, sfb_tma: bool = False) -> int:
     """Bytes the TMA loads of one stage deliver (boxes past the edge still count in full)."""
-    return stage_bytes(block_m, block_n, sfa_tma)
+    return stage_bytes(block_m, block_n, sfa_tma, sfb_tma)
 
 
 def accumulator_regs(block_m: int, block_n: int, pipelined: bool) -> int:
@@ -85,3 +86,9 @@ def sfa_box(block_m: int, sfa_tma: bool) -> list[int]:
     (or a 16-byte placeholder box when the scales are loaded from global memory instead)."""
     return [1, block_m] if sfa_tma else [1, 4]
 
+
+
+def sfb_box(block_n: int) -> list[int]:
+    """TMA box of the per-channel RHS-scale descriptor over the [K/128, N] view (``sfb_tma``): one K
+    block's BLOCK_N scales."""
+    return [1, block_n]

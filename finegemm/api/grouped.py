@@ -658,6 +658,13 @@ def _plan_k_grouped(kind: str, a: torch.Tensor, sfa: torch.Tensor | None, b: tor
     desc = GemmDesc(kind, m, n, sum_k, a_k_major, b_k_major, True, True, False, layout="k_grouped",
                     num_groups=num_groups)
     backend, config = choose_backend(desc, device)
+    if backend == "sm90":
+        # tensor layouts the desc cannot show (unaligned bases or strides, a non-row-major c): portable
+        from .dispatch import _sm90_k_grouped_module
+
+        reason = _sm90_k_grouped_module().layout_reason(desc, a, b, c, d, flat_k_major)
+        if reason is not None:
+            backend, config = portable_instead(desc, device, reason)
     return _Plan(desc, backend, config, device, ks=ks)
 
 

@@ -1,0 +1,317 @@
+"""Host side of the sm90 k-grouped GEMMs (MoE weight gradients): support rule, config, per-group launches.
+
+``d[g] = c[g] + A_g @ B_g^T`` in FP32 for every group ``g`` of ``ks`` (the K of each group; M and N
+fixed), as api/grouped.py's ``_run_k_grouped`` hands the tensors over:
+
+- ``k_grouped_fp8_gemm_nt_contiguous`` (``flat_k_major``): ``a`` a contiguous FP8 buffer whose group g is
+  a row-major ``[M, ks[g]]`` block at element ``sum(ks[:g]) * M`` (``b`` alike with N); ``sfa`` fp32
+  ``[M, sum(ks)/128]``, ``sfb`` fp32 ``[N, sum(ks)/128]``.
+- ``k_grouped_fp8_gemm_tn_contiguous``: ``a`` FP8 ``[sum(ks), M]``, ``b`` ``[sum(ks), N]`` (MN-major as
+  DeepGEMM passes them, or column-major = K-major); ``sfa`` fp32 ``[sum(ks)/128, M]``, ``sfb``
+  ``[sum(ks)/128, N]``.
+- ``k_grouped_bf16_gemm_tn_contiguous``: ``a`` bf16 ``[sum(ks), M]``, ``b`` bf16 ``[sum(ks), N]``, either
+  major-ness.
+
+``d`` and ``c`` are fp32 ``[G, M, N]`` (``c`` may be ``d``).
+
+Method: one launch of the *dense* sm90 kernel per non-empty group, from a host loop over ``ks`` (the
+host list, so no device sync); an empty group gets ``d[g] = c[g]`` (a copy unless ``c`` is ``d``).
+
+- FP8: :func:`finegemm.kernels.sm90.dispatch.fp8_gemm` with the 1d1d recipe, C and FP32 out, its config
+  from the dense heuristic for ``(M, N, ks[g])``. Group g's A is a K-major ``[M, ks[g]]`` view: in the nt
+  form a slice of the flat buffer (row stride ``ks[g]`` bytes, a multiple of 128); in the tn form a
+  column block of the ``[M, sum(ks)]`` K-major operand. FP8 WGMMA reads only K-major shared-memory
+  operands, so an MN-major tn operand is first transposed into a cached workspace by one launch per
+  operand for all groups (:mod:`.transpose`): it moves ``sum(ks) * (M + N)`` bytes twice, about 0.2 ms
+  at the anchor sizes against 1-2 ms of GEMM, while the portable kernel is several times slower than
+  the sm90 kernel there (measured by scripts/k_grouped_bench.py), so tn takes the copy. A column-major
+  (K-major) tn operand is read in place.
+- Scales: the dense kernel reads per-channel scales MN-major (``stride(0) == 1`` along M / N, one
+  column per 128 of K): group g's are the column slice ``[:, sum(ks[:g])/128 ...]``. Scales already so
+  (the nt generator's ``sf.T``, the tn form's row-major ``[sum(ks)/128, MN]`` seen transposed) with a
+  K stride of a multiple of 4 words are used in place (path B); any other layout is re-laid out once per
+  call with :func:`finegemm.layout.get_mn_major_tma_aligned_tensor` (path A, one small copy).
+- BF16: the dense BF16 kernel (:mod:`.dispatch_bf16`'s descriptors, :mod:`.gemm_bf16`) reads the tn
+  operands in place: group g is ``A = a[k0:k0+k].T`` and ``B = b[k0:k0+k].T`` (MN-major when ``a`` / ``b``
+  are row-major), C and D fp32.
+
+Host cost per repeated call: the per-group descs and configs are planned once per (desc, ks, scale
+strides); FP8 launches replay the dense dispatch's pointer-keyed recordings, BF16 launches one
+:class:`~.launcher.Recording` of all groups keyed by every pointer and stride.
+
+Not covered (planned elsewhere): tensors TMA cannot address (:func:`layout_reason`, checked by the
+planner, run the portable kernel); packed UE8M0 scales (rejected by the API); ``ks_tensor`` is not
+read (the host ``ks`` drives the loop; the API checks they agree under ``FINEGEMM_DEBUG``). The
+workspaces of the FP8 tn copy are shared by every call on a device: calls on two streams at once
+must not overlap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import triton
+
+from ...jit.device import DeviceFacts
+from ...jit.heuristics import FP8_BLOCK_K, GemmDesc
+from ...layout import get_mn_major_tma_aligned_tensor
+from . import dispatch, dispatch_bf16, gemm_bf16, launcher
+from .transpose import transpose_into
+
+TESTED_TRITON = "3.6."
+KINDS = ("fp8_1d1d", "bf16")
+MAX_PLANS = 1024
+MAX_BF16_RECORDINGS = 1024
+
+
+@dataclass(frozen=True)
+class KGroupedConfig:
+    """What the k-grouped desc resolves to; the per-group dense configs are picked per group K.
+
+    ``facts``: the device the dense heuristics plan for. ``transpose_a`` / ``transpose_b``: FP8 tn with
+    an MN-major operand, copied K-major into a workspace before the GEMMs.
+    """
+
+    facts: DeviceFacts
+    transpose_a: bool = False
+    transpose_b: bool = False
+
+
+def unsupported_reason(desc: GemmDesc, facts: DeviceFacts) -> str | None:
+    """None when the per-group sm90 launches run ``desc`` (a ``k_grouped`` desc: ``k`` is sum(ks)); else why not."""
+    if not triton.__version__.startswith(TESTED_TRITON):
+        return f"sm90 kernels are tested with Triton {TESTED_TRITON}x, found {triton.__version__}"
+    if desc.layout != "k_grouped":
+        return f"layout {desc.layout} is not k-grouped"
+    if desc.kind not in KINDS:
+        return f"kind {desc.kind} has no sm90 k-grouped path (supported: {', '.join(KINDS)})"
+    if (desc.n * 4) % 16:
+        return f"N={desc.n}: rows of the fp32 D are not 16-byte aligned for the TMA store (N % 4 != 0)"
+    if desc.kind == "bf16":
+        # the dense BF16 rule for one group of K=128 (K-major rows of 128 bf16 are always aligned)
+        return dispatch_bf16.unsupported_reason(_group_desc(desc, 128), facts)
+    if desc.sf_packed:
+        return "packed UE8M0 scales are not supported for k-grouped layouts"
+    return dispatch.unsupported_reason(_group_desc(desc, FP8_BLOCK_K), facts)
+
+
+def get_config(desc: GemmDesc, facts: DeviceFacts) -> KGroupedConfig:
+    """The k-grouped config: the device facts, and which FP8 tn operands are transposed first."""
+    fp8 = desc.kind != "bf16"
+    return KGroupedConfig(facts, fp8 and not desc.a_k_major, fp8 and not desc.b_k_major)
+
+
+def _group_desc(desc: GemmDesc, k: int) -> GemmDesc:
+    """The dense desc of one group with K = ``k``: FP32 D with C; FP8 operands are K-major views."""
+    if desc.kind == "bf16":
+        return GemmDesc("bf16", desc.m, desc.n, k, desc.a_k_major, desc.b_k_major, True, True)
+    return GemmDesc("fp8_1d1d", desc.m, desc.n, k, True, True, True, True)
+
+
+def _tma_base_ok(t: torch.Tensor) -> bool:
+    return t.data_ptr() % 16 == 0
+
+
+def layout_reason(desc: GemmDesc, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, d: torch.Tensor,
+                  flat_k_major: bool) -> str | None:
+    """Why these tensors (validated by api/grouped.py, shapes as in the module docstring) cannot take the
+    sm90 launches, which :func:`unsupported_reason` cannot see from the desc; None when they can.
+
+    TMA needs 16-byte aligned bases and row strides: D's rows and group stride, A's and B's (read in
+    place: the nt buffers, K-major FP8 tn operands, both BF16 forms). The C epilogue needs C row-major.
+    """
+    g, m, n = d.shape
+    if not _tma_base_ok(d) or (g > 1 and d.stride(0) % 4) or (m > 1 and d.stride(1) % 4):
+        return f"d (stride {tuple(d.stride())}) is not 16-byte aligned for the TMA store"
+    if n > 1 and c.stride(2) != 1:
+        return f"c (stride {tuple(c.stride())}) is not row-major: the sm90 epilogue reads rows of C"
+    for name, x, mn in (("a", a, m), ("b", b, n)):
+        if flat_k_major:
+            if not _tma_base_ok(x):
+                return f"{name} is not 16-byte aligned (data_ptr {x.data_ptr():#x})"
+            continue
+        k_major = desc.a_k_major if name == "a" else desc.b_k_major
+        if desc.kind != "bf16" and not k_major:
+            continue  # copied into the aligned workspace
+        # the in-place view: [MN, K] K-major (row stride x.stride(1)) or [K, MN] MN-major (x.stride(0))
+        stride = x.stride(1) if k_major else x.stride(0)
+        if not _tma_base_ok(x) or (x.shape[0] > 1 and mn > 1 and (stride * x.element_size()) % 16):
+            return f"{name} (stride {tuple(x.stride())}) is not 16-byte aligned for TMA"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Plans: per (desc, config, ks, scale strides); pointer-free, so one plan serves every call site.
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Group:
+    g: int
+    k: int
+    k0: int  # first K of the group in the concatenation
+    desc: GemmDesc
+    config: Any
+
+
+@dataclass(frozen=True)
+class _Plan:
+    groups: tuple[_Group, ...]  # non-empty groups
+    empty: tuple[int, ...]  # groups with ks[g] == 0: d[g] = c[g]
+    sfa_ready: bool = True  # FP8 scales MN-major already (path B); else re-laid out per call
+    sfb_ready: bool = True
+
+
+_plans: dict[tuple, _Plan] = {}
+_group_configs: dict[tuple, Any] = {}
+
+
+def _group_config(desc: GemmDesc, facts: DeviceFacts) -> Any:
+    key = (desc, facts)
+    cfg = _group_configs.get(key)
+    if cfg is None:
+        module = dispatch_bf16 if desc.kind == "bf16" else dispatch
+        cfg = _group_configs[key] = module.get_config(desc, facts)
+    return cfg
+
+
+def _mn_major_ready(sf: torch.Tensor) -> bool:
+    """``[MN, SFK]`` scales the dense kernel reads as they are: MN-major, K stride a multiple of 4 words."""
+    mn, sfk = sf.shape
+    return (mn == 1 or sf.stride(0) == 1) and (sfk == 1 or sf.stride(1) % 4 == 0)
+
+
+def _plan(desc: GemmDesc, config: KGroupedConfig, ks: list[int], sfa: torch.Tensor | None,
+          sfb: torch.Tensor | None, flat_k_major: bool = False) -> _Plan:
+    key = (desc, config, tuple(ks), flat_k_major, None if sfa is None else (sfa.shape, sfa.stride()),
+           None if sfb is None else (sfb.shape, sfb.stride()))
+    plan = _plans.get(key)
+    if plan is not None:
+        return plan
+    groups, empty, k0 = [], [], 0
+    for g, k in enumerate(ks):
+        if k:
+            gd = _group_desc(desc, k)
+            groups.append(_Group(g, k, k0, gd, _group_config(gd, config.facts)))
+        else:
+            empty.append(g)
+        k0 += k
+    ready = [True, True]
+    if desc.kind != "bf16":
+        ready = [_mn_major_ready(_mn_first(sf, flat_k_major)) for sf in (sfa, sfb)]
+    plan = _Plan(tuple(groups), tuple(empty), *ready)
+    if len(_plans) >= MAX_PLANS:
+        _plans.clear()
+    _plans[key] = plan
+    return plan
+
+
+def _mn_first(sf: torch.Tensor, flat_k_major: bool) -> torch.Tensor:
+    """The scales as ``[MN, sum(ks)/128]``: as given in the nt form, transposed in the tn form."""
+    return sf if flat_k_major else sf.T
+
+
+def _copy_empty(plan: _Plan, c: torch.Tensor, d: torch.Tensor) -> None:
+    for g in plan.empty:
+        if c[g].data_ptr() != d[g].data_ptr():
+            d[g].copy_(c[g])
+
+
+# ---------------------------------------------------------------------------------------------
+# FP8 (recipe (1, 1, 128))
+# ---------------------------------------------------------------------------------------------
+_workspaces: dict[tuple, torch.Tensor] = {}
+
+
+def _workspace(role: str, like: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
+    """A cached ``[rows, cols]`` buffer of ``like``'s dtype (one per device and operand role, grown as needed)."""
+    key = (like.device, role)
+    ws = _workspaces.get(key)
+    numel = rows * cols
+    if ws is None or ws.numel() < numel:
+        ws = _workspaces[key] = torch.empty(max(numel, 1), dtype=torch.uint8, device=like.device)
+    return ws[:numel].view(like.dtype).view(rows, cols)
+
+
+def _k_major(name: str, x: torch.Tensor, mn: int, sum_k: int, transpose: bool) -> torch.Tensor:
+    """A tn operand ``[sum(ks), MN]`` as the K-major ``[MN, sum(ks)]`` the groups slice: a view, or a copy."""
+    if not transpose:
+        return x.T
+    out = _workspace(name, x, mn, sum_k)
+    transpose_into(x, out)
+    return out
+
+
+def _scales(sf: torch.Tensor, flat_k_major: bool, ready: bool) -> torch.Tensor:
+    """Per-channel scales ``[MN, sum(ks)/128]`` MN-major: in place (path B) or re-laid out (path A)."""
+    sf = _mn_first(sf, flat_k_major)
+    return sf if ready else get_mn_major_tma_aligned_tensor(sf)
+
+
+def k_grouped_fp8_1d1d_gemm(desc: GemmDesc, config: KGroupedConfig, a: torch.Tensor, sfa: torch.Tensor,
+                            b: torch.Tensor, sfb: torch.Tensor, c: torch.Tensor, d: torch.Tensor, ks: list[int],
+                            ks_tensor: torch.Tensor, flat_k_major: bool) -> None:
+    """FP8 ``d[g] = c[g] + a_g @ b_g^T`` on validated tensors (module docstring), one dense launch per group."""
+    del ks_tensor  # the host list drives the loop
+    plan = _plan(desc, config, ks, sfa, sfb, flat_k_major)
+    m, n, sum_k = desc.m, desc.n, desc.k
+    sfa_mn = _scales(sfa, flat_k_major, plan.sfa_ready)
+    sfb_mn = _scales(sfb, flat_k_major, plan.sfb_ready)
+    if flat_k_major:
+        a_flat, b_flat = a.reshape(-1), b.reshape(-1)
+        for grp in plan.groups:
+            k, k0, kb0 = grp.k, grp.k0, grp.k0 // FP8_BLOCK_K
+            kb1 = kb0 + k // FP8_BLOCK_K
+            dispatch.fp8_gemm(grp.desc, grp.config, a_flat[k0 * m:(k0 + k) * m].view(m, k), sfa_mn[:, kb0:kb1],
+                              b_flat[k0 * n:(k0 + k) * n].view(n, k), sfb_mn[:, kb0:kb1], d[grp.g], c[grp.g])
+    else:
+        a_k = _k_major("a", a, m, sum_k, config.transpose_a)
+        b_k = _k_major("b", b, n, sum_k, config.transpose_b)
+        for grp in plan.groups:
+            k, k0, kb0 = grp.k, grp.k0, grp.k0 // FP8_BLOCK_K
+            kb1 = kb0 + k // FP8_BLOCK_K
+            dispatch.fp8_gemm(grp.desc, grp.config, a_k[:, k0:k0 + k], sfa_mn[:, kb0:kb1],
+                              b_k[:, k0:k0 + k], sfb_mn[:, kb0:kb1], d[grp.g], c[grp.g])
+    _copy_empty(plan, c, d)
+
+
+# ---------------------------------------------------------------------------------------------
+# BF16
+# ---------------------------------------------------------------------------------------------
+# key (every pointer, shape and stride, ks, desc, config) -> Recording of all groups' launches (holds no tensor)
+_bf16_recordings: dict[tuple, launcher.Recording] = {}
+
+
+def _bf16_launches(plan: _Plan, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, d: torch.Tensor) -> list:
+    launches = []
+    for grp in plan.groups:
+        a_g, b_g = a[grp.k0:grp.k0 + grp.k].T, b[grp.k0:grp.k0 + grp.k].T
+        grid, args, meta, reduce = dispatch_bf16._build_plan(grp.desc, grp.config, a_g, b_g, d[grp.g], c[grp.g])
+        launches.append((gemm_bf16.bf16_gemm_kernel, grid, args, meta))
+        if reduce is not None:
+            launches.append((gemm_bf16.splitk_reduce_kernel, *reduce))
+    return launches
+
+
+def k_grouped_bf16_gemm(desc: GemmDesc, config: KGroupedConfig, a: torch.Tensor, sfa: None, b: torch.Tensor,
+                        sfb: None, c: torch.Tensor, d: torch.Tensor, ks: list[int], ks_tensor: torch.Tensor,
+                        flat_k_major: bool) -> None:
+    """BF16 ``d[g] = c[g] + a_g^T @ b_g`` (tn form, module docstring), one dense BF16 launch per group."""
+    del sfa, sfb, ks_tensor, flat_k_major
+    key = (desc, config, tuple(ks), a.data_ptr(), b.data_ptr(), c.data_ptr(), d.data_ptr(), a.stride(), b.stride(),
+           c.stride(), d.stride(), a.device.index)
+    recording = _bf16_recordings.get(key)
+    if recording is not None and recording():
+        _copy_empty(_plan(desc, config, ks, None, None), c, d)
+        return
+    plan = _plan(desc, config, ks, None, None)
+    launches = _bf16_launches(plan, a, b, c, d)
+    if recording is not None:  # recorded, but cannot replay now (a launch hook, another device, ...)
+        launcher.launch_normally(launches)
+    else:
+        recording = launcher.record(launches)
+        if recording.replayable:
+            if len(_bf16_recordings) >= MAX_BF16_RECORDINGS:
+                _bf16_recordings.clear()
+            _bf16_recordings[key] = recording
+    _copy_empty(plan, c, d)

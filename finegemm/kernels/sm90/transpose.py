@@ -1,0 +1,54 @@
+"""Tiled byte transpose for the k-grouped FP8 ``tn`` path (``dispatch_k_grouped``).
+
+FP8 WGMMA reads both operands K-major from shared memory, so the MN-major ``[sum(ks), MN]`` operands
+of ``k_grouped_fp8_gemm_tn_contiguous`` are first copied to ``[MN, sum(ks)]`` row-major (one launch
+per operand, all groups at once); every group is then a K-major column block of that copy.
+
+A plain Triton kernel (no Hopper feature): each program loads a ``BLOCK x BLOCK`` tile with rows
+contiguous and stores its transpose (the compiler routes it through shared memory so that both
+the loads and the stores are coalesced). Elements are moved as raw bytes (``uint8`` views).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+BLOCK = 128  # 16 KiB of bytes a tile; 128-byte rows on both sides of the transpose
+
+
+@triton.jit
+def _transpose_kernel(src_ptr, dst_ptr, R, C, stride_src, stride_dst, BLOCK: tl.constexpr):
+    """``dst[c, r] = src[r, c]`` for ``src`` ``[R, C]`` (row stride ``stride_src``, unit column stride)
+    and ``dst`` ``[C, R]`` (row stride ``stride_dst``, unit column stride)."""
+    pid_r = tl.program_id(0)
+    pid_c = tl.program_id(1)
+    r = pid_r * BLOCK + tl.arange(0, BLOCK)
+    c = pid_c * BLOCK + tl.arange(0, BLOCK)
+    mask = (r[:, None] < R) & (c[None, :] < C)
+    tile = tl.load(src_ptr + r.to(tl.int64)[:, None] * stride_src + c[None, :], mask=mask)
+    dst = dst_ptr + c.to(tl.int64)[:, None] * stride_dst + r[None, :]
+    tl.store(dst, tl.trans(tile), mask=(c[:, None] < C) & (r[None, :] < R))
+
+
+def transpose_launch(src: torch.Tensor, dst: torch.Tensor) -> tuple:
+    """The ``(kernel, grid, args, kwargs)`` launch (launcher.py's form) that writes ``src.T`` into ``dst``.
+
+    ``src``: 1-byte ``[R, C]`` with ``stride(1) == 1``; ``dst``: same dtype ``[C, R]`` with
+    ``stride(1) == 1``. Both are viewed as ``uint8``.
+    """
+    rows, cols = src.shape
+    if tuple(dst.shape) != (cols, rows) or src.element_size() != 1 or dst.dtype != src.dtype:
+        raise ValueError(f"transpose: src {tuple(src.shape)} {src.dtype} -> dst {tuple(dst.shape)} {dst.dtype}")
+    if (rows > 1 and cols > 1 and src.stride(1) != 1) or (rows > 1 and cols > 1 and dst.stride(1) != 1):
+        raise ValueError(f"transpose: src and dst need unit column strides; got {src.stride()} and {dst.stride()}")
+    grid = (triton.cdiv(rows, BLOCK), triton.cdiv(cols, BLOCK))
+    args = (src.view(torch.uint8), dst.view(torch.uint8), rows, cols, src.stride(0), dst.stride(0))
+    return _transpose_kernel, grid, args, dict(BLOCK=BLOCK, num_warps=8)
+
+
+def transpose_into(src: torch.Tensor, dst: torch.Tensor) -> None:
+    """``dst.copy_(src.T)`` through :func:`_transpose_kernel` (shapes as :func:`transpose_launch`)."""
+    kernel, grid, args, kwargs = transpose_launch(src, dst)
+    kernel[grid](*args, **kwargs)

@@ -1,0 +1,206 @@
+"""Benchmark of the k-grouped FP8 GEMMs on the H200: the six anchor cases (G = 4, 8, 16; (M, N) = (4096, 7168),
+(7168, 2048); per-group K = 32768/G x U(0.7, 1.3) rounded to 128, finegemm.bench.suites' fixed seeds).
+
+Peers, all in this process on fresh random data, timed by CUDA events around each call with a 1 GiB buffer
+zeroed before it (L2 flush), 3 warm-up calls (the first compiles), median of 25:
+
+- ``sm90_nt``: ``k_grouped_fp8_gemm_nt_contiguous`` on the sm90 path (per-group dense 1d1d launches), c = d.
+- ``portable_nt``: the same call with ``FINEGEMM_BACKEND=portable`` (the portable Triton k-grouped kernel).
+- ``sm90_tn`` / ``portable_tn``: ``k_grouped_fp8_gemm_tn_contiguous`` on MN-major ``[sum K, MN]`` operands
+  (sm90: one transposing copy per operand, then the nt-style launches); ``transpose``: those two copies alone.
+- ``cublas_tensor_loop``: a Python loop of ``torch._scaled_mm`` per group on the same K-major FP8 data with
+  per-tensor scales (scalar 1.0), FP32 out, no C accumulation: cuBLAS doing less work (no fine-grained
+  scales, no C read) -- a ceiling, not a like-for-like peer.
+
+TFLOPS = 2 * M * N * sum(ks) / t. ``ratio_vs_deepgemm`` = our TFLOPS / the anchored DeepGEMM TFLOPS of the
+same (G, M, N) (DeepGEMM's own ks differ: its K_total is in the anchors file). sm90 vs portable is also
+checked numerically (calc_diff of one c != d run each). JSON goes to ``$OUT/k_grouped.json`` (rewritten after
+every case, so a run cut short keeps what it measured).
+
+Usage: PYTHONPATH=. python3 scripts/k_grouped_bench.py [--out DIR] [--cases N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import time
+from pathlib import Path
+
+import torch
+import triton
+
+import finegemm
+from finegemm.bench.suites import k_grouped_cases
+from finegemm.bench.timer import L2Flush, time_cuda
+from finegemm.kernels.sm90.transpose import transpose_into
+from finegemm.quant import per_channel_cast_to_fp8
+from finegemm.reference.dense import calc_diff
+
+ANCHORS = Path("/work/shared/anchors/h200-2026-12-02.json")
+WARMUP, REPEATS = 3, 25
+
+
+def _anchors() -> dict[tuple[int, int, int], dict]:
+    for path in (ANCHORS, Path(__file__).resolve().parents[1] / "shared/anchors/h200-2026-12-02.json"):
+        if path.exists():
+            return {(r["groups"], r["M"], r["N"]): r for r in json.loads(path.read_text())["k_grouped"]}
+    # the anchored DeepGEMM figures (2026-12-02), in case the anchors file is not on the device machine
+    rows = [(4, 4096, 7168, 34304, 1942, 1037), (4, 7168, 2048, 32896, 958, 1008), (8, 4096, 7168, 35968, 2130, 992),
+            (8, 7168, 2048, 33920, 1036, 961), (16, 4096, 7168, 34432, 2261, 894), (16, 7168, 2048, 34304, 1119, 900)]
+    return {(g, m, n): dict(groups=g, M=m, N=n, K_total=k, deepgemm_us=us, deepgemm_TFLOPS=tf)
+            for g, m, n, k, us, tf in rows}
+
+
+def _cast(x: torch.Tensor, ks: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """``x [sum K, MN]`` -> (e4m3 ``[sum K, MN]``, fp32 ``[sum K/128, MN]``), scales per group's K blocks."""
+    qs, sfs, k0 = [], [], 0
+    for k in ks:
+        q, sf = per_channel_cast_to_fp8(x[k0:k0 + k])
+        qs.append(q)
+        sfs.append(sf)
+        k0 += k
+    return torch.cat(qs), torch.cat(sfs)
+
+
+def _flat(q: torch.Tensor, ks: list[int]) -> torch.Tensor:
+    parts, k0 = [], 0
+    for k in ks:
+        parts.append(q[k0:k0 + k].T.contiguous().reshape(-1))
+        k0 += k
+    return torch.cat(parts)
+
+
+class _Backend:
+    """``FINEGEMM_BACKEND`` set for the calls inside (plans are keyed by it)."""
+
+    def __init__(self, value: str) -> None:
+        self.value = value
+
+    def __enter__(self):
+        self.old = os.environ.get("FINEGEMM_BACKEND")
+        os.environ["FINEGEMM_BACKEND"] = self.value
+
+    def __exit__(self, *exc):
+        if self.old is None:
+            os.environ.pop("FINEGEMM_BACKEND", None)
+        else:
+            os.environ["FINEGEMM_BACKEND"] = self.old
+
+
+def _timed(fn, flush) -> dict:
+    t0 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    first_s = time.perf_counter() - t0
+    timing = time_cuda(fn, flush, WARMUP, REPEATS)
+    return dict(timing.as_dict(), first_call_s=round(first_s, 2))
+
+
+def bench_case(case, flush: L2Flush, dev: torch.device) -> dict:
+    g, m, n, ks = case.groups, case.m, case.n, list(case.ks)
+    sum_k = sum(ks)
+    torch.manual_seed(1000 + g)
+    a_q, sfa = _cast(torch.randn(sum_k, m, device=dev, dtype=torch.bfloat16), ks)
+    b_q, sfb = _cast(torch.randn(sum_k, n, device=dev, dtype=torch.bfloat16), ks)
+    nt_a, nt_b = (_flat(a_q, ks), sfa.T), (_flat(b_q, ks), sfb.T)
+    tn_a, tn_b = (a_q, sfa), (b_q, sfb)
+    ks_tensor = torch.tensor(ks, dtype=torch.int32, device=dev)
+    c0 = torch.randn(g, m, n, device=dev)
+    d = c0.clone()
+    flops = 2 * m * n * sum_k
+    row = dict(groups=g, M=m, N=n, K_total=sum_k, ks=ks)
+
+    def nt():
+        finegemm.k_grouped_fp8_gemm_nt_contiguous(nt_a, nt_b, d, ks, ks_tensor, c=d)
+
+    def tn():
+        finegemm.k_grouped_fp8_gemm_tn_contiguous(tn_a, tn_b, d, ks, ks_tensor, c=d)
+
+    # numerical cross-check, c apart from d: sm90 vs portable
+    outs = {}
+    for backend in ("sm90", "portable"):
+        out = torch.full_like(c0, float("nan"))
+        with _Backend(backend):
+            finegemm.k_grouped_fp8_gemm_nt_contiguous(nt_a, nt_b, out, ks, ks_tensor, c=c0)
+        outs[backend] = out
+    torch.cuda.synchronize()
+    row["calc_diff_sm90_vs_portable"] = calc_diff(outs["sm90"], outs["portable"])
+    row["sm90_nan"] = bool(torch.isnan(outs["sm90"]).any())
+    del outs
+
+    with _Backend("sm90"):
+        row["sm90_nt"] = _timed(nt, flush)
+        row["sm90_tn"] = _timed(tn, flush)
+    with _Backend("portable"):
+        row["portable_nt"] = _timed(nt, flush)
+        row["portable_tn"] = _timed(tn, flush)
+    ws_a = torch.empty(m, sum_k, dtype=a_q.dtype, device=dev)
+    ws_b = torch.empty(n, sum_k, dtype=b_q.dtype, device=dev)
+    row["transpose"] = _timed(lambda: (transpose_into(a_q, ws_a), transpose_into(b_q, ws_b)), flush)
+
+    # cuBLAS per-tensor FP8, a Python loop over the groups (K-major operands, no scales, no C)
+    one = torch.ones((), dtype=torch.float32, device=dev)
+    views, k0 = [], 0
+    for e, k in enumerate(ks):
+        views.append((nt_a[0][k0 * m:(k0 + k) * m].view(m, k), nt_b[0][k0 * n:(k0 + k) * n].view(n, k), e))
+        k0 += k
+
+    def cublas():
+        for av, bv, e in views:
+            torch._scaled_mm(av, bv.T, scale_a=one, scale_b=one, out_dtype=torch.float32, out=d[e])
+
+    try:
+        row["cublas_tensor_loop"] = _timed(cublas, flush)
+    except RuntimeError as err:  # cuBLAS refused the shape
+        row["cublas_tensor_loop"] = dict(error=str(err)[:200])
+
+    for key in ("sm90_nt", "sm90_tn", "portable_nt", "portable_tn", "cublas_tensor_loop"):
+        t = row[key].get("median_us")
+        if t:
+            row[key]["TFLOPS"] = round(flops / (t * 1e-6) / 1e12, 1)
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=os.environ.get("OUT", "."))
+    parser.add_argument("--cases", type=int, default=6)
+    args = parser.parse_args()
+    dev = torch.device("cuda")
+    commit_file = Path(".commit")
+    result = dict(
+        what="k-grouped FP8 GEMMs, finegemm sm90 (per-group dense 1d1d launches) vs portable vs cuBLAS per-tensor loop",
+        gpu=torch.cuda.get_device_name(dev), torch=torch.__version__, triton=triton.__version__,
+        commit=commit_file.read_text().strip() if commit_file.exists() else "unknown",
+        date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        method=f"CUDA events per call, 1 GiB L2 flush before each, {WARMUP} warm-up, median of {REPEATS}",
+        cases=[],
+    )
+    anchors = _anchors()
+    flush = L2Flush(dev)
+    out = Path(args.out) / "k_grouped.json"
+    cases = sorted(k_grouped_cases(), key=lambda c: c.groups)[:args.cases]
+    for case in cases:
+        t0 = time.perf_counter()
+        row = bench_case(case, flush, dev)
+        anchor = anchors.get((case.groups, case.m, case.n))
+        if anchor:
+            row["deepgemm_anchor"] = anchor
+            row["ratio_vs_deepgemm"] = round(row["sm90_nt"]["TFLOPS"] / anchor["deepgemm_TFLOPS"], 3)
+        row["case_wall_s"] = round(time.perf_counter() - t0, 1)
+        result["cases"].append(row)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=1))
+        print(f"G={case.groups:2d} {case.m}x{case.n} K={row['K_total']}: sm90 nt {row['sm90_nt']['median_us']:.0f} us "
+              f"{row['sm90_nt']['TFLOPS']} TFLOPS ({row.get('ratio_vs_deepgemm')}x DG), tn "
+              f"{row['sm90_tn']['median_us']:.0f} us, portable nt {row['portable_nt']['median_us']:.0f} us / tn "
+              f"{row['portable_tn']['median_us']:.0f} us, transpose {row['transpose']['median_us']:.0f} us, cuBLAS "
+              f"{row['cublas_tensor_loop'].get('median_us', float('nan')):.0f} us, diff "
+              f"{row['calc_diff_sm90_vs_portable']:.2e}, {row['case_wall_s']} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()

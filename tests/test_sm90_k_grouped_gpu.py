@@ -1,0 +1,174 @@
+"""sm90 k-grouped GEMMs on the H200 through the public API, against the float64 references (``pytest -m gpu``).
+
+nt FP8 (DeepGEMM's SM90 form), tn FP8 (MN-major operands: the transposing copy; column-major ones: read
+in place), tn BF16. Every case: random group order with an empty group and one giant group, ``d``
+poisoned with NaN first, ``c`` random; the sm90 backend must be chosen and its k-grouped entry called;
+calc_diff < 1e-3 (FP8) / 1e-5 (BF16); an empty group gives ``d[g] == c[g]`` exactly; ``c=d`` accumulates
+in place; a repeat run is bitwise identical.
+
+Group sizes come from a small set (the dense FP8 kernel compiles once per distinct K, ~1 s each).
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+import finegemm
+from finegemm.api.dispatch import choose_backend
+from finegemm.jit.heuristics import GemmDesc
+from finegemm.kernels.sm90 import dispatch_k_grouped as kg
+from finegemm.quant import per_channel_cast_to_fp8
+from finegemm.reference import grouped as ref
+from finegemm.reference.dense import calc_diff
+
+pytestmark = pytest.mark.gpu
+FP8_BOUND = 1e-3
+BF16_BOUND = 1e-5
+M, N = 392, 320  # neither a multiple of the 128-row / 128-column tiles
+GIANT = 3072
+
+
+def _dev() -> torch.device:
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("needs an sm_90 GPU")
+    return torch.device("cuda")
+
+
+def _ks(seed: int) -> list[int]:
+    ks = [0, 128, 256, 384, GIANT]
+    random.Random(seed).shuffle(ks)
+    return ks
+
+
+def _cast(x: torch.Tensor, ks: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """``x [sum K, MN]`` cast per group: (e4m3 ``[sum K, MN]``, fp32 ``[sum K/128, MN]`` row-major)."""
+    qs, sfs, k0 = [], [], 0
+    for k in ks:
+        if k:
+            q, sf = per_channel_cast_to_fp8(x[k0:k0 + k])
+            qs.append(q)
+            sfs.append(sf)
+        k0 += k
+    return torch.cat(qs), torch.cat(sfs)
+
+
+def _flat(q: torch.Tensor, ks: list[int]) -> torch.Tensor:
+    """``[sum K, MN]`` -> the nt buffer: group g a row-major ``[MN, ks[g]]`` block."""
+    parts, k0 = [], 0
+    for k in ks:
+        parts.append(q[k0:k0 + k].T.contiguous().reshape(-1))
+        k0 += k
+    return torch.cat(parts)
+
+
+class _Spy:
+    """Counts calls of a dispatch_k_grouped entry (run_sm90 looks it up by name at each call)."""
+
+    def __init__(self, fn):
+        self.fn, self.calls = fn, 0
+
+    def __call__(self, *args):
+        self.calls += 1
+        return self.fn(*args)
+
+
+def _run_and_check(op, a, b, ks, c, expected, bound, spy, desc):
+    dev = c.device
+    assert choose_backend(desc, dev)[0] == "sm90"
+    ks_tensor = torch.tensor(ks, dtype=torch.int32, device=dev)
+    outs = []
+    for _ in range(2):  # the second run must repeat the first bit for bit
+        d = torch.full_like(c, float("nan"))
+        op(a, b, d, ks, ks_tensor, c=c)
+        outs.append(d)
+    in_place = c.clone()
+    op(a, b, in_place, ks, ks_tensor, c=in_place)
+    torch.cuda.synchronize()
+    assert spy.calls == 3, "the sm90 k-grouped path did not run"
+    for out in (outs[0], in_place):
+        assert not torch.isnan(out).any(), "NaN left in d"
+        diff = calc_diff(out, expected)
+        assert diff < bound, diff
+        for g, k in enumerate(ks):
+            if k == 0:
+                assert torch.equal(out[g], c[g]), "empty group: d[g] must equal c[g]"
+    assert torch.equal(outs[0], outs[1]), "repeat run differs"
+    assert torch.equal(outs[0], in_place), "c=d in place differs from c apart from d"
+
+
+def _fp8_desc(sum_k, g, a_k_major=True, b_k_major=True):
+    return GemmDesc("fp8_1d1d", M, N, sum_k, a_k_major, b_k_major, True, True, False, layout="k_grouped",
+                    num_groups=g)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("scales", ["mn_major", "k_major"])
+def test_fp8_nt(monkeypatch, seed, scales):
+    dev = _dev()
+    torch.manual_seed(seed)
+    ks = _ks(seed)
+    a_q, sfa = _cast(torch.randn(sum(ks), M, device=dev), ks)
+    b_q, sfb = _cast(torch.randn(sum(ks), N, device=dev), ks)
+    # DeepGEMM's nt scales are [MN, sum K/128]: MN-major views (path B), or K-major copies (path A)
+    sfa_nt, sfb_nt = sfa.T, sfb.T
+    if scales == "k_major":
+        sfa_nt, sfb_nt = sfa_nt.contiguous(), sfb_nt.contiguous()
+    a, b = (_flat(a_q, ks), sfa_nt), (_flat(b_q, ks), sfb_nt)
+    c = torch.randn(len(ks), M, N, device=dev)
+    spy = _Spy(kg.k_grouped_fp8_1d1d_gemm)
+    monkeypatch.setattr(kg, "k_grouped_fp8_1d1d_gemm", spy)
+    expected = ref.k_grouped_fp8_gemm_nt_contiguous(a, b, ks, c)
+    _run_and_check(finegemm.k_grouped_fp8_gemm_nt_contiguous, a, b, ks, c, expected, FP8_BOUND, spy,
+                   _fp8_desc(sum(ks), len(ks)))
+
+
+@pytest.mark.parametrize("major", ["mn_major", "k_major"])
+def test_fp8_tn(monkeypatch, major):
+    dev = _dev()
+    torch.manual_seed(2)
+    ks = _ks(2)
+    a_q, sfa = _cast(torch.randn(sum(ks), M, device=dev), ks)
+    b_q, sfb = _cast(torch.randn(sum(ks), N, device=dev), ks)
+    if major == "k_major":  # column-major [sum K, MN]: read in place, no copy
+        a_q, b_q = a_q.T.contiguous().T, b_q.T.contiguous().T
+    a, b = (a_q, sfa), (b_q, sfb)
+    c = torch.randn(len(ks), M, N, device=dev)
+    spy = _Spy(kg.k_grouped_fp8_1d1d_gemm)
+    monkeypatch.setattr(kg, "k_grouped_fp8_1d1d_gemm", spy)
+    expected = ref.k_grouped_fp8_gemm_tn_contiguous(a, b, ks, c)
+    km = major == "k_major"
+    _run_and_check(finegemm.k_grouped_fp8_gemm_tn_contiguous, a, b, ks, c, expected, FP8_BOUND, spy,
+                   _fp8_desc(sum(ks), len(ks), km, km))
+
+
+@pytest.mark.parametrize("major", ["mn_major", "k_major"])
+def test_bf16_tn(monkeypatch, major):
+    dev = _dev()
+    torch.manual_seed(3)
+    ks = _ks(3)
+    a = torch.randn(sum(ks), M, device=dev).to(torch.bfloat16)
+    b = torch.randn(sum(ks), N, device=dev).to(torch.bfloat16)
+    if major == "k_major":
+        a, b = a.T.contiguous().T, b.T.contiguous().T
+    c = torch.randn(len(ks), M, N, device=dev)
+    spy = _Spy(kg.k_grouped_bf16_gemm)
+    monkeypatch.setattr(kg, "k_grouped_bf16_gemm", spy)
+    expected = ref.k_grouped_bf16_gemm_tn_contiguous(a, b, ks, c)
+    km = major == "k_major"
+    desc = GemmDesc("bf16", M, N, sum(ks), km, km, True, True, False, layout="k_grouped", num_groups=len(ks))
+    _run_and_check(finegemm.k_grouped_bf16_gemm_tn_contiguous, a, b, ks, c, expected, BF16_BOUND, spy, desc)
+
+
+def test_non_row_major_c_runs_portable_and_is_right():
+    dev = _dev()
+    torch.manual_seed(4)
+    ks = [128, 0, 256]
+    a, b = _cast(torch.randn(sum(ks), M, device=dev), ks), _cast(torch.randn(sum(ks), N, device=dev), ks)
+    c = torch.randn(len(ks), N, M, device=dev).transpose(1, 2)  # column-major groups
+    d = torch.full((len(ks), M, N), float("nan"), device=dev)
+    finegemm.k_grouped_fp8_gemm_tn_contiguous(a, b, d, ks, torch.tensor(ks, dtype=torch.int32, device=dev), c=c)
+    torch.cuda.synchronize()
+    assert calc_diff(d, ref.k_grouped_fp8_gemm_tn_contiguous(a, b, ks, c)) < FP8_BOUND

@@ -134,6 +134,13 @@ def bench_case(case, flush: L2Flush, dev: torch.device) -> dict:
     with _Backend("sm90"):
         row["sm90_nt"] = _timed(nt, flush)
         row["sm90_tn"] = _timed(tn, flush)
+        # host time of a repeated call (plans and recordings cached): enqueue 10 calls, no sync in between
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(10):
+            nt()
+        row["sm90_nt"]["host_us_per_call"] = round((time.perf_counter() - t0) / 10 * 1e6, 1)
+        torch.cuda.synchronize()
     with _Backend("portable"):
         row["portable_nt"] = _timed(nt, flush)
         row["portable_tn"] = _timed(tn, flush)

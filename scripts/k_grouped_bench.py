@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import os
 import time
@@ -171,10 +172,61 @@ def bench_case(case, flush: L2Flush, dev: torch.device) -> dict:
     return row
 
 
+SWEEP = {  # per-group overrides of the dense 1d1d heuristic (heuristics_sm90.make_config keywords)
+    "default": None,
+    "128x128_tma_pipe": (("bm", 128), ("bn", 128), ("sfa_tma", True), ("sfb_tma", True), ("pipe_mma", True)),
+    "256x128_se_tma": (("bm", 256), ("bn", 128), ("small_epi", True), ("sfa_tma", True), ("sfb_tma", True)),
+}
+
+
+def sweep(cases, flush: L2Flush, dev: torch.device, out: Path, header: dict) -> None:
+    """Per-group config sweep through dispatch_k_grouped directly (nt form, c = d), checked against the default."""
+    from finegemm.jit.device import device_facts
+    from finegemm.jit.heuristics import GemmDesc
+    from finegemm.kernels.sm90 import dispatch_k_grouped as kg
+
+    result = dict(header, what="k-grouped FP8 nt per-group config sweep (dispatch_k_grouped direct)", cases=[])
+    facts = device_facts(dev)
+    for case in cases:
+        g, m, n, ks = case.groups, case.m, case.n, list(case.ks)
+        sum_k = sum(ks)
+        torch.manual_seed(2000 + g)
+        a_q, sfa = _cast(torch.randn(sum_k, m, device=dev, dtype=torch.bfloat16), ks)
+        b_q, sfb = _cast(torch.randn(sum_k, n, device=dev, dtype=torch.bfloat16), ks)
+        a, b = _flat(a_q, ks), _flat(b_q, ks)
+        sfa_nt, sfb_nt = sfa.T, sfb.T
+        c0 = torch.randn(g, m, n, device=dev)
+        d = c0.clone()
+        desc = GemmDesc("fp8_1d1d", m, n, sum_k, True, True, True, True, False, layout="k_grouped", num_groups=g)
+        row, ref_out = dict(groups=g, M=m, N=n, K_total=sum_k, ks=ks), None
+        for name, overrides in SWEEP.items():
+            cfg = kg.KGroupedConfig(facts, group_overrides=overrides)
+            out_chk = torch.full_like(c0, float("nan"))
+            try:
+                kg.k_grouped_fp8_1d1d_gemm(desc, cfg, a, sfa_nt, b, sfb_nt, c0, out_chk, ks, None, True)
+                torch.cuda.synchronize()
+            except Exception as err:  # noqa: BLE001 - a config that does not compile or launch
+                row[name] = dict(error=repr(err)[:300])
+                continue
+            if ref_out is None:
+                ref_out = out_chk
+            entry = dict(calc_diff_vs_default=calc_diff(out_chk, ref_out), nan=bool(torch.isnan(out_chk).any()))
+            del out_chk
+            run = functools.partial(kg.k_grouped_fp8_1d1d_gemm, desc, cfg, a, sfa_nt, b, sfb_nt, d, d, ks, None, True)
+            t = time_cuda(run, flush, 2, 12)
+            entry.update(t.as_dict(), TFLOPS=round(2 * m * n * sum_k / (t.median_us * 1e-6) / 1e12, 1))
+            row[name] = entry
+            print(f"sweep G={g} {m}x{n} {name}: {t.median_us:.0f} us {entry['TFLOPS']} TFLOPS "
+                  f"diff {entry['calc_diff_vs_default']:.1e}", flush=True)
+        result["cases"].append(row)
+        out.write_text(json.dumps(result, indent=1))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.environ.get("OUT", "."))
     parser.add_argument("--cases", type=int, default=6)
+    parser.add_argument("--sweep", action="store_true", help="per-group config sweep instead of the peers")
     args = parser.parse_args()
     dev = torch.device("cuda")
     commit_file = Path(".commit")
@@ -190,6 +242,11 @@ def main() -> None:
     flush = L2Flush(dev)
     out = Path(args.out) / "k_grouped.json"
     cases = sorted(k_grouped_cases(), key=lambda c: c.groups)[:args.cases]
+    if args.sweep:  # the worst cases of the first H200 run (G = 16) and one G = 4 case
+        picked = [c for c in k_grouped_cases() if c.groups == 16] + [k_grouped_cases()[0]]
+        header = {k: v for k, v in result.items() if k != "cases"}
+        sweep(picked, flush, dev, Path(args.out) / "k_grouped_sweep.json", header)
+        return
     for case in cases:
         t0 = time.perf_counter()
         row = bench_case(case, flush, dev)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import types
 
 import pytest
 import torch
@@ -274,15 +275,22 @@ def _k_grouped_inputs(ks, m, n, flat):
     return a, b, c, torch.full_like(c, float("nan")), torch.tensor(ks, dtype=torch.int32)
 
 
-def _fake_fp8_gemm(calls):
-    def fake(desc, config, a, sfa, b, sfb, d, c):
-        assert a.shape == (desc.m, desc.k) and b.shape == (desc.n, desc.k) and a.stride(1) == 1 and b.stride(1) == 1
-        assert sfa.stride(0) == 1 and sfb.stride(0) == 1, "the dense kernel reads MN-major scales"
-        lhs = a.float() * sfa.repeat_interleave(128, dim=1)
-        rhs = b.float() * sfb.repeat_interleave(128, dim=1)
-        d.copy_(c.double() + lhs.double() @ rhs.double().T)
-        calls.append(desc.k)
-    return fake
+class _FakeKernel:
+    """Stands for the dense FP8 kernel in launcher.record: ``[grid](*args)`` computes the group in torch."""
+
+    def __init__(self, calls):
+        self.calls = calls
+
+    def __getitem__(self, grid):
+        def run(desc, a, sfa, b, sfb, d, c):
+            assert a.shape == (desc.m, desc.k) and b.shape == (desc.n, desc.k)
+            assert a.stride(1) == 1 and b.stride(1) == 1, "the dense kernel reads K-major operands"
+            assert sfa.stride(0) == 1 and sfb.stride(0) == 1, "the dense kernel reads MN-major scales"
+            lhs = a.float() * sfa.repeat_interleave(128, dim=1)
+            rhs = b.float() * sfb.repeat_interleave(128, dim=1)
+            d.copy_(c.double() + lhs.double() @ rhs.double().T)
+            self.calls.append(desc.k)
+        return run
 
 
 @pytest.mark.parametrize("form", ["nt", "nt_k_major_scales", "tn_mn_major", "tn_k_major"])
@@ -298,10 +306,23 @@ def test_fp8_host_loop_against_reference(monkeypatch, form):
     km = form != "tn_mn_major"
     desc = _desc(m=m, n=n, k=sum(ks), a_k_major=km, b_k_major=km, groups=len(ks))
     calls = []
-    monkeypatch.setattr(kg.dispatch, "fp8_gemm", _fake_fp8_gemm(calls))
+    fake = _FakeKernel(calls)
+    monkeypatch.setattr(kg, "_fp8_group_launches",
+                        lambda grp, *views: [(fake, (1,), (grp.desc, *views), {})])
+    # no CUDA here: launch each (kernel, grid, args, kwargs) directly; nothing replayable is recorded
+    launched = []
+
+    def record(launches):
+        launched.append(len(launches))
+        kg.launcher.launch_normally(launches)
+        return types.SimpleNamespace(replayable=False)
+
+    monkeypatch.setattr(kg, "launcher", types.SimpleNamespace(record=record,
+                                                              launch_normally=kg.launcher.launch_normally))
     reference = ref.k_grouped_fp8_gemm_nt_contiguous if flat else ref.k_grouped_fp8_gemm_tn_contiguous
     expected = reference(a, b, ks, c)
     kg.k_grouped_fp8_1d1d_gemm(desc, kg.get_config(desc, H200), a[0], a[1], b[0], b[1], c, d, ks, ks_tensor, flat)
     assert calls == [256, 384, 128]
+    assert launched == [3 + 2 * (form == "tn_mn_major")]  # one recording: the transposes, then the groups
     assert torch.allclose(d.double(), expected, rtol=1e-5, atol=1e-4)
     assert torch.equal(d[1], c[1])

@@ -256,8 +256,9 @@ def test_masked_cuda_graph_replay_with_new_masked_m():
 def test_forced_sm90_on_unsupported_grouped_case_raises(monkeypatch):
     dev = _dev()
     monkeypatch.setenv("FINEGEMM_BACKEND", "sm90")
-    a = torch.randn(256, 256, device=dev, dtype=torch.bfloat16)
-    b = torch.randn(2, 256, 256, device=dev, dtype=torch.bfloat16)
+    # K % 8 != 0: no sm90 kernel (BF16 m-grouped runs sm90 otherwise, dispatch_bf16_grouped)
+    a = torch.randn(256, 100, device=dev, dtype=torch.bfloat16)
+    b = torch.randn(2, 256, 100, device=dev, dtype=torch.bfloat16)
     d = torch.empty(256, 256, device=dev, dtype=torch.bfloat16)
     layout = torch.zeros(256, dtype=torch.int32, device=dev)
     with pytest.raises(BackendError, match="bf16"):

@@ -27,6 +27,15 @@ order (deterministic), adds ``C`` and casts.
 
 Shared memory: ``STAGES`` x (``BLOCK_M`` x 64 + ``BLOCK_N`` x 64) bf16 plus the ``BLOCK_M x BLOCK_N`` D
 tile. K needs no alignment beyond TMA's 16-byte strides: the last K slice is zero-filled by TMA.
+
+m-grouped MoE forms (:func:`bf16_grouped_gemm_kernel`, ``GROUPING`` 1 contiguous / 2 masked): the same
+ring, roles and K loops (:func:`_load_k_range`, :func:`_mma_k_range`) over a grouped persistent
+schedule: gemm_1d2d's device-side group lookup per M tile (contiguous: per-row ids with -1 padding or
+PSUM ends; padding tiles run no K slice and store zeros, rows of another group are written as 0) and
+its walk over only the valid tiles of each group (masked: ``masked_m`` read on the device, rows at or
+past it never written, partial 64-row waves stored with a row mask). B ``[G, N, K]`` is one
+``[G * N, K]`` descriptor, or for the ``nn`` form (N-major B) ``[G * K, N]`` read as ``B_MN_MAJOR``
+boxes. A separate entry keeps :func:`bf16_gemm_kernel`'s signature (and its compiled code) unchanged.
 """
 
 from __future__ import annotations
@@ -43,7 +52,14 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from .gemm_1d2d import _tile_coords
+from .gemm_1d2d import (
+    _contiguous_group,
+    _first_local_unit,
+    _masked_rows,
+    _store_masked_wave,
+    _store_wave,
+    _tile_coords,
+)
 
 # Rows of the tile each math warpgroup owns (one m64 WGMMA row block).
 WG_M: tl.constexpr = tl.constexpr(64)
@@ -68,37 +84,78 @@ def _unit_range(unit, num_pid_m, num_pid_n, num_kb, SPLIT_K: gl.constexpr, GROUP
 
 
 @gluon.jit
+def _load_k_range(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, it, kb0, kb1, a_row, b_row, b_k0,
+                  BLOCK_K: gl.constexpr, STAGES: gl.constexpr, A_MN_MAJOR: gl.constexpr, B_MN_MAJOR: gl.constexpr):
+    """Producer of one work unit: K slices ``[kb0, kb1)`` into the ring; returns the ring counter.
+
+    A rows ``a_row + [0, BLOCK_M)`` (one box per math warpgroup); B rows ``b_row + [0, BLOCK_N)`` of the
+    ``[N', K]`` view, or (``B_MN_MAJOR``) columns ``b_row + [0, BLOCK_N)`` of the ``[K', N]`` view from
+    row ``b_k0`` on (a grouped B's group offset along K; 0 for dense).
+    """
+    NUM_WG: gl.constexpr = a_bufs.shape[0] // STAGES
+    stage_bytes: gl.constexpr = NUM_WG * a_desc.block_type.nbytes + b_desc.block_type.nbytes
+    for kb in range(kb0, kb1):
+        s = it % STAGES
+        mbarrier.wait(empty_bars.index(s), ((it // STAGES) & 1) ^ 1)
+        bar = full_bars.index(s)
+        mbarrier.expect(bar, stage_bytes)
+        k = kb * BLOCK_K
+        for wg in gl.static_range(NUM_WG):
+            if A_MN_MAJOR:
+                tma.async_copy_global_to_shared(a_desc, [k, a_row + wg * 64], bar, a_bufs.index(s * NUM_WG + wg))
+            else:
+                tma.async_copy_global_to_shared(a_desc, [a_row + wg * 64, k], bar, a_bufs.index(s * NUM_WG + wg))
+        if B_MN_MAJOR:
+            tma.async_copy_global_to_shared(b_desc, [b_k0 + k, b_row], bar, b_bufs.index(s))
+        else:
+            tma.async_copy_global_to_shared(b_desc, [b_row, k], bar, b_bufs.index(s))
+        it += 1
+    return it
+
+
+@gluon.jit
 def _load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M, N, K,
                     BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
                     STAGES: gl.constexpr, GROUP_M: gl.constexpr, SPLIT_K: gl.constexpr,
                     A_MN_MAJOR: gl.constexpr, B_MN_MAJOR: gl.constexpr):
-    NUM_WG: gl.constexpr = BLOCK_M // 64
     num_kb = gl.cdiv(K, BLOCK_K)
     num_pid_m = gl.cdiv(M, BLOCK_M)
     num_pid_n = gl.cdiv(N, BLOCK_N)
     num_units = num_pid_m * num_pid_n * SPLIT_K
-    stage_bytes: gl.constexpr = NUM_WG * a_desc.block_type.nbytes + b_desc.block_type.nbytes
     it = 0
     for unit in range(gl.program_id(0), num_units, gl.num_programs(0)):
         pid_m, pid_n, split, kb0, kb1 = _unit_range(unit, num_pid_m, num_pid_n, num_kb, SPLIT_K, GROUP_M)
-        off_m = pid_m * BLOCK_M
-        off_n = pid_n * BLOCK_N
-        for kb in range(kb0, kb1):
-            s = it % STAGES
-            mbarrier.wait(empty_bars.index(s), ((it // STAGES) & 1) ^ 1)
-            bar = full_bars.index(s)
-            mbarrier.expect(bar, stage_bytes)
-            k = kb * BLOCK_K
-            for wg in gl.static_range(NUM_WG):
-                if A_MN_MAJOR:
-                    tma.async_copy_global_to_shared(a_desc, [k, off_m + wg * 64], bar, a_bufs.index(s * NUM_WG + wg))
-                else:
-                    tma.async_copy_global_to_shared(a_desc, [off_m + wg * 64, k], bar, a_bufs.index(s * NUM_WG + wg))
-            if B_MN_MAJOR:
-                tma.async_copy_global_to_shared(b_desc, [k, off_n], bar, b_bufs.index(s))
-            else:
-                tma.async_copy_global_to_shared(b_desc, [off_n, k], bar, b_bufs.index(s))
-            it += 1
+        it = _load_k_range(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, it, kb0, kb1,
+                           pid_m * BLOCK_M, pid_n * BLOCK_N, 0, BLOCK_K, STAGES, A_MN_MAJOR, B_MN_MAJOR)
+
+
+@gluon.jit
+def _mma_k_range(a_bufs, b_bufs, full_bars, empty_bars, it, kb0, kb1, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                 A_MN_MAJOR: gl.constexpr, B_MN_MAJOR: gl.constexpr, WG: gl.constexpr):
+    """Warpgroup ``WG``'s 64 rows of one work unit over K slices ``[kb0, kb1)``: (fp32 [64, BLOCK_N]
+    accumulator in :func:`bf16_mma_layout`, ring counter). An empty range gives zeros and touches no barrier."""
+    NUM_WG: gl.constexpr = a_bufs.shape[0] // STAGES
+    mma_layout: gl.constexpr = bf16_mma_layout(BLOCK_N)
+    acc = gl.zeros([64, BLOCK_N], gl.float32, mma_layout)
+    prev_s = 0
+    for kb in range(kb0, kb1):
+        s = it % STAGES
+        mbarrier.wait(full_bars.index(s), (it // STAGES) & 1)
+        a = a_bufs.index(s * NUM_WG + WG)
+        if A_MN_MAJOR:
+            a = a.permute((1, 0))
+        b = b_bufs.index(s)
+        if not B_MN_MAJOR:
+            b = b.permute((1, 0))
+        acc = warpgroup_mma(a, b, acc, is_async=True)
+        # The previous slice's WGMMA has finished once only this one is in flight: free its stage.
+        acc = warpgroup_mma_wait(1, deps=(acc,))
+        mbarrier.arrive(empty_bars.index(prev_s), count=1, pred=kb > kb0)
+        prev_s = s
+        it += 1
+    acc = warpgroup_mma_wait(0, deps=(acc,))
+    mbarrier.arrive(empty_bars.index(prev_s), count=1, pred=kb1 > kb0)
+    return acc, it
 
 
 @gluon.jit
@@ -109,7 +166,6 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr
                     A_MN_MAJOR: gl.constexpr, B_MN_MAJOR: gl.constexpr, HAS_C: gl.constexpr,
                     WG: gl.constexpr):
     # One warpgroup: rows [64 * WG, 64 * WG + 64) of every BLOCK_M tile.
-    NUM_WG: gl.constexpr = BLOCK_M // 64
     mma_layout: gl.constexpr = bf16_mma_layout(BLOCK_N)
     row_layout: gl.constexpr = gl.SliceLayout(1, mma_layout)
     col_layout: gl.constexpr = gl.SliceLayout(0, mma_layout)
@@ -125,25 +181,8 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
 
-        acc = gl.zeros([64, BLOCK_N], gl.float32, mma_layout)
-        prev_s = 0
-        for kb in range(kb0, kb1):
-            s = it % STAGES
-            mbarrier.wait(full_bars.index(s), (it // STAGES) & 1)
-            a = a_bufs.index(s * NUM_WG + WG)
-            if A_MN_MAJOR:
-                a = a.permute((1, 0))
-            b = b_bufs.index(s)
-            if not B_MN_MAJOR:
-                b = b.permute((1, 0))
-            acc = warpgroup_mma(a, b, acc, is_async=True)
-            # The previous slice's WGMMA has finished once only this one is in flight: free its stage.
-            acc = warpgroup_mma_wait(1, deps=(acc,))
-            mbarrier.arrive(empty_bars.index(prev_s), count=1, pred=kb > kb0)
-            prev_s = s
-            it += 1
-        acc = warpgroup_mma_wait(0, deps=(acc,))
-        mbarrier.arrive(empty_bars.index(prev_s), count=1, pred=kb1 > kb0)
+        acc, it = _mma_k_range(a_bufs, b_bufs, full_bars, empty_bars, it, kb0, kb1, BLOCK_N, STAGES,
+                               A_MN_MAJOR, B_MN_MAJOR, WG)
 
         # Epilogue: C in FP32, cast, registers -> smem -> TMA store (left in flight).
         if SPLIT_K > 1:
@@ -208,6 +247,181 @@ def bf16_gemm_kernel(a_desc, b_desc, d_desc, c_ptr, M, N, K, stride_cm, stride_c
                                A_MN_MAJOR, B_MN_MAJOR, HAS_C, 0)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M, N, K,
                                BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K, A_MN_MAJOR, B_MN_MAJOR)),
+        ], [1], [PRODUCER_REGS])
+
+
+# ---------------------------------------------------------------------------------------------
+# m-grouped (MoE) forms: GROUPING 1 contiguous, 2 masked. The group lookup and the masked walk are
+# gemm_1d2d's (_contiguous_group, _masked_rows, _first_local_unit, _store_masked_wave); the K loops are
+# the dense ones above (_load_k_range, _mma_k_range).
+# ---------------------------------------------------------------------------------------------
+@gluon.jit
+def _grouped_b_coords(g, off_n, N: gl.constexpr, K: gl.constexpr, B_MN_MAJOR: gl.constexpr):
+    """(b_row, b_k0) of group ``g``'s B tile at ``off_n`` for :func:`_load_k_range`: K-major B is the
+    ``[G * N, K]`` view (rows ``g * N + off_n``), MN-major B the ``[G * K, N]`` view (rows from ``g * K``)."""
+    if B_MN_MAJOR:
+        return off_n, g * K
+    else:
+        return g * N + off_n, 0
+
+
+@gluon.jit
+def _grouped_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, layout_ptr, M,
+                            N: gl.constexpr, K: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                            BLOCK_K: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
+                            A_MN_MAJOR: gl.constexpr, B_MN_MAJOR: gl.constexpr, GROUPING: gl.constexpr,
+                            NUM_GROUPS: gl.constexpr, GROUP_ROWS: gl.constexpr, USE_PSUM: gl.constexpr,
+                            ALIGN: gl.constexpr):
+    """TMA producer of the m-grouped forms: walks exactly the tiles the math partitions walk.
+
+    Contiguous: the tiles of ``[M_total, N]``; a padding tile loads nothing. Masked: per group, only the
+    tiles below ``masked_m[g]`` (A rows ``g * max_m + off_m`` of the ``[G * max_m, K]`` view).
+    """
+    num_kb: gl.constexpr = (K + BLOCK_K - 1) // BLOCK_K
+    num_pid_n: gl.constexpr = (N + BLOCK_N - 1) // BLOCK_N
+    it = 0
+    if GROUPING == 1:
+        num_pid_m = gl.cdiv(M, BLOCK_M)
+        for unit in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
+            pid_m, pid_n = _tile_coords(unit, num_pid_m, num_pid_n, GROUP_M)
+            off_m = pid_m * BLOCK_M
+            g, safe, valid, end = _contiguous_group(layout_ptr, off_m, NUM_GROUPS, USE_PSUM, ALIGN)
+            b_row, b_k0 = _grouped_b_coords(safe, pid_n * BLOCK_N, N, K, B_MN_MAJOR)
+            it = _load_k_range(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, it, 0,
+                               gl.where(valid, num_kb, 0), off_m, b_row, b_k0, BLOCK_K, STAGES,
+                               A_MN_MAJOR, B_MN_MAJOR)
+    else:
+        g_start = 0
+        for g in range(NUM_GROUPS):
+            num_pid_m = gl.cdiv(_masked_rows(layout_ptr, g, GROUP_ROWS), BLOCK_M)
+            tiles_g = num_pid_m * num_pid_n
+            for local in range(_first_local_unit(g_start), tiles_g, gl.num_programs(0)):
+                pid_m, pid_n = _tile_coords(local, num_pid_m, num_pid_n, GROUP_M)
+                b_row, b_k0 = _grouped_b_coords(g, pid_n * BLOCK_N, N, K, B_MN_MAJOR)
+                it = _load_k_range(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, it, 0, num_kb,
+                                   g * GROUP_ROWS + pid_m * BLOCK_M, b_row, b_k0, BLOCK_K, STAGES,
+                                   A_MN_MAJOR, B_MN_MAJOR)
+            g_start += tiles_g
+
+
+@gluon.jit
+def _grouped_math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, layout_ptr, d_ptr, M,
+                            N: gl.constexpr, K: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                            BLOCK_K: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
+                            A_MN_MAJOR: gl.constexpr, B_MN_MAJOR: gl.constexpr, GROUPING: gl.constexpr,
+                            NUM_GROUPS: gl.constexpr, GROUP_ROWS: gl.constexpr, USE_PSUM: gl.constexpr,
+                            ALIGN: gl.constexpr, WG: gl.constexpr):
+    """Math warpgroup ``WG`` (rows ``64 * WG + [0, 64)`` of each tile) of the m-grouped forms.
+
+    GROUPING 1 (contiguous): rows that are not the tile's group (padding, ids outside [0, G)) are written
+    as 0; a padding tile runs no K slice and stores a zero tile. GROUPING 2 (masked): the valid tiles of
+    every group in the producer's order; rows at or past ``masked_m[g]`` are not written.
+    """
+    mma_layout: gl.constexpr = bf16_mma_layout(BLOCK_N)
+    row_layout: gl.constexpr = gl.SliceLayout(1, mma_layout)
+    col_layout: gl.constexpr = gl.SliceLayout(0, mma_layout)
+    num_kb: gl.constexpr = (K + BLOCK_K - 1) // BLOCK_K
+    num_pid_n: gl.constexpr = (N + BLOCK_N - 1) // BLOCK_N
+    d_sub = d_smem.slice(WG * 64, 64, dim=0)
+    it = 0
+    if GROUPING == 1:
+        num_pid_m = gl.cdiv(M, BLOCK_M)
+        for unit in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
+            pid_m, pid_n = _tile_coords(unit, num_pid_m, num_pid_n, GROUP_M)
+            off_m = pid_m * BLOCK_M
+            off_n = pid_n * BLOCK_N
+            g, safe, valid, end = _contiguous_group(layout_ptr, off_m, NUM_GROUPS, USE_PSUM, ALIGN)
+            acc, it = _mma_k_range(a_bufs, b_bufs, full_bars, empty_bars, it, 0, gl.where(valid, num_kb, 0),
+                                   BLOCK_N, STAGES, A_MN_MAJOR, B_MN_MAJOR, WG)
+            rows = off_m + WG * 64 + gl.arange(0, 64, layout=row_layout)
+            cols = off_n + gl.arange(0, BLOCK_N, layout=col_layout)
+            in_m = rows < M
+            if USE_PSUM:
+                mine = in_m & (rows < end)
+            else:
+                mine = gl.load(layout_ptr + rows, mask=in_m, other=-1) == g
+            acc = gl.where((mine & valid)[:, None], acc, 0.0)
+            _store_wave(acc, d_desc, d_sub, None, rows, cols, in_m, cols < N, 0, off_m + WG * 64, off_n, 0, False)
+    else:
+        g_start = 0
+        for g in range(NUM_GROUPS):
+            valid_rows = _masked_rows(layout_ptr, g, GROUP_ROWS)
+            num_pid_m = gl.cdiv(valid_rows, BLOCK_M)
+            tiles_g = num_pid_m * num_pid_n
+            for local in range(_first_local_unit(g_start), tiles_g, gl.num_programs(0)):
+                pid_m, pid_n = _tile_coords(local, num_pid_m, num_pid_n, GROUP_M)
+                off_m = pid_m * BLOCK_M
+                off_n = pid_n * BLOCK_N
+                acc, it = _mma_k_range(a_bufs, b_bufs, full_bars, empty_bars, it, 0, num_kb, BLOCK_N, STAGES,
+                                       A_MN_MAJOR, B_MN_MAJOR, WG)
+                rows = off_m + WG * 64 + gl.arange(0, 64, layout=row_layout)
+                cols = off_n + gl.arange(0, BLOCK_N, layout=col_layout)
+                _store_masked_wave(acc, d_desc, d_sub, d_ptr, rows, off_m + WG * 64, cols, cols < N, valid_rows,
+                                   g * GROUP_ROWS + off_m + WG * 64, off_n, N)
+            g_start += tiles_g
+    tma.store_wait(0)
+
+
+@gluon.jit
+def bf16_grouped_gemm_kernel(a_desc, b_desc, d_desc, layout_ptr, d_ptr, M,
+                             N: gl.constexpr, K: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                             BLOCK_K: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
+                             A_MN_MAJOR: gl.constexpr, B_MN_MAJOR: gl.constexpr, GROUPING: gl.constexpr,
+                             NUM_GROUPS: gl.constexpr, GROUP_ROWS: gl.constexpr, USE_PSUM: gl.constexpr,
+                             ALIGN: gl.constexpr, PRODUCER_REGS: gl.constexpr, MATH_REGS: gl.constexpr):
+    """Entry of the m-grouped BF16 GEMMs (``D[r] = A[r] @ B[group(r)]^T``, FP32 accumulation, bf16 D).
+
+    - ``GROUPING`` 1, contiguous: ``a_desc`` over A ``[M_total, K]`` (``A_MN_MAJOR``: ``A^T [K, M_total]``);
+      ``layout_ptr`` int32 ``grouped_layout`` (``[M_total]`` ids, -1 padding; ``USE_PSUM``: ``[G]``
+      cumulative end rows, segments aligned to ``ALIGN``, which BLOCK_M divides); ``d_desc`` over D
+      ``[M_total, N]``; ``M`` = M_total.
+    - ``GROUPING`` 2, masked: ``a_desc`` over A ``[G * max_m, K]`` (K-major; ``GROUP_ROWS`` = max_m);
+      ``layout_ptr`` int32 ``masked_m [G]`` read on the device only; ``d_desc`` over D ``[G * max_m, N]``
+      and ``d_ptr`` its base (partial 64-row waves are stored with a row mask); ``M`` = G * max_m.
+
+    B: ``b_desc`` over ``[G * N, K]`` (K-major, box ``[BLOCK_N, BLOCK_K]``) or, ``B_MN_MAJOR``, over
+    ``[G * K, N]`` (box ``[BLOCK_K, BLOCK_N]``; K a multiple of BLOCK_K so that no K slice reaches into
+    the next group's rows). Boxes and roles as :func:`bf16_gemm_kernel`; no split-K, no C.
+    """
+    NUM_WG: gl.constexpr = BLOCK_M // 64
+    gl.static_assert(BLOCK_M == 64 or BLOCK_M == 128, "BLOCK_M is 64 or 128 (one warpgroup per 64 rows)")
+    gl.static_assert(GROUPING == 1 or GROUPING == 2, "GROUPING: 1 contiguous, 2 masked")
+    if GROUPING == 1:
+        gl.static_assert(ALIGN % BLOCK_M == 0, "contiguous: BLOCK_M must divide the segment alignment")
+    else:
+        gl.static_assert(not A_MN_MAJOR, "masked: A is the K-major [G * max_m, K] view")
+    if B_MN_MAJOR:
+        gl.static_assert(K % BLOCK_K == 0, "MN-major grouped B: K must be a multiple of BLOCK_K")
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES * NUM_WG] + a_desc.block_type.shape, a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
+    d_smem = gl.allocate_shared_memory(d_desc.dtype, [BLOCK_M, BLOCK_N], d_desc.layout)
+    full_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(full_bars.index(i), count=1)
+        mbarrier.init(empty_bars.index(i), count=NUM_WG)
+    fence_async_shared()
+
+    if NUM_WG == 2:
+        gl.warp_specialize([
+            (_grouped_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, layout_ptr, d_ptr, M,
+                                       N, K, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, A_MN_MAJOR, B_MN_MAJOR,
+                                       GROUPING, NUM_GROUPS, GROUP_ROWS, USE_PSUM, ALIGN, 0)),
+            (_grouped_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, layout_ptr, d_ptr, M,
+                                       N, K, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, A_MN_MAJOR, B_MN_MAJOR,
+                                       GROUPING, NUM_GROUPS, GROUP_ROWS, USE_PSUM, ALIGN, 1)),
+            (_grouped_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, layout_ptr, M,
+                                       N, K, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, A_MN_MAJOR, B_MN_MAJOR,
+                                       GROUPING, NUM_GROUPS, GROUP_ROWS, USE_PSUM, ALIGN)),
+        ], [4, 1], [MATH_REGS, PRODUCER_REGS])
+    else:
+        gl.warp_specialize([
+            (_grouped_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, layout_ptr, d_ptr, M,
+                                       N, K, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, A_MN_MAJOR, B_MN_MAJOR,
+                                       GROUPING, NUM_GROUPS, GROUP_ROWS, USE_PSUM, ALIGN, 0)),
+            (_grouped_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, layout_ptr, M,
+                                       N, K, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, A_MN_MAJOR, B_MN_MAJOR,
+                                       GROUPING, NUM_GROUPS, GROUP_ROWS, USE_PSUM, ALIGN)),
         ], [1], [PRODUCER_REGS])
 
 

@@ -122,13 +122,18 @@ def bench_case(case, flush: L2Flush, dev: torch.device) -> dict:
 
     # numerical cross-check, c apart from d: sm90 vs portable
     outs = {}
-    for backend in ("sm90", "portable"):
+    for backend in ("sm90", "portable", "sm90_again"):
         out = torch.full_like(c0, float("nan"))
-        with _Backend(backend):
+        with _Backend(backend.split("_")[0]):
             finegemm.k_grouped_fp8_gemm_nt_contiguous(nt_a, nt_b, out, ks, ks_tensor, c=c0)
         outs[backend] = out
     torch.cuda.synchronize()
     row["calc_diff_sm90_vs_portable"] = calc_diff(outs["sm90"], outs["portable"])
+    row["sm90_bitwise_repeat"] = bool(torch.equal(outs["sm90"], outs["sm90_again"]))
+    with _Backend("sm90"):  # the tn path (transposes) on the same data must give the nt result
+        finegemm.k_grouped_fp8_gemm_tn_contiguous(tn_a, tn_b, outs["sm90_again"], ks, ks_tensor, c=c0)
+    torch.cuda.synchronize()
+    row["calc_diff_tn_vs_nt"] = calc_diff(outs["sm90_again"], outs["sm90"])
     row["sm90_nan"] = bool(torch.isnan(outs["sm90"]).any())
     del outs
 
@@ -263,7 +268,9 @@ def main() -> None:
               f"{row['sm90_tn']['median_us']:.0f} us, portable nt {row['portable_nt']['median_us']:.0f} us / tn "
               f"{row['portable_tn']['median_us']:.0f} us, transpose {row['transpose']['median_us']:.0f} us, cuBLAS "
               f"{row['cublas_tensor_loop'].get('median_us', float('nan')):.0f} us, diff "
-              f"{row['calc_diff_sm90_vs_portable']:.2e}, {row['case_wall_s']} s", flush=True)
+              f"{row['calc_diff_sm90_vs_portable']:.2e}, repeat {row['sm90_bitwise_repeat']}, tn-nt "
+              f"{row['calc_diff_tn_vs_nt']:.1e}, host {row['sm90_nt']['host_us_per_call']} us, "
+              f"{row['case_wall_s']} s", flush=True)
 
 
 if __name__ == "__main__":

@@ -106,11 +106,23 @@ def test_plan_groups_offsets_and_dense_configs():
     assert plan.sfa_ready and not plan.sfb_ready
     for grp in plan.groups:
         want = GemmDesc("fp8_1d1d", 4096, 2048, grp.k, True, True, True, True)
-        assert grp.desc == want and grp.config == get_sm90_config(want, H200)
+        assert grp.desc == want and grp.config == kg.fp8_group_config(want, H200)
     assert kg._plan(desc, cfg, ks, sfa, sfb, True) is plan  # cached: a repeated call plans nothing
     # the tn form's row-major [sum(ks)/128, MN] scales are MN-major once transposed
     tn = kg._plan(desc, cfg, ks, torch.empty(sum(ks) // 128, 4096), torch.empty(sum(ks) // 128, 2048), False)
     assert tn.sfa_ready and tn.sfb_ready
+
+
+def test_fp8_group_config_rule():
+    """256-row tiles with TMA scales where they fill the GPU about as well as 128 rows; else the dense rule."""
+    tall = GemmDesc("fp8_1d1d", 4096, 7168, 2048, True, True, True, True)
+    cfg = kg.fp8_group_config(tall, H200)
+    assert (cfg.block_m, cfg.block_n, cfg.small_epi, cfg.sfa_tma, cfg.sfb_tma) == (256, 128, True, True, True)
+    assert cfg.stages >= 3 and not cfg.pipe_mma
+    wide = GemmDesc("fp8_1d1d", 7168, 2048, 2048, True, True, True, True)  # 448 tiles of 256 rows: 85 % busy
+    assert kg.fp8_group_config(wide, H200) == get_sm90_config(wide, H200)
+    small = GemmDesc("fp8_1d1d", 192, 7168, 4096, True, True, True, True)
+    assert kg.fp8_group_config(small, H200) == get_sm90_config(small, H200)
 
 
 def test_bf16_plan_keeps_operand_majorness():

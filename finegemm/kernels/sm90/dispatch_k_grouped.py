@@ -188,9 +188,40 @@ def _group_config(desc: GemmDesc, config: KGroupedConfig) -> Any:
             if pipe is not None:
                 cfg = dataclasses.replace(cfg, pipe_mma=pipe)
         else:
-            cfg = dispatch.get_config(desc, config.facts)
+            cfg = fp8_group_config(desc, config.facts)
         _group_configs[key] = cfg
     return cfg
+
+
+# 256-row tiles lose to 128-row ones once their last tile round idles this much more of the GPU
+# (the dense heuristic's rule; H200: 7168x2048 groups, 85 % vs 97 % busy, 547 vs 564 TFLOPS at G = 16).
+TALL_TILE_MAX_EFFICIENCY_LOSS = 0.1
+
+
+def _wave_efficiency(m: int, n: int, bm: int, bn: int, num_sms: int) -> float:
+    tiles = -(-m // bm) * -(-n // bn)
+    return tiles / (-(-tiles // num_sms) * num_sms)
+
+
+def fp8_group_config(desc: GemmDesc, facts: DeviceFacts) -> Any:
+    """The dense 1d1d config of one group (FP32 D with C, K = ``desc.k``).
+
+    At M > 256 with BLOCK_N 128: 256-row tiles with the shared D staging (3 stages) and both scale
+    vectors by TMA in the ring, unless their wave efficiency is more than
+    :data:`TALL_TILE_MAX_EFFICIENCY_LOSS` below 128-row tiles'. Measured on the H200 against the dense
+    heuristic's 128x128 plain schedule (benchmarks/results/k_grouped_sweep_h200_2026-12-03.json, nt, c = d):
+    G = 4 4096x7168 (K 6272-7808) 2413 -> 1804 us (670 -> 896 TFLOPS), G = 16 4096x7168 (K 1536-2688)
+    3656 -> 3130 us; 7168x2048 (where the rule keeps 128 rows) 1717 -> 1773 us, and 128x128 with TMA
+    scales and two partials in flight 1768 us, so it keeps the dense heuristic there. Otherwise (small M,
+    narrow N): the dense heuristic.
+    """
+    base = dispatch.get_config(desc, facts)
+    if desc.m <= 256 or base.block_n != 128 or base.split_k != 1:
+        return base
+    tall = _wave_efficiency(desc.m, desc.n, 256, 128, facts.num_sms)
+    if tall < _wave_efficiency(desc.m, desc.n, 128, 128, facts.num_sms) - TALL_TILE_MAX_EFFICIENCY_LOSS:
+        return base
+    return make_config(desc, facts, 256, 128, small_epi=True, sfa_tma=True, sfb_tma=True)
 
 
 def _mn_major_ready(sf: torch.Tensor) -> bool:

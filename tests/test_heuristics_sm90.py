@@ -37,13 +37,16 @@ def test_config_is_legal(desc):
     assert cfg.split_k == 1 or desc.m <= 256
     assert cfg.stages >= 3
     out_fp32 = desc.out_fp32 or cfg.split_k > 1
-    smem = cfg.stages * layouts.stage_bytes(cfg.block_m, cfg.block_n, cfg.sfa_tma) + layouts.epilogue_bytes(
-        cfg.block_m, cfg.block_n, out_fp32, cfg.small_epi)
+    smem = cfg.stages * layouts.stage_bytes(cfg.block_m, cfg.block_n, cfg.sfa_tma, cfg.sfb_tma) + \
+        layouts.epilogue_bytes(cfg.block_m, cfg.block_n, out_fp32, cfg.small_epi)
     assert smem + layouts.SMEM_RESERVED <= H200.smem_per_block
     assert layouts.accumulator_regs(cfg.block_m, cfg.block_n, cfg.pipe_mma) <= 192
-    if cfg.block_m == 256:  # measured for 1d2d only (FP32 out with shared D staging); packed scales stay off the ring
-        assert desc.kind == "fp8_1d2d" and not cfg.pipe_mma and (cfg.small_epi or not desc.out_fp32)
+    assert not cfg.sfb_tma or desc.kind == "fp8_1d1d"  # per-channel RHS scales exist in recipe (1, 1, 128) only
+    if cfg.block_m == 256:  # FP32 out with shared D staging; packed scales stay off the ring
+        assert not cfg.pipe_mma and (cfg.small_epi or not desc.out_fp32)
         assert not (desc.sf_packed and cfg.sfa_tma)
+        # 1d1d at 256 rows only with the per-channel scales in the ring (the register-held ones spill)
+        assert desc.kind == "fp8_1d2d" or cfg.sfb_tma
 
 
 def test_config_is_deterministic_and_pure():
@@ -106,10 +109,23 @@ def test_v3_measured_rules(nk):
     assert cfg.sfa_tma and cfg.stages == (3 if cfg.block_m == 256 else 5)
 
 
+def test_v5_weight_grad_rules():
+    """v5 sweep (benchmarks/results/sm90_v5_wgrad_sweep.json): both scale vectors in the ring; 256 rows at
+    K >= 4096 unless 128 rows fill the SMs clearly better; K <= 1024 keeps the plain v4 schedule."""
+    def cfg(m, k):
+        return get_sm90_config(GemmDesc("fp8_1d1d", m, 4096, k, out_fp32=True, with_c=True), H200)
+
+    for m, k in ((4096, 7168), (7168, 16384), (576, 7168)):
+        c = cfg(m, k)
+        assert (c.block_m, c.small_epi, c.sfa_tma, c.sfb_tma, c.pipe_mma, c.stages) == (256, True, True, True, False, 3)
+    for m, k in ((2112, 7168), (24576, 1536), (7168, 2048)):
+        c = cfg(m, k)
+        assert (c.block_m, c.sfa_tma, c.sfb_tma, c.pipe_mma, c.stages) == (128, True, True, False, 4)
+    c = cfg(32768, 512)
+    assert (c.block_m, c.sfa_tma, c.sfb_tma, c.pipe_mma) == (128, False, False, False)
+
+
 def test_v3_keeps_v2_where_unmeasured():
-    # 1d1d at large M: the v2 128x128 plain schedule, global scale loads (v4: alternatives within noise)
-    cfg = get_sm90_config(GemmDesc("fp8_1d1d", 4096, 4096, 7168, out_fp32=True, with_c=True), H200)
-    assert (cfg.block_m, cfg.pipe_mma, cfg.sfa_tma) == (128, False, False)
     # v4: FP32-out 1d2d at large M runs 256 rows with shared D staging and TMA scales
     for nk in ((4096, 7168), (7168, 2048)):
         cfg = get_sm90_config(GemmDesc("fp8_1d2d", 4096, *nk, out_fp32=True, with_c=True), H200)

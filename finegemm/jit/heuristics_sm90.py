@@ -88,12 +88,10 @@ def _large_m_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Config:
     - FP32-out 1d2d (with or without C), v4 sweep: 256 rows with the shared D staging (the FP32 tile
       of 256 rows leaves no room for a third stage otherwise) and TMA scales: 4096x4096x7168 with C
       281.7 -> 216.5 us, 4096x7168x2048 197.4 -> 169.7 us (128x128 + TMA scales: 245.4 / 182.9).
-    - The 1d1d recipe (weight gradients) keeps the v2 128x128 plain schedule: 1d1d at 256 rows spills
-      (per-channel RHS scales add 64 registers), and in the v4 sweep TMA scales and GROUP_M 16 moved its
-      7 shapes by -2 % .. +6 % (noise level; e.g. 7168x4096x16384 1367.6 vs 1336.0 us).
+    - The 1d1d recipe (weight gradients): :func:`_weight_grad_config` (v5).
     """
     if desc.kind == "fp8_1d1d":
-        return dataclasses.replace(make_config(desc, facts, 128, bn), pipe_mma=False)
+        return _weight_grad_config(desc, facts, bn)
     bm = 256
     if _wave_efficiency(desc, facts, 128, bn) > _wave_efficiency(desc, facts, 256, bn) + 0.1:
         bm = 128
@@ -102,6 +100,30 @@ def _large_m_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Config:
     if bm == 256 and desc.k < 2048 and not desc.out_fp32:
         cfg = dataclasses.replace(cfg, group_m=16)
     return cfg
+
+
+def _weight_grad_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Config:
+    """Recipe (1, 1, 128) at M > 256: the v5 sweep's rule (benchmarks/results/sm90_v5_wgrad_sweep.json,
+    H200, the 7 weight-gradient shapes with C, 8 configs each).
+
+    - Both scale vectors by TMA in the ring (per-token and per-channel; read from shared memory at each
+      promotion): 1.2-1.5x faster than the v4 global loads wherever K >= 1536 (4096x4096x7168: 417.2 ->
+      283.9 us at 128 rows, 271.1 at 256; 7168x4096x16384: 1358.2 -> 1021.8 / 995.6).
+    - 256 rows (two waves a warpgroup, shared D staging) when K >= 4096 and its last tile round is not
+      clearly emptier (wave efficiency within 5 points of 128 rows): 4096x4096x7168, 7168x4096x16384,
+      576x4096x7168 (71.0 vs 72.8 us); 2112x4096x7168 keeps 128 rows (171.5 vs 198.8: 82 % vs 73 %
+      busy). At K < 4096 128 rows measured better or level (24576x4096x1536: 525.9 vs 547.2).
+    - K <= 1024 keeps the v4 plain schedule (32768x4096x512: 429.1 us; ring scales 453.5, pipelined
+      428.2): a tile's whole K fits the ring, there is nothing for the scales to run ahead of.
+    - PIPE_MMA off: 128 rows with it measured 7-40 % slower (7168x4096x16384: 1426.7 vs 1021.8 us).
+    """
+    if desc.k <= 1024:
+        return dataclasses.replace(make_config(desc, facts, 128, bn), pipe_mma=False)
+    bm = 128
+    if desc.k >= 4096 and _wave_efficiency(desc, facts, 256, bn) + 0.05 >= _wave_efficiency(desc, facts, 128, bn):
+        bm = 256
+    cfg = make_config(desc, facts, bm, bn, small_epi=bm == 256, sfa_tma=True, sfb_tma=True)
+    return dataclasses.replace(cfg, pipe_mma=False)
 
 
 # Small-M tile candidates, largest first: ties in wave efficiency go to the larger tile (fewer

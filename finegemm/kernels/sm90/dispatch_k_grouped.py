@@ -17,15 +17,16 @@ fixed), as api/grouped.py's ``_run_k_grouped`` hands the tensors over:
 Method: one launch of the *dense* sm90 kernel per non-empty group, from a host loop over ``ks`` (the
 host list, so no device sync); an empty group gets ``d[g] = c[g]`` (a copy unless ``c`` is ``d``).
 
-- FP8: :func:`finegemm.kernels.sm90.dispatch.fp8_gemm` with the 1d1d recipe, C and FP32 out, its config
-  from the dense heuristic for ``(M, N, ks[g])``. Group g's A is a K-major ``[M, ks[g]]`` view: in the nt
-  form a slice of the flat buffer (row stride ``ks[g]`` bytes, a multiple of 128); in the tn form a
-  column block of the ``[M, sum(ks)]`` K-major operand. FP8 WGMMA reads only K-major shared-memory
-  operands, so an MN-major tn operand is first transposed into a cached workspace by one launch per
-  operand for all groups (:mod:`.transpose`): it moves ``sum(ks) * (M + N)`` bytes twice, about 0.2 ms
-  at the anchor sizes against 1-2 ms of GEMM, while the portable kernel is several times slower than
-  the sm90 kernel there (measured by scripts/k_grouped_bench.py), so tn takes the copy. A column-major
-  (K-major) tn operand is read in place.
+- FP8: the dense 1d1d kernel (:mod:`.gemm_1d2d`, launches built by :mod:`.dispatch`) with C and FP32
+  out, its config from :func:`fp8_group_config` for ``(M, N, ks[g])``. Group g's A is a K-major
+  ``[M, ks[g]]`` view: in the nt form a slice of the flat buffer (row stride ``ks[g]`` bytes, a
+  multiple of 128); in the tn form a column block of the ``[M, sum(ks)]`` K-major operand. FP8 WGMMA
+  reads only K-major shared-memory operands, so an MN-major tn operand is first transposed into a
+  cached workspace by one launch per operand for all groups (:mod:`.transpose`). Measured on the H200
+  at the six anchor cases (benchmarks/results/k_grouped_h200_2026-12-03_run3.json): the two copies
+  take 139-200 us and the tn call 150-330 us more than nt (1.3-3.4 ms in all), while the portable
+  kernel takes 8.7-21.7 ms on the same tn operands (6-8x slower), so tn takes the copy; its result is
+  bitwise the nt result. A column-major (K-major) tn operand is read in place.
 - Scales: the dense kernel reads per-channel scales MN-major (``stride(0) == 1`` along M / N, one
   column per 128 of K): group g's are the column slice ``[:, sum(ks[:g])/128 ...]``. Scales already so
   (the nt generator's ``sf.T``, the tn form's row-major ``[sum(ks)/128, MN]`` seen transposed) with a

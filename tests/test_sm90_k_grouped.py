@@ -121,8 +121,9 @@ def test_fp8_group_config_rule():
     assert cfg.stages >= 3 and not cfg.pipe_mma
     wide = GemmDesc("fp8_1d1d", 7168, 2048, 2048, True, True, True, True)  # 448 tiles of 256 rows: 85 % busy
     assert kg.fp8_group_config(wide, H200) == get_sm90_config(wide, H200)
-    small = GemmDesc("fp8_1d1d", 192, 7168, 4096, True, True, True, True)
-    assert kg.fp8_group_config(small, H200) == get_sm90_config(small, H200)
+    for m, k in ((192, 4096), (4096, 1024)):  # small M; small K (the whole K fits the ring)
+        small = GemmDesc("fp8_1d1d", m, 7168, k, True, True, True, True)
+        assert kg.fp8_group_config(small, H200) == get_sm90_config(small, H200)
 
 
 def test_bf16_plan_keeps_operand_majorness():

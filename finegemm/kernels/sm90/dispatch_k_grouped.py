@@ -205,19 +205,20 @@ def _wave_efficiency(m: int, n: int, bm: int, bn: int, num_sms: int) -> float:
 
 
 def fp8_group_config(desc: GemmDesc, facts: DeviceFacts) -> Any:
-    """The dense 1d1d config of one group (FP32 D with C, K = ``desc.k``).
+    """The dense 1d1d config of one group (FP32 D with C, K = ``desc.k``): the dense heuristic, except that
+    at M > 256, BLOCK_N 128 and 1024 < K the tile is 256 rows (shared D staging, 3 stages, both scale
+    vectors by TMA in the ring: the dense heuristic's own 256-row config, which it picks at K >= 4096 only)
+    unless its wave efficiency is more than :data:`TALL_TILE_MAX_EFFICIENCY_LOSS` below 128-row tiles'.
 
-    At M > 256 with BLOCK_N 128: 256-row tiles with the shared D staging (3 stages) and both scale
-    vectors by TMA in the ring, unless their wave efficiency is more than
-    :data:`TALL_TILE_MAX_EFFICIENCY_LOSS` below 128-row tiles'. Measured on the H200 against the dense
-    heuristic's 128x128 plain schedule (benchmarks/results/k_grouped_sweep_h200_2026-12-03.json, nt, c = d):
-    G = 4 4096x7168 (K 6272-7808) 2413 -> 1804 us (670 -> 896 TFLOPS), G = 16 4096x7168 (K 1536-2688)
-    3656 -> 3130 us; 7168x2048 (where the rule keeps 128 rows) 1717 -> 1773 us, and 128x128 with TMA
-    scales and two partials in flight 1768 us, so it keeps the dense heuristic there. Otherwise (small M,
-    narrow N): the dense heuristic.
+    Measured on the H200 per group of the anchor cases (nt, c = d; benchmarks/results/
+    k_grouped_sweep_h200_2026-12-03.json, against the v4 dense rule's 128x128 plain schedule): G = 16
+    4096x7168 (K 1536-2688) 3656 us plain, 3472 us 128 rows with TMA scales and two partials in flight,
+    3130 us 256 rows; G = 4 4096x7168 (K 6272-7808) 2413 / 2312 / 1804 us; 7168x2048 (256 rows 85 % busy
+    against 97 %) 1717 / 1768 / 1773 us, so there the dense rule stays. K <= 1024 keeps the dense rule too
+    (its measured plain schedule; not measured here).
     """
     base = dispatch.get_config(desc, facts)
-    if desc.m <= 256 or base.block_n != 128 or base.split_k != 1:
+    if desc.m <= 256 or desc.k <= 1024 or base.block_n != 128 or base.split_k != 1:
         return base
     tall = _wave_efficiency(desc.m, desc.n, 256, 128, facts.num_sms)
     if tall < _wave_efficiency(desc.m, desc.n, 128, 128, facts.num_sms) - TALL_TILE_MAX_EFFICIENCY_LOSS:

@@ -110,19 +110,19 @@ def test_v3_measured_rules(nk):
 
 
 def test_v5_weight_grad_rules():
-    """v5 sweep (benchmarks/results/sm90_v5_wgrad_sweep.json): both scale vectors in the ring; 256 rows at
-    K >= 4096 unless 128 rows fill the SMs clearly better; K <= 1024 keeps the plain v4 schedule."""
+    """v5 sweep (benchmarks/results/sm90_v5_wgrad_sweep.json): at K >= 4096 both scale vectors in the
+    ring, 256 rows unless 128 rows fill the SMs clearly better; K < 4096 keeps the plain v4 schedule."""
     def cfg(m, k):
         return get_sm90_config(GemmDesc("fp8_1d1d", m, 4096, k, out_fp32=True, with_c=True), H200)
 
     for m, k in ((4096, 7168), (7168, 16384), (576, 7168)):
         c = cfg(m, k)
         assert (c.block_m, c.small_epi, c.sfa_tma, c.sfb_tma, c.pipe_mma, c.stages) == (256, True, True, True, False, 3)
-    for m, k in ((2112, 7168), (24576, 1536), (7168, 2048)):
+    c = cfg(2112, 7168)
+    assert (c.block_m, c.sfa_tma, c.sfb_tma, c.pipe_mma, c.stages) == (128, True, True, False, 4)
+    for m, k in ((24576, 1536), (7168, 2048), (32768, 512)):
         c = cfg(m, k)
-        assert (c.block_m, c.sfa_tma, c.sfb_tma, c.pipe_mma, c.stages) == (128, True, True, False, 4)
-    c = cfg(32768, 512)
-    assert (c.block_m, c.sfa_tma, c.sfb_tma, c.pipe_mma) == (128, False, False, False)
+        assert (c.block_m, c.sfa_tma, c.sfb_tma, c.pipe_mma, c.stages) == (128, False, False, False, 5)
 
 
 def test_v3_keeps_v2_where_unmeasured():

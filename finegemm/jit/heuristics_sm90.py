@@ -106,21 +106,21 @@ def _weight_grad_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Conf
     """Recipe (1, 1, 128) at M > 256: the v5 sweep's rule (benchmarks/results/sm90_v5_wgrad_sweep.json,
     H200, the 7 weight-gradient shapes with C, 8 configs each).
 
-    - Both scale vectors by TMA in the ring (per-token and per-channel; read from shared memory at each
-      promotion): 1.2-1.5x faster than the v4 global loads wherever K >= 1536 (4096x4096x7168: 417.2 ->
-      283.9 us at 128 rows, 271.1 at 256; 7168x4096x16384: 1358.2 -> 1021.8 / 995.6).
-    - 256 rows (two waves a warpgroup, shared D staging) when K >= 4096 and its last tile round is not
-      clearly emptier (wave efficiency within 5 points of 128 rows): 4096x4096x7168, 7168x4096x16384,
-      576x4096x7168 (71.0 vs 72.8 us); 2112x4096x7168 keeps 128 rows (171.5 vs 198.8: 82 % vs 73 %
-      busy). At K < 4096 128 rows measured better or level (24576x4096x1536: 525.9 vs 547.2).
-    - K <= 1024 keeps the v4 plain schedule (32768x4096x512: 429.1 us; ring scales 453.5, pipelined
-      428.2): a tile's whole K fits the ring, there is nothing for the scales to run ahead of.
+    - K >= 4096: both scale vectors by TMA in the ring (per-token and per-channel, read from shared
+      memory at each promotion), 1.2-1.5x faster than the v4 global loads (4096x4096x7168: 417.2 ->
+      283.9 us at 128 rows, 271.1 at 256; 7168x4096x16384: 1358.2 -> 1021.8 / 995.6); 256 rows (two
+      waves a warpgroup, shared D staging) unless its last tile round is clearly emptier (wave
+      efficiency more than 5 points below 128 rows): 2112x4096x7168 keeps 128 rows (171.5 vs 198.8 us).
+    - K < 4096 keeps the v4 plain schedule (global scale loads, 128x128): with the proxy fence the ring
+      needs (gemm_1d2d._release) the 128-row ring config lost there in the harness run at 1c92099
+      (24576x4096x1536: 569.4 us vs 549.0 plain; 7168x4096x2048: 219.0 vs 215.9), and at K <= 1024 a
+      tile's whole K fits the ring anyway (32768x4096x512: 429.1 plain, 453.5 ring).
     - PIPE_MMA off: 128 rows with it measured 7-40 % slower (7168x4096x16384: 1426.7 vs 1021.8 us).
     """
-    if desc.k <= 1024:
+    if desc.k < 4096:
         return dataclasses.replace(make_config(desc, facts, 128, bn), pipe_mma=False)
     bm = 128
-    if desc.k >= 4096 and _wave_efficiency(desc, facts, 256, bn) + 0.05 >= _wave_efficiency(desc, facts, 128, bn):
+    if _wave_efficiency(desc, facts, 256, bn) + 0.05 >= _wave_efficiency(desc, facts, 128, bn):
         bm = 256
     cfg = make_config(desc, facts, bm, bn, small_epi=bm == 256, sfa_tma=True, sfb_tma=True)
     return dataclasses.replace(cfg, pipe_mma=False)

@@ -90,11 +90,13 @@ def test_inputs_are_fresh_and_nonzero():
 def test_smoke_dense_json_plot(tmp_path, capsys):
     js, png = tmp_path / "r.json", tmp_path / "r.png"
     rc = cli.main(_args("--smoke", "--suite", "dense,bf16,grouped", "--plain", "--no-progress", "--json", str(js),
-                        "--plot", str(png), "--repeats", "1", "--warmup", "0"))
+                        "--plot", str(png), "--repeats", "1", "--warmup", "0", "--commit", "feedbee"))
     out = capsys.readouterr().out
     assert rc == 0, out
     doc = json.loads(js.read_text())
-    assert doc["complete"] and doc["versions"]["torch"] and "commit" in doc["git"]
+    assert doc["complete"] and doc["versions"]["torch"]
+    # --commit names the tree even where a .git is found beside the package (a lent GPU's stale copy)
+    assert doc["git"]["commit"] == "feedbee" and doc["git"]["source"] == "--commit"
     cases = {(c["suite"], c["name"]): c for c in doc["cases"]}
     dense = cases[("dense", "33x96x256")]["peers"]
     assert dense["finegemm-portable"]["status"] == "ok"

@@ -56,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress output on stderr")
     parser.add_argument("--verbose-errors", action="store_true", help="print tracebacks of finegemm errors")
     parser.add_argument("--commit", default=None,
-                        help="finegemm commit to record when the tree has no .git (e.g. a copy on a lent GPU)")
+                        help="finegemm commit to record (wins over the .git found beside the package: a copy on a lent GPU may carry a stale one)")
 
 
 def _suites(arg: str | None) -> list[str]:
@@ -121,8 +121,9 @@ def main(args: argparse.Namespace) -> int:
         return 2
 
     meta = sysinfo.collect(device)
-    if args.commit and not meta["git"]["commit"]:
-        meta["git"] = {"commit": args.commit, "dirty": None, "source": "--commit"}
+    if args.commit:
+        # the caller names the tree it copied (a lent GPU's copy may carry a stale .git of its own)
+        meta["git"] = {"commit": args.commit, "dirty": None, "source": "--commit", "git_here": meta["git"]}
     dev = meta["device"]
     print(f"finegemm bench on {dev['name']}" + (f" ({dev['sm_count']} SMs)" if "sm_count" in dev else "")
           + f", torch {meta['versions']['torch']}, triton {meta['versions']['triton']}, "

@@ -7,19 +7,18 @@ functions, no device access, unit-tested on the CPU (tests/test_heuristics_sm90_
 The grouped kernel form (``GROUPING`` 1/2 of ``fp8_gemm_kernel``) takes BLOCK_M 64 or 128 only,
 one 64-row wave per math warpgroup, no split-K, no PIPE_MMA (its static asserts), so the choice is
 BLOCK_M, BLOCK_N, whether the per-token scales ride in the ring (SFA_TMA) and the stage count.
-These are first rules, carried over from the dense sweeps (benchmarks/NOTES.md v2/v3), not yet a
-grouped sweep:
+Rules carried over from the dense sweeps (benchmarks/NOTES.md v2/v3), then confirmed by the grouped
+sweep (results/grouped-sm90-sweep-h200-2026-12-03-e189e71.json: the pick was the fastest of 4-6
+configs on all 9 issue shapes):
 
 - BLOCK_N 128 (won every dense DeepSeek-V3 shape); narrower only when N itself is narrow.
 - Contiguous: BLOCK_M 128 (segments are 128-aligned, so a 128-row tile never straddles two
   experts), 64 only when 128-row tiles would leave SMs idle (fewer tiles than SMs). SFA_TMA on:
   it won all 6 dense shapes at M = 4096 (e.g. 144.4 -> 119.9 us at N=2112).
 - Masked: BLOCK_M 64 when the expected rows per group are <= 64 (one warpgroup; a 128-row tile
-  would compute half empty rows), else 128. Scales by TMA at both heights. With them loaded from
-  global memory at 64 rows (run 1, H200 2026-12-03) 16 groups x 64 rows took 428.9 us at
-  (4096, 7168) and 140.4 us at (7168, 2048), 0.87x and 1.23x the cuBLAS per-group loop, ~1.9 us per
-  K block per CTA: the one-block-ahead scale loads are the suspect, TMA scales the fix under test
-  (correct on the H200, benchmarks/NOTES.md "m-grouped sm90" says whether it was timed).
+  would compute half empty rows), else 128. Scales by TMA at both heights: 16 groups x 64 rows at
+  (7168, 2048) 141.3 -> 92.8 us, at (4096, 7168) 447.5 -> 286.2 us; 128-row tiles at 1 x 1024 56.3 us
+  and 4 x 256 37.5 us beat 64-row ones (75.1, 48.9). No PIPE_MMA: slower on every masked shape.
 """
 
 from __future__ import annotations

@@ -82,3 +82,26 @@ def test_grouped_constexprs_follow_the_scale_layout():
     # 16 K blocks -> 4 packed words; max_m 62 padded to 64 (16 bytes)
     assert m["GROUPING"] == 2 and m["GROUP_ROWS"] == 62 and m["SFK_ROWS"] == 4
     assert m["SFA_STRIDE_G"] == 4 * 64 and m["SFB_STRIDE_G"] == 56 * 4
+
+
+def test_unpacked_b_is_launched_not_recorded(monkeypatch):
+    """A B whose groups are not one packed [G * N, K] block is copied per call; a recording would keep
+    the copy's pointer after it is freed, so such calls must launch normally every time."""
+    import torch
+
+    calls = []
+    monkeypatch.setattr(dispatch_grouped, "_contiguous_plan", lambda *args: ((1,), (), {}))
+    monkeypatch.setattr(dispatch_grouped.launcher, "launch_normally", lambda launches: calls.append("normal"))
+    monkeypatch.setattr(dispatch_grouped.launcher, "record", lambda launches: calls.append("record") or (lambda: True))
+    monkeypatch.setattr(dispatch_grouped, "_recordings", {})
+    desc = GemmDesc("fp8_1d2d", 256, 128, 256, layout="m_grouped_contiguous", num_groups=2)
+    cfg = get_sm90_grouped_config(desc, H200)
+    a, sfa = torch.zeros(256, 256), torch.zeros(256, 2)
+    packed = torch.zeros(2, 128, 256)
+    unpacked = torch.zeros(2, 256, 128).transpose(1, 2)  # [G, N, K] with K strided
+    sfb, d, layout = torch.zeros(2, 1, 2), torch.zeros(256, 128), torch.zeros(256, dtype=torch.int32)
+    for _ in range(2):
+        dispatch_grouped.m_grouped_fp8_1d2d_gemm_contiguous(desc, cfg, a, sfa, unpacked, sfb, d, layout, False)
+    assert calls == ["normal", "normal"] and not dispatch_grouped._recordings
+    dispatch_grouped.m_grouped_fp8_1d2d_gemm_contiguous(desc, cfg, a, sfa, packed, sfb, d, layout, False)
+    assert calls[-1] == "record" and len(dispatch_grouped._recordings) == 1

@@ -34,9 +34,13 @@ checked (every value has a defined meaning).
 Dispatch builds a :class:`GemmDesc` with the grouped ``layout`` and asks
 :func:`finegemm.api.dispatch.choose_backend`. On Hopper the m-grouped FP8 GEMMs (contiguous and masked,
 recipe ``(1, 128, 128)``, K-major A and B, K a multiple of 128) run the sm90 Gluon kernel
-(finegemm/kernels/sm90/dispatch_grouped.py, configs from finegemm/jit/heuristics_sm90_grouped.py);
-every other grouped case (BF16, k-grouped, column-major operands, other devices) runs the portable
-Triton kernels, and ``FINEGEMM_BACKEND=sm90`` on such a case raises ``BackendError`` with the reason.
+(finegemm/kernels/sm90/dispatch_grouped.py, configs from finegemm/jit/heuristics_sm90_grouped.py); the
+k-grouped GEMMs (FP8 nt/tn, BF16 tn) run per-group launches of the dense sm90 kernels
+(finegemm/kernels/sm90/dispatch_k_grouped.py) where the tensors are TMA-addressable; the m-grouped
+BF16 GEMMs take the sm90 path of finegemm/kernels/sm90/dispatch_bf16_grouped.py where it is present and
+supports the case. Every other case (column-major FP8 operands, unaligned tensors, other devices) runs
+the portable Triton kernels, and ``FINEGEMM_BACKEND=sm90`` on such a case raises ``BackendError`` with
+the reason.
 """
 
 from __future__ import annotations

@@ -56,7 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress output on stderr")
     parser.add_argument("--verbose-errors", action="store_true", help="print tracebacks of finegemm errors")
     parser.add_argument("--commit", default=None,
-                        help="finegemm commit to record (wins over the .git found beside the package: a copy on a lent GPU may carry a stale one)")
+                        help="finegemm commit to record (wins over a .git found beside the package: "
+                             "a copy on a lent GPU may carry a stale one)")
 
 
 def _suites(arg: str | None) -> list[str]:

@@ -98,10 +98,16 @@ def _meta(desc: GemmDesc, config: Sm90Config, sfa: torch.Tensor, use_psum: bool,
     )
 
 
+def _b_packed(b: torch.Tensor) -> bool:
+    """``[G, N, K]`` B stored as one packed ``[G * N, K]`` block (readable in place by one TMA descriptor)."""
+    g, n, k = b.shape
+    return b.stride(2) == 1 and b.stride(1) == k and b.stride(0) == n * k
+
+
 def _rows_of(b: torch.Tensor) -> torch.Tensor:
     """``[G, N, K]`` K-major B as one ``[G * N, K]`` TMA source (a copy only when the groups are not packed)."""
     g, n, k = b.shape
-    if b.stride(2) != 1 or b.stride(1) != k or b.stride(0) != n * k:
+    if not _b_packed(b):
         b = b.contiguous()
     return b.view(g * n, k)
 
@@ -186,13 +192,18 @@ def _tensor_key(*tensors: torch.Tensor) -> tuple:
     return tuple((t.data_ptr(), t.stride(), t.dtype) for t in tensors)
 
 
-def _run(key: tuple, build) -> None:
-    recording = _recordings.get(key)
+def _run(key: tuple, build, replayable: bool = True) -> None:
+    """Replay the recording of ``key``, or build and launch (recording it when ``replayable``).
+
+    Not replayable: the launch reads a per-call copy (unpacked B), whose pointer a recording would
+    keep after the copy is freed; such calls launch normally every time.
+    """
+    recording = _recordings.get(key) if replayable else None
     if recording is not None and recording():
         return
     grid, args, meta = build()
     launches = [(gemm_1d2d.fp8_gemm_kernel, grid, args, meta)]
-    if recording is not None:
+    if recording is not None or not replayable:
         launcher.launch_normally(launches)
         return
     if len(_recordings) >= MAX_RECORDINGS:
@@ -205,7 +216,8 @@ def m_grouped_fp8_1d2d_gemm_contiguous(desc: GemmDesc, config: Sm90Config, a, sf
     """Launch the contiguous form on validated tensors (shapes as in the module docstring)."""
     key = ("contiguous", desc, config, bool(use_psum_layout), a.get_device(),
            _tensor_key(a, sfa, b, sfb, d, grouped_layout))
-    _run(key, lambda: _contiguous_plan(desc, config, a, sfa, b, sfb, d, grouped_layout, use_psum_layout))
+    _run(key, lambda: _contiguous_plan(desc, config, a, sfa, b, sfb, d, grouped_layout, use_psum_layout),
+         _b_packed(b))
 
 
 def m_grouped_fp8_1d2d_gemm_masked(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, masked_m,
@@ -213,4 +225,4 @@ def m_grouped_fp8_1d2d_gemm_masked(desc: GemmDesc, config: Sm90Config, a, sfa, b
     """Launch the masked form on validated tensors; ``masked_m`` is read by the kernel only."""
     del expected_m  # already in desc (the config's hint)
     key = ("masked", desc, config, a.get_device(), _tensor_key(a, sfa, b, sfb, d, masked_m))
-    _run(key, lambda: _masked_plan(desc, config, a, sfa, b, sfb, d, masked_m))
+    _run(key, lambda: _masked_plan(desc, config, a, sfa, b, sfb, d, masked_m), _b_packed(b))

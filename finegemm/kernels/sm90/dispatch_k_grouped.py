@@ -46,8 +46,8 @@ the H200 host, more than the GPU time of small groups.)
 Not covered (planned elsewhere): tensors TMA cannot address (:func:`layout_reason`, checked by the
 planner, run the portable kernel); packed UE8M0 scales (rejected by the API); ``ks_tensor`` is not
 read (the host ``ks`` drives the loop; the API checks they agree under ``FINEGEMM_DEBUG``). The
-workspaces of the FP8 tn copy are shared by every call on a device: calls on two streams at once
-must not overlap.
+workspaces of the FP8 tn copy are cached per device and stream (calls on two streams at once do not
+share one).
 """
 
 from __future__ import annotations
@@ -279,12 +279,15 @@ MAX_FP8_RECORDINGS = 1024
 
 
 def _workspace(role: str, like: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
-    """A cached ``[rows, cols]`` buffer of ``like``'s dtype (one per device and operand role, grown as needed).
+    """A cached ``[rows, cols]`` buffer of ``like``'s dtype (one per device, current stream and operand
+    role, grown as needed).
 
-    A grown buffer replaces the old one; recordings that named the old one miss (their key holds the
-    workspace pointer), so none replays into freed memory.
+    Per stream, so that tn calls enqueued on two streams at once never share a buffer (a call's
+    recording holds the workspace pointer in its key, so each stream replays its own). A grown buffer
+    replaces the old one; recordings that named the old one miss, so none replays into freed memory.
     """
-    key = (like.device, role)
+    stream = torch.cuda.current_stream(like.device).cuda_stream if like.is_cuda else 0
+    key = (like.device, role, stream)
     ws = _workspaces.get(key)
     numel = rows * cols
     if ws is None or ws.numel() < numel:

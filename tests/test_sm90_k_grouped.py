@@ -66,7 +66,7 @@ def test_unsupported_reasons(desc, needle):
 
 def test_untested_triton_is_refused(monkeypatch):
     # through kg: a top-level ``import triton`` here would come before finegemm picks the interpreter
-    monkeypatch.setattr(kg.triton, "__version__", "3.7.0")
+    monkeypatch.setattr(kg.launcher.triton, "__version__", "3.7.0")
     assert "Triton 3.6." in kg.unsupported_reason(_desc(), H200)
 
 

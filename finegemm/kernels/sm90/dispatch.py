@@ -22,7 +22,6 @@ from ...jit.heuristics_sm90 import Sm90Config, get_sm90_config
 from . import gemm_1d2d, launcher, layouts
 
 SUPPORTED_KINDS = ("fp8_1d2d", "fp8_1d1d")
-TESTED_TRITON = "3.6."
 
 _GL_DTYPES = {
     torch.float8_e4m3fn: gl.float8e4nv,
@@ -35,8 +34,9 @@ _GL_DTYPES = {
 
 def unsupported_reason(desc: GemmDesc, facts: DeviceFacts) -> str | None:
     """None when the sm90 kernel runs ``desc``; else a short reason."""
-    if not triton.__version__.startswith(TESTED_TRITON):
-        return f"sm90 kernels are tested with Triton {TESTED_TRITON}x, found {triton.__version__}"
+    reason = launcher.triton_version_reason()
+    if reason is not None:
+        return reason
     if desc.kind not in SUPPORTED_KINDS:
         return f"kind {desc.kind} has no sm90 kernel yet"
     if desc.layout != "normal":

@@ -23,17 +23,16 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 from ...jit.device import DeviceFacts
 from ...jit.heuristics import GemmDesc, get_portable_config
 from ...jit.heuristics_sm90 import Sm90Bf16Config, get_sm90_bf16_config
-from . import gemm_bf16, layouts
-
-TESTED_TRITON = "3.6."
+from . import gemm_bf16, launcher, layouts
 
 _GL_DTYPES = {torch.bfloat16: gl.bfloat16, torch.float32: gl.float32}
 
 
 def unsupported_reason(desc: GemmDesc, facts: DeviceFacts) -> str | None:
     """None when the sm90 BF16 kernel runs ``desc`` (any M, N, K >= 1 with TMA-aligned rows); else why not."""
-    if not triton.__version__.startswith(TESTED_TRITON):
-        return f"sm90 kernels are tested with Triton {TESTED_TRITON}x, found {triton.__version__}"
+    reason = launcher.triton_version_reason()
+    if reason is not None:
+        return reason
     if desc.kind != "bf16":
         return f"kind {desc.kind} is not a BF16 GEMM"
     if desc.layout != "normal":

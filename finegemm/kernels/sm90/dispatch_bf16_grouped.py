@@ -32,7 +32,7 @@ from ...jit.heuristics_sm90 import Sm90Bf16Config
 from ...jit.heuristics_sm90_bf16_grouped import GROUPED_LAYOUTS, get_sm90_bf16_grouped_config
 from ..portable.m_grouped import launch_m_grouped_contiguous, launch_m_grouped_masked
 from . import gemm_bf16, launcher, layouts
-from .dispatch_bf16 import TESTED_TRITON, _desc, _facts_of, _tma_ready
+from .dispatch_bf16 import _desc, _facts_of, _tma_ready
 from .dispatch_grouped import masked_layout_reason
 
 # get_mk_alignment_for_contiguous_layout(): every contiguous segment starts on a multiple of it
@@ -41,8 +41,9 @@ CONTIGUOUS_ALIGN = 128
 
 def unsupported_reason(desc: GemmDesc, facts: DeviceFacts) -> str | None:
     """None when the sm90 grouped BF16 kernel runs ``desc`` (an m-grouped bf16 layout); else a short reason."""
-    if not triton.__version__.startswith(TESTED_TRITON):
-        return f"sm90 kernels are tested with Triton {TESTED_TRITON}x, found {triton.__version__}"
+    reason = launcher.triton_version_reason()
+    if reason is not None:
+        return reason
     if desc.layout not in GROUPED_LAYOUTS:
         return f"layout {desc.layout} is not m-grouped"
     if desc.kind != "bf16":

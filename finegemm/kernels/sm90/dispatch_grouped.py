@@ -30,7 +30,7 @@ from ...jit.heuristics import GemmDesc
 from ...jit.heuristics_sm90 import Sm90Config
 from ...jit.heuristics_sm90_grouped import GROUPED_LAYOUTS, get_sm90_grouped_config
 from . import gemm_1d2d, launcher, layouts
-from .dispatch import TESTED_TRITON, _desc, _scale_desc
+from .dispatch import _desc, _scale_desc
 
 # get_mk_alignment_for_contiguous_layout(): every contiguous segment starts on a multiple of it
 CONTIGUOUS_ALIGN = 128
@@ -38,8 +38,9 @@ CONTIGUOUS_ALIGN = 128
 
 def unsupported_reason(desc: GemmDesc, facts: DeviceFacts) -> str | None:
     """None when the sm90 grouped kernel runs ``desc`` (an m-grouped layout); else a short reason."""
-    if not triton.__version__.startswith(TESTED_TRITON):
-        return f"sm90 kernels are tested with Triton {TESTED_TRITON}x, found {triton.__version__}"
+    reason = launcher.triton_version_reason()
+    if reason is not None:
+        return reason
     if desc.layout not in GROUPED_LAYOUTS:
         return f"layout {desc.layout} is not m-grouped"
     if desc.kind != "fp8_1d2d":

@@ -57,7 +57,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import triton
 
 from ...jit.device import DeviceFacts
 from ...jit.heuristics import FP8_BLOCK_K, GemmDesc
@@ -66,7 +65,6 @@ from ...layout import get_mn_major_tma_aligned_tensor
 from . import dispatch, dispatch_bf16, gemm_1d2d, gemm_bf16, launcher
 from .transpose import transpose_launch
 
-TESTED_TRITON = "3.6."
 KINDS = ("fp8_1d1d", "bf16")
 MAX_PLANS = 1024
 MAX_BF16_RECORDINGS = 1024
@@ -91,8 +89,9 @@ class KGroupedConfig:
 
 def unsupported_reason(desc: GemmDesc, facts: DeviceFacts) -> str | None:
     """None when the per-group sm90 launches run ``desc`` (a ``k_grouped`` desc: ``k`` is sum(ks)); else why not."""
-    if not triton.__version__.startswith(TESTED_TRITON):
-        return f"sm90 kernels are tested with Triton {TESTED_TRITON}x, found {triton.__version__}"
+    reason = launcher.triton_version_reason()
+    if reason is not None:
+        return reason
     if desc.layout != "k_grouped":
         return f"layout {desc.layout} is not k-grouped"
     if desc.kind not in KINDS:

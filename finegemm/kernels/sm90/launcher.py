@@ -41,6 +41,13 @@ __all__ = ["TESTED_TRITON", "Replay", "Recording", "launch", "launch_all", "reco
 
 TESTED_TRITON = "3.6."  # the private launcher ABI used by raw/bound modes is read from this version
 
+
+def triton_version_reason() -> str | None:
+    """Why the sm90 kernels decline this Triton (their Gluon APIs and this launcher are 3.6's); None if 3.6."""
+    if not triton.__version__.startswith(TESTED_TRITON):
+        return f"sm90 kernels are tested with Triton {TESTED_TRITON}x, found {triton.__version__}"
+    return None
+
 # The C launcher's leading arguments (driver.py's _BASE_ARGS_FORMAT): gridX, gridY, gridZ, stream,
 # function, cooperative, pdl, global scratch, profile scratch, kernel metadata, launch metadata, enter
 # hook, exit hook; then the kernel's arguments. Raw mode is used only while Triton still says so.

@@ -39,6 +39,9 @@ class Sm90Config:
     # recipe (1, 1, 128): the per-channel RHS scales ride in the ring too, read from shared memory at
     # each promotion instead of held in registers a K block ahead
     sfb_tma: bool = False
+    # experimental (no rule sets it): ring scales read before the WGMMA issue, no proxy fence at release
+    # (128-row tiles without PIPE_MMA; gemm_1d2d._one_wave_loop)
+    scales_first: bool = False
 
     @property
     def num_warps(self) -> int:

@@ -56,7 +56,7 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32"):
         PIPE_MMA=config.pipe_mma, PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS,
         SMALL_EPI=config.small_epi, SFA_TMA=config.sfa_tma,
         # ASTSource applies no defaults: the dense form names every grouped parameter's default
-        layout_ptr=None, d_ptr=None, **DENSE_GROUPING, SFB_TMA=config.sfb_tma,
+        layout_ptr=None, d_ptr=None, **DENSE_GROUPING, SFB_TMA=config.sfb_tma, SCALES_FIRST=config.scales_first,
     )
     if not config.sfb_tma:
         constexprs["sfb_desc"] = None
@@ -91,6 +91,7 @@ def compile_grouped_variant(desc: GemmDesc, config: Sm90Config, use_psum: bool =
         SF_PACKED=desc.sf_packed, SFB_PER_CHANNEL=False, HAS_C=False, PIPE_MMA=config.pipe_mma,
         PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS, SMALL_EPI=False, SFA_TMA=config.sfa_tma,
         **dispatch_grouped.grouped_constexprs(desc, use_psum, align), sfb_desc=None, SFB_TMA=False,
+        SCALES_FIRST=False,
     )
     for name in constexprs:
         sig[name] = "constexpr"

@@ -3,7 +3,7 @@
 Each config runs 6 times on the same inputs; prints how many runs differ from the first and where
 (rows mod BLOCK_M, column range, max |diff|), with replayed launches and with fresh launches (the
 dispatch recordings cleared before each call). Env: PROBE_FIRST (skip shapes), PROBE_CASES (names).
-Usage: PYTHONPATH=. python3 scripts/race_probe.py (writes $OUT/race_probe.json)."""
+Usage: PYTHONPATH=. python3 scripts/race_probe.py (writes $OUT/repeat_probe.json)."""
 from __future__ import annotations
 
 import dataclasses
@@ -89,5 +89,5 @@ for m, n, k in ((4095, 2112, 512), (2112, 4096, 1536))[int(os.environ.get("PROBE
             probe(m, n, k, recipe, with_c, name, cfg, fresh)
         except Exception as e:  # noqa: BLE001
             print("ERR", name, repr(e)[:300], flush=True)
-json.dump(rows_out, open(os.path.join(os.environ.get("OUT", "."), "race_probe.json"), "w"), indent=1)
+json.dump(rows_out, open(os.path.join(os.environ.get("OUT", "."), "repeat_probe.json"), "w"), indent=1)
 sys.exit(0)

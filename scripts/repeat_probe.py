@@ -3,7 +3,7 @@
 Each config runs 6 times on the same inputs; prints how many runs differ from the first and where
 (rows mod BLOCK_M, column range, max |diff|), with replayed launches and with fresh launches (the
 dispatch recordings cleared before each call). Env: PROBE_FIRST (skip shapes), PROBE_CASES (names).
-Usage: PYTHONPATH=. python3 scripts/race_probe.py (writes $OUT/repeat_probe.json)."""
+Usage: PYTHONPATH=. python3 scripts/repeat_probe.py (writes $OUT/repeat_probe.json)."""
 from __future__ import annotations
 
 import dataclasses

@@ -224,7 +224,7 @@ BF16_SM_STREAM_GBPS = 110.0
 BF16_SPLITK_FIXED_US = 2.5
 # Fraction of the WGMMA peak a warpgroup reaches per tile shape (m64 nN per instruction; wider N
 # reads less shared memory per FLOP); 128-row tiles share each B slice between two warpgroups.
-_BF16_TILE_EFF = {(128, 256): 0.92, (128, 128): 0.82, (64, 256): 0.80, (128, 64): 0.62,
+BF16_TILE_EFF = {(128, 256): 0.92, (128, 128): 0.82, (64, 256): 0.80, (128, 64): 0.62,
                   (64, 128): 0.70, (64, 64): 0.50}
 
 
@@ -271,7 +271,7 @@ def bf16_estimate_us(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split
     units = math.ceil(m / bm) * math.ceil(n / bn) * split
     sms = min(units, facts.num_sms)
     per_cta = math.ceil(units / sms)
-    sm_flops = BF16_CHIP_TFLOPS * 1e6 / facts.num_sms * _BF16_TILE_EFF[(bm, bn)]  # FLOP per us
+    sm_flops = BF16_CHIP_TFLOPS * 1e6 / facts.num_sms * BF16_TILE_EFF[(bm, bn)]  # FLOP per us
     t_compute = per_cta * 2 * bm * bn * k_split / sm_flops
     out_bytes = 4 if desc.out_fp32 else 2
     hbm = 2 * (m * k + n * k) + m * n * out_bytes * (2 if desc.with_c else 1)

@@ -37,9 +37,9 @@ import math
 from .device import DeviceFacts
 from .heuristics import BF16_BLOCK_K, GemmDesc
 from .heuristics_sm90 import (
-    _BF16_TILE_EFF,
     BF16_CHIP_TFLOPS,
     BF16_SM_STREAM_GBPS,
+    BF16_TILE_EFF,
     Sm90Bf16Config,
     bf16_max_stages,
 )
@@ -104,7 +104,7 @@ def grouped_estimate_us(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int) ->
     units = grouped_units(desc, bm, bn)
     sms = max(1, min(units, facts.num_sms))
     per_cta = math.ceil(units / sms)
-    sm_flops = BF16_CHIP_TFLOPS * 1e6 / facts.num_sms * _BF16_TILE_EFF[(bm, bn)]  # FLOP per us
+    sm_flops = BF16_CHIP_TFLOPS * 1e6 / facts.num_sms * BF16_TILE_EFF[(bm, bn)]  # FLOP per us
     t_compute = per_cta * 2 * bm * bn * k_pad / sm_flops
     valid_rows = desc.m if desc.layout == "m_grouped_contiguous" else desc.num_groups * rows_per_group(desc)
     hbm = 2 * (valid_rows * k + desc.num_groups * desc.n * k + valid_rows * desc.n)

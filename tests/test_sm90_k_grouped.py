@@ -8,6 +8,7 @@ config): the dense FP8 kernel bakes K in, so one K per (N, config) stands for th
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -244,6 +245,27 @@ def test_anchor_fp8_group_kernels_compile(desc, cfg):
                          ids=[f"n{d.n}-{c.block_m}x{c.block_n}s{c.split_k}" for d, c in BF16_VARIANTS])
 def test_anchor_bf16_group_kernels_compile(desc, cfg):
     assert_fast_path_kernel(compile_bf16_variant(desc, cfg, "fp32"), H200.smem_per_block, BF16_PTX_MUST_CONTAIN)
+
+
+def test_k_dynamic_groups_share_one_kernel(monkeypatch):
+    """With runtime K (``KGroupedConfig.k_dynamic``) every group of a (N, tile config) runs one compiled
+    kernel whatever its K: the planner marks the dense configs, and two different K compile identically."""
+    monkeypatch.setattr(kg, "K_DYNAMIC_DEFAULT", True)
+    ks = [1536, 2688, 6272, 0]
+    desc = _desc(m=4096, n=7168, k=sum(ks), groups=len(ks))
+    cfg = kg.get_config(desc, H200)
+    assert cfg.k_dynamic
+    plan = kg._plan(desc, cfg, ks, torch.empty(4096, sum(ks) // 128), torch.empty(7168, sum(ks) // 128), True)
+    assert all(g.config.k_dynamic for g in plan.groups)
+    tiles = {dataclasses.replace(g.config, k_dynamic=False) for g in plan.groups}
+    assert tiles == {kg.fp8_group_config(g.desc, H200) for g in plan.groups}  # otherwise the usual rule
+    grp = plan.groups[0]
+    other = dataclasses.replace(grp.desc, k=grp.desc.k + 1024)
+    one, two = (compile_variant(d, grp.config, "fp32") for d in (grp.desc, other))
+    assert_fast_path_kernel(one, H200.smem_per_block)
+    assert one.hash == two.hash  # K is not part of the kernel
+    fixed = compile_variant(grp.desc, dataclasses.replace(grp.config, k_dynamic=False), "fp32")
+    assert fixed.hash != one.hash
 
 
 TRANSPOSE_COMPILE = """

@@ -68,10 +68,11 @@ class _Spy:
     """Counts calls of a dispatch_k_grouped entry (run_sm90 looks it up by name at each call)."""
 
     def __init__(self, fn):
-        self.fn, self.calls = fn, 0
+        self.fn, self.calls, self.configs = fn, 0, []
 
     def __call__(self, *args):
         self.calls += 1
+        self.configs.append(args[1])  # (desc, config, ...): the KGroupedConfig of the call
         return self.fn(*args)
 
 
@@ -123,6 +124,34 @@ def test_fp8_nt(monkeypatch, seed, scales):
     expected = ref.k_grouped_fp8_gemm_nt_contiguous(a, b, ks, c)
     _run_and_check(finegemm.k_grouped_fp8_gemm_nt_contiguous, a, b, ks, c, expected, FP8_BOUND, spy,
                    _fp8_desc(sum(ks), len(ks)))
+
+
+def test_fp8_nt_runtime_k(monkeypatch):
+    """The runtime-K dense kernel (``KGroupedConfig.k_dynamic``, off by default until this passes on the
+    H200): the same checks as :func:`test_fp8_nt`, every group through one compiled kernel per config."""
+    from finegemm.api import dispatch as api_dispatch
+    from finegemm.api import grouped as api_grouped
+
+    dev = _dev()
+    monkeypatch.setattr(kg, "K_DYNAMIC_DEFAULT", True)
+    # the backend choice caches get_config's answer per desc, the API its plans per tensor signature
+    monkeypatch.setattr(api_grouped, "_K_GROUPED_PLANS", api_grouped.new_cache())
+    api_dispatch._choose.cache_clear()
+    try:
+        torch.manual_seed(5)
+        ks = _ks(5)
+        a_q, sfa = _cast(torch.randn(sum(ks), M, device=dev), ks)
+        b_q, sfb = _cast(torch.randn(sum(ks), N, device=dev), ks)
+        a, b = (_flat(a_q, ks), sfa.T), (_flat(b_q, ks), sfb.T)
+        c = torch.randn(len(ks), M, N, device=dev)
+        spy = _Spy(kg.k_grouped_fp8_1d1d_gemm)
+        monkeypatch.setattr(kg, "k_grouped_fp8_1d1d_gemm", spy)
+        expected = ref.k_grouped_fp8_gemm_nt_contiguous(a, b, ks, c)
+        _run_and_check(finegemm.k_grouped_fp8_gemm_nt_contiguous, a, b, ks, c, expected, FP8_BOUND, spy,
+                       _fp8_desc(sum(ks), len(ks)))
+        assert all(cfg.k_dynamic for cfg in spy.configs)
+    finally:
+        api_dispatch._choose.cache_clear()
 
 
 @pytest.mark.parametrize("major", ["mn_major", "k_major"])

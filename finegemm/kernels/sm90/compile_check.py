@@ -51,12 +51,14 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32"):
         sig["sfb_desc"] = _desc_sig("i32" if desc.sf_packed else "fp32", layouts.sfb_box(bn), None,
                                     gemm_1d2d.sfa_desc_layout())
     constexprs = dict(
-        N=desc.n, K=desc.k, BLOCK_M=bm, BLOCK_N=bn, STAGES=config.stages, GROUP_M=config.group_m, SPLIT_K=split,
+        N=desc.n, K=layouts.BLOCK_K if config.k_dynamic else desc.k, BLOCK_M=bm, BLOCK_N=bn, STAGES=config.stages,
+        GROUP_M=config.group_m, SPLIT_K=split,
         SF_PACKED=desc.sf_packed, SFB_PER_CHANNEL=desc.kind == "fp8_1d1d", HAS_C=desc.with_c,
         PIPE_MMA=config.pipe_mma, PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS,
         SMALL_EPI=config.small_epi, SFA_TMA=config.sfa_tma,
         # ASTSource applies no defaults: the dense form names every grouped parameter's default
         layout_ptr=None, d_ptr=None, **DENSE_GROUPING, SFB_TMA=config.sfb_tma, SCALES_FIRST=config.scales_first,
+        K_DYN=config.k_dynamic,
     )
     if not config.sfb_tma:
         constexprs["sfb_desc"] = None
@@ -91,7 +93,7 @@ def compile_grouped_variant(desc: GemmDesc, config: Sm90Config, use_psum: bool =
         SF_PACKED=desc.sf_packed, SFB_PER_CHANNEL=False, HAS_C=False, PIPE_MMA=config.pipe_mma,
         PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS, SMALL_EPI=False, SFA_TMA=config.sfa_tma,
         **dispatch_grouped.grouped_constexprs(desc, use_psum, align), sfb_desc=None, SFB_TMA=False,
-        SCALES_FIRST=False,
+        SCALES_FIRST=False, K_DYN=False,
     )
     for name in constexprs:
         sig[name] = "constexpr"

@@ -127,11 +127,12 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c):
         config = dataclasses.replace(config, sfb_tma=False)
     kernel_args = (a_desc, b_desc, d_desc, sfa, sfb, c_arg, m, sfa.stride(1), stride_sfb, c_arg.stride(0), sfa_desc)
     meta = dict(
-        N=n, K=k, BLOCK_M=bm, BLOCK_N=bn, STAGES=config.stages, GROUP_M=config.group_m, SPLIT_K=split,
+        N=n, K=layouts.BLOCK_K if config.k_dynamic else k, BLOCK_M=bm, BLOCK_N=bn, STAGES=config.stages,
+        GROUP_M=config.group_m, SPLIT_K=split,
         SF_PACKED=sfa.dtype == torch.int32, SFB_PER_CHANNEL=per_channel, HAS_C=c is not None,
         PIPE_MMA=config.pipe_mma, PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS,
         SMALL_EPI=config.small_epi, SFA_TMA=config.sfa_tma, sfb_desc=sfb_desc, SFB_TMA=config.sfb_tma,
-        SCALES_FIRST=config.scales_first,
+        SCALES_FIRST=config.scales_first, K_DYN=config.k_dynamic,
         num_warps=config.num_warps,
     )
     reduce = None

@@ -85,6 +85,14 @@ class KGroupedConfig:
     # (bm, bn, split, small_epi, sfa_tma, sfb_tma; "pipe_mma" is set on its result) for every group
     # instead of the dense heuristic per group K (None)
     group_overrides: tuple[tuple[str, Any], ...] | None = None
+    # FP8: groups read K from their A descriptor at run time (``Sm90Config.k_dynamic``), so one compiled
+    # kernel per tile config serves every group K instead of one compile (~1.3 s) per distinct K
+    k_dynamic: bool = False
+
+
+# What get_config sets k_dynamic to. Off until the GPU tests and the k-grouped benchmark have run the
+# runtime-K kernel on the H200 (scripts/gpu_pending.sh); the CPU tests compile it.
+K_DYNAMIC_DEFAULT = False
 
 
 def unsupported_reason(desc: GemmDesc, facts: DeviceFacts) -> str | None:
@@ -109,7 +117,8 @@ def unsupported_reason(desc: GemmDesc, facts: DeviceFacts) -> str | None:
 def get_config(desc: GemmDesc, facts: DeviceFacts) -> KGroupedConfig:
     """The k-grouped config: the device facts, and which FP8 tn operands are transposed first."""
     fp8 = desc.kind != "bf16"
-    return KGroupedConfig(facts, fp8 and not desc.a_k_major, fp8 and not desc.b_k_major)
+    return KGroupedConfig(facts, fp8 and not desc.a_k_major, fp8 and not desc.b_k_major,
+                          k_dynamic=fp8 and K_DYNAMIC_DEFAULT)
 
 
 def _group_desc(desc: GemmDesc, k: int) -> GemmDesc:
@@ -189,6 +198,8 @@ def _group_config(desc: GemmDesc, config: KGroupedConfig) -> Any:
                 cfg = dataclasses.replace(cfg, pipe_mma=pipe)
         else:
             cfg = fp8_group_config(desc, config.facts)
+        if config.k_dynamic and desc.kind != "bf16" and cfg.split_k == 1:
+            cfg = dataclasses.replace(cfg, k_dynamic=True)
         _group_configs[key] = cfg
     return cfg
 

@@ -89,6 +89,16 @@ def _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
 
 
 @gluon.jit
+def _num_k_blocks(a_desc, K: gl.constexpr, K_DYN: gl.constexpr):
+    """K blocks of 128 per tile: ``K // 128`` (compile-time), or with ``K_DYN`` the A descriptor's K extent
+    at run time (one compiled kernel serves every K, e.g. the k-grouped launches' per-group K)."""
+    if K_DYN:
+        return a_desc.shape[1] // BLOCK_K
+    else:
+        return K // BLOCK_K
+
+
+@gluon.jit
 def _load_scale(ptr, idx, kb, stride_k, mask, PACKED: gl.constexpr):
     """FP32 scales at ``ptr[idx + kb * stride_k]`` (``idx`` tensor or scalar); packed UE8M0 decoded."""
     if PACKED:
@@ -111,7 +121,8 @@ def _load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                     sfa_desc=None, sfa_bufs=None, SFA_TMA: gl.constexpr = False, SF_PACKED: gl.constexpr = False,
                     layout_ptr=None, GROUPING: gl.constexpr = 0, NUM_GROUPS: gl.constexpr = 1,
                     GROUP_ROWS: gl.constexpr = 0, SFK_ROWS: gl.constexpr = 0, USE_PSUM: gl.constexpr = False,
-                    ALIGN: gl.constexpr = 128, sfb_desc=None, sfb_bufs=None, SFB_TMA: gl.constexpr = False):
+                    ALIGN: gl.constexpr = 128, sfb_desc=None, sfb_bufs=None, SFB_TMA: gl.constexpr = False,
+                    K_DYN: gl.constexpr = False):
     if GROUPING != 0:
         _grouped_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M, N, K, BLOCK_M, BLOCK_N,
                                 STAGES, GROUP_M, sfa_desc, sfa_bufs, SFA_TMA, SF_PACKED, layout_ptr, GROUPING,
@@ -119,7 +130,7 @@ def _load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
     else:
         _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M, N, K, BLOCK_M, BLOCK_N,
                               STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA, SF_PACKED, sfb_desc, sfb_bufs,
-                              SFB_TMA)
+                              SFB_TMA, K_DYN)
 
 
 @gluon.jit
@@ -127,12 +138,12 @@ def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars,
                           N: gl.constexpr, K: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                           STAGES: gl.constexpr, GROUP_M: gl.constexpr, SPLIT_K: gl.constexpr,
                           sfa_desc, sfa_bufs, SFA_TMA: gl.constexpr, SF_PACKED: gl.constexpr, sfb_desc, sfb_bufs,
-                          SFB_TMA: gl.constexpr):
-    num_kb: gl.constexpr = K // BLOCK_K
+                          SFB_TMA: gl.constexpr, K_DYN: gl.constexpr):
+    num_kb = _num_k_blocks(a_desc, K, K_DYN)
     nbytes: gl.constexpr = (a_desc.block_type.nbytes + b_desc.block_type.nbytes
                             + (sfa_desc.block_type.nbytes if SFA_TMA else 0)
                             + (sfb_desc.block_type.nbytes if SFB_TMA else 0))
-    kb_per_split: gl.constexpr = num_kb // SPLIT_K
+    kb_per_split = num_kb // SPLIT_K
     num_pid_m = gl.cdiv(M, BLOCK_M)
     num_pid_n: gl.constexpr = (N + BLOCK_N - 1) // BLOCK_N
     num_units = num_pid_m * num_pid_n * SPLIT_K
@@ -478,7 +489,7 @@ def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
 def _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row0: gl.constexpr,
                    row1: gl.constexpr, sfa_ptr, sfb_ptr, rows0, rows1, cols, mask0, mask1, col_mask, nb0,
                    second_col, stride_sfa_k, stride_sfb,
-                   mma_layout: gl.constexpr, NUM_NB: gl.constexpr, KB: gl.constexpr, STAGES: gl.constexpr,
+                   mma_layout: gl.constexpr, NUM_NB: gl.constexpr, KB, STAGES: gl.constexpr,
                    SF_PACKED: gl.constexpr, SFB_PER_CHANNEL: gl.constexpr, SFB_UNIFORM: gl.constexpr,
                    SFA_TMA: gl.constexpr, sfb_bufs=None, SFB_TMA: gl.constexpr = False):
     """Two 64-row waves (tile rows ``row0`` and ``row1`` + [0, 64)) over ``KB`` K blocks, BLOCK_M 256.
@@ -575,7 +586,8 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                     WG: gl.constexpr, layout_ptr=None, d_ptr=None, GROUPING: gl.constexpr = 0,
                     NUM_GROUPS: gl.constexpr = 1, GROUP_ROWS: gl.constexpr = 0, SFA_STRIDE_G: gl.constexpr = 0,
                     SFB_STRIDE_G: gl.constexpr = 0, USE_PSUM: gl.constexpr = False, ALIGN: gl.constexpr = 128,
-                    sfb_bufs=None, SFB_TMA: gl.constexpr = False, SCALES_FIRST: gl.constexpr = False):
+                    sfb_bufs=None, SFB_TMA: gl.constexpr = False, SCALES_FIRST: gl.constexpr = False,
+                    a_desc=None, K_DYN: gl.constexpr = False):
     """One math warpgroup (4 warps). Its rows of each tile: wave ``w`` covers tile rows
     ``w * 64 * NUM_WG + 64 * WG + [0, 64)`` (BLOCK_M 64/128: one wave; 256: two, DeepGEMM's order).
     ``d_smem`` holds [BLOCK_M, BLOCK_N] (or, with ``SMALL_EPI``, [64 * NUM_WG, BLOCK_N] that both
@@ -589,7 +601,7 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
         _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr, sfb_ptr, c_ptr, M,
                     stride_sfa_k, stride_sfb, stride_cm, N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
                     SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, WG, sfb_bufs,
-                    SFB_TMA, SCALES_FIRST)
+                    SFB_TMA, SCALES_FIRST, a_desc, K_DYN)
 
 
 @gluon.jit
@@ -599,7 +611,8 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                 STAGES: gl.constexpr, GROUP_M: gl.constexpr, SPLIT_K: gl.constexpr,
                 SF_PACKED: gl.constexpr, SFB_PER_CHANNEL: gl.constexpr, HAS_C: gl.constexpr,
                 PIPE_MMA: gl.constexpr, SMALL_EPI: gl.constexpr, sfa_bufs, SFA_TMA: gl.constexpr,
-                WG: gl.constexpr, sfb_bufs, SFB_TMA: gl.constexpr, SCALES_FIRST: gl.constexpr):
+                WG: gl.constexpr, sfb_bufs, SFB_TMA: gl.constexpr, SCALES_FIRST: gl.constexpr, a_desc,
+                K_DYN: gl.constexpr):
     """The dense math partition (GROUPING 0): persistent (tile, k-split) units."""
     WG_M: gl.constexpr = 64
     NUM_WG: gl.constexpr = num_math_warpgroups(BLOCK_M)
@@ -611,8 +624,8 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
     col_layout: gl.constexpr = gl.SliceLayout(0, mma_layout)
     SFB_UNIFORM: gl.constexpr = (128 % BLOCK_N) == 0
     NUM_NB: gl.constexpr = (N + 127) // 128
-    num_kb: gl.constexpr = K // BLOCK_K
-    kb_per_split: gl.constexpr = num_kb // SPLIT_K
+    num_kb = _num_k_blocks(a_desc, K, K_DYN)
+    kb_per_split = num_kb // SPLIT_K
     num_pid_m = gl.cdiv(M, BLOCK_M)
     num_pid_n: gl.constexpr = (N + BLOCK_N - 1) // BLOCK_N
     num_units = num_pid_m * num_pid_n * SPLIT_K
@@ -781,7 +794,8 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                     layout_ptr=None, d_ptr=None, GROUPING: gl.constexpr = 0, NUM_GROUPS: gl.constexpr = 1,
                     GROUP_ROWS: gl.constexpr = 0, SFK_ROWS: gl.constexpr = 0, SFA_STRIDE_G: gl.constexpr = 0,
                     SFB_STRIDE_G: gl.constexpr = 0, USE_PSUM: gl.constexpr = False, ALIGN: gl.constexpr = 128,
-                    sfb_desc=None, SFB_TMA: gl.constexpr = False, SCALES_FIRST: gl.constexpr = False):
+                    sfb_desc=None, SFB_TMA: gl.constexpr = False, SCALES_FIRST: gl.constexpr = False,
+                    K_DYN: gl.constexpr = False):
     """Entry: carve shared memory, init barriers, fork producer and math partitions.
 
     ``sfa_desc``: TMA descriptor of the LHS scales as [K/128 (packed: ceil(K/512)), M] (the MN-major
@@ -817,6 +831,8 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
     gl.static_assert(BLOCK_M < 256 or not PIPE_MMA, "BLOCK_M 256 has registers for one partial only")
     gl.static_assert(K % 128 == 0, "K must be a multiple of 128 (the scale block)")
     gl.static_assert((K // 128) % SPLIT_K == 0, "SPLIT_K must divide K / 128")
+    # K_DYN: K comes from a_desc at run time (the host checks it is a multiple of 128); ``K`` is unused
+    gl.static_assert(not K_DYN or (SPLIT_K == 1 and GROUPING == 0), "K_DYN: dense tiles without split-K")
     gl.static_assert(BLOCK_N % 8 == 0, "BLOCK_N must be a multiple of 8")
     gl.static_assert(SFB_PER_CHANNEL or not SFB_TMA, "SFB_TMA: recipe (1, 1, 128) only")
     gl.static_assert(not SCALES_FIRST or (not PIPE_MMA and BLOCK_M <= 128 and GROUPING == 0),
@@ -850,17 +866,17 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
                                SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, 0,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
-                               SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, SCALES_FIRST)),
+                               SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, SCALES_FIRST, a_desc, K_DYN)),
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                                sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
                                SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, 1,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
-                               SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, SCALES_FIRST)),
+                               SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, SCALES_FIRST, a_desc, K_DYN)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
                                SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,
-                               ALIGN, sfb_tma_desc, sfb_bufs, SFB_TMA)),
+                               ALIGN, sfb_tma_desc, sfb_bufs, SFB_TMA, K_DYN)),
         ], [4, 1], [MATH_REGS, PRODUCER_REGS])
     else:
         gl.warp_specialize([
@@ -869,11 +885,11 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
                                SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, 0,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
-                               SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, SCALES_FIRST)),
+                               SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, SCALES_FIRST, a_desc, K_DYN)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
                                SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,
-                               ALIGN, sfb_tma_desc, sfb_bufs, SFB_TMA)),
+                               ALIGN, sfb_tma_desc, sfb_bufs, SFB_TMA, K_DYN)),
         ], [1], [PRODUCER_REGS])
 
 

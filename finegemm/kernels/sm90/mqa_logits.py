@@ -1,0 +1,207 @@
+"""EXPERIMENTAL Hopper MQA logits (prefill form of ``fp8_mqa_logits``) in Gluon: async WGMMA with the
+reduction epilogue of one key tile overlapped with the next tile's WGMMA.
+
+Not dispatched by the API yet: it compiles for sm_90 (tests/test_sm90_mqa_compile.py) but has not run on
+a GPU; tests/test_sm90_mqa_gpu.py checks it against the float64 reference when one is there. Why it
+exists: the Triton kernel (kernels/portable/mqa_logits.py) waits for every tile's WGMMA before its
+epilogue, so the tensor cores idle while the CUDA cores reduce (benchmarks/NOTES.md, MQA section).
+
+``out[i, j] = sum_h relu(q[i, h] . kv[j] * kv_sf[j]) * w[i, h]`` for ``j`` in ``[start[i], end[i])``,
+``-inf`` elsewhere in the key tiles a query block computes (and, with ``CLEAN``, in all others).
+
+One CTA (one warpgroup) owns ``BLOCK_Q`` queries (``ROWS = BLOCK_Q * H`` rows of ``q`` viewed as
+``[S * H, D]``, one TMA box kept in shared memory) and a run of key tiles of ``BLOCK_KV = 64`` keys:
+
+- a ring of ``STAGES`` kv tiles ``[64, D]`` filled by TMA (full barriers with expect-tx); a slot is
+  refilled as soon as the WGMMA that read it is known complete (``warpgroup_mma_wait(1)``), by the same
+  warps, so no empty barrier is needed (WGMMA and TMA are both async-proxy accesses);
+- per tile: ``wgmma(kv_tile [64, D], q^T [D, ROWS])`` into a fresh ``[64, ROWS]`` fp32 accumulator
+  (keys along M, query-heads along N), issued before the previous tile's epilogue, which then runs
+  while it computes: ``relu(acc * kv_sf) * w``, one masked row sum over the ``H`` columns of each query,
+  range mask, store of ``BLOCK_Q`` rows of 64 logits.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+BLOCK_KV = 64
+STAGES = 4
+_GL_E4M3 = gl.float8e4nv
+
+
+@gluon.constexpr_function
+def _acc_layout(rows):
+    """[64 keys, ROWS] accumulator of one warpgroup: 4 warps stacked along the keys."""
+    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, rows, 32])
+
+
+@gluon.jit
+def _add(a, b):
+    # the reduction's own combine function: gl.sum's lives in triton.language.standard, which on a
+    # machine where finegemm enabled the interpreter is an interpreted function a real compile rejects
+    return a + b
+
+
+@gluon.jit
+def _tile_epilogue(acc, sf, w, col_q, t, q0, seq_len, seq_len_kv, start_ptr, end_ptr, out_ptr, stride_out,
+                   BLOCK_Q: gl.constexpr, BLOCK_KV_: gl.constexpr, row_layout: gl.constexpr):
+    """Logits of key tile ``t`` for queries ``q0 + [0, BLOCK_Q)`` from its ``[64, ROWS]`` scores."""
+    kj = t * BLOCK_KV_ + gl.arange(0, BLOCK_KV_, layout=row_layout)
+    s = gl.maximum(acc * sf[:, None], 0.0) * w[None, :]
+    for qq in gl.static_range(BLOCK_Q):
+        qi = q0 + qq
+        logits = gl.reduce(gl.where((col_q == qq)[None, :], s, 0.0), 1, _add)  # [64]: this query's heads
+        st = gl.minimum(gl.maximum(gl.load(start_ptr + gl.minimum(qi, seq_len - 1)), 0), seq_len_kv)
+        en = gl.maximum(gl.minimum(gl.load(end_ptr + gl.minimum(qi, seq_len - 1)), seq_len_kv), st)
+        inside = (kj >= st) & (kj < en)
+        logits = gl.where(inside, logits, float("-inf"))
+        ptrs = out_ptr + qi.to(gl.int64) * stride_out + kj
+        gl.store(ptrs, logits.to(out_ptr.dtype.element_ty), mask=(kj < seq_len_kv) & (qi < seq_len))
+
+
+@gluon.jit
+def _store_neg_inf(t, q0, seq_len, seq_len_kv, out_ptr, stride_out, BLOCK_Q: gl.constexpr,
+                   BLOCK_KV_: gl.constexpr, row_layout: gl.constexpr):
+    kj = t * BLOCK_KV_ + gl.arange(0, BLOCK_KV_, layout=row_layout)
+    neg = gl.full([BLOCK_KV_], float("-inf"), gl.float32, row_layout).to(out_ptr.dtype.element_ty)
+    for qq in gl.static_range(BLOCK_Q):
+        qi = q0 + qq
+        gl.store(out_ptr + qi.to(gl.int64) * stride_out + kj, neg, mask=(kj < seq_len_kv) & (qi < seq_len))
+
+
+@gluon.jit
+def mqa_logits_kernel(q_desc, kv_desc, kv_sf_ptr, w_ptr, start_ptr, end_ptr, out_ptr,
+                      seq_len, seq_len_kv, tiles_per_split, stride_ws, stride_out,
+                      HEADS: gl.constexpr, BLOCK_Q: gl.constexpr, STAGES_: gl.constexpr, CLEAN: gl.constexpr):
+    ROWS: gl.constexpr = BLOCK_Q * HEADS
+    BKV: gl.constexpr = kv_desc.block_type.shape[0]
+    gl.static_assert(ROWS <= 256, "BLOCK_Q * HEADS is the WGMMA N: at most 256")
+    acc_layout: gl.constexpr = _acc_layout(ROWS)
+    row_layout: gl.constexpr = gl.SliceLayout(1, acc_layout)
+    col_layout: gl.constexpr = gl.SliceLayout(0, acc_layout)
+    pid_q = gl.program_id(0)
+    pid_split = gl.program_id(1)
+    q0 = pid_q * BLOCK_Q
+
+    # This block's key range [lo, hi): the union of its queries' clamped ranges.
+    lo = seq_len_kv
+    hi = 0
+    for qq in gl.static_range(BLOCK_Q):
+        qi = gl.minimum(q0 + qq, seq_len - 1)
+        st = gl.minimum(gl.maximum(gl.load(start_ptr + qi), 0), seq_len_kv)
+        en = gl.maximum(gl.minimum(gl.load(end_ptr + qi), seq_len_kv), st)
+        lo = gl.minimum(lo, st)
+        hi = gl.maximum(hi, en)
+    num_tiles = gl.cdiv(seq_len_kv, BKV)
+    t_begin = pid_split * tiles_per_split
+    t_end = gl.minimum(t_begin + tiles_per_split, num_tiles)
+    c_begin = gl.minimum(gl.maximum(lo // BKV, t_begin), t_end)
+    c_end = gl.minimum(gl.maximum(gl.cdiv(hi, BKV), c_begin), t_end)
+    c_end = gl.where(hi > lo, c_end, c_begin)
+    if CLEAN:
+        for t in range(t_begin, c_begin):
+            _store_neg_inf(t, q0, seq_len, seq_len_kv, out_ptr, stride_out, BLOCK_Q, BKV, row_layout)
+        for t in range(c_end, t_end):
+            _store_neg_inf(t, q0, seq_len, seq_len_kv, out_ptr, stride_out, BLOCK_Q, BKV, row_layout)
+    n = c_end - c_begin
+
+    q_smem = gl.allocate_shared_memory(q_desc.dtype, q_desc.block_type.shape, q_desc.layout)
+    kv_smem = gl.allocate_shared_memory(kv_desc.dtype, [STAGES_] + kv_desc.block_type.shape, kv_desc.layout)
+    bars = gl.allocate_shared_memory(gl.int64, [STAGES_ + 1, 1], mbarrier.MBarrierLayout())
+    for b in gl.static_range(STAGES_ + 1):
+        mbarrier.init(bars.index(b), count=1)
+    fence_async_shared()
+    q_bar = bars.index(STAGES_)
+    if n > 0:
+        mbarrier.expect(q_bar, q_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(q_desc, [pid_q * ROWS, 0], q_bar, q_smem)
+        for p in gl.static_range(STAGES_):
+            if p < n:
+                mbarrier.expect(bars.index(p), kv_desc.block_type.nbytes)
+                tma.async_copy_global_to_shared(kv_desc, [(c_begin + p) * BKV, 0], bars.index(p), kv_smem.index(p))
+        # the weight of every (query, head) column, and which query each column belongs to
+        r = gl.arange(0, ROWS, layout=col_layout)
+        col_q = r // HEADS
+        rq = q0 + col_q
+        w = gl.load(w_ptr + rq.to(gl.int64) * stride_ws + (r % HEADS), mask=rq < seq_len, other=0.0)
+        zero = gl.zeros([BKV, ROWS], gl.float32, acc_layout)
+        q_t = q_smem.permute((1, 0))
+        mbarrier.wait(q_bar, 0)
+
+        # Tile 0 in flight, then: issue tile i, wait for tile i - 1, refill its slot, reduce it.
+        mbarrier.wait(bars.index(0), 0)
+        prev = warpgroup_mma(kv_smem.index(0), q_t, zero, use_acc=False, is_async=True)
+        kj = c_begin * BKV + gl.arange(0, BKV, layout=row_layout)
+        sf_prev = gl.load(kv_sf_ptr + kj, mask=kj < seq_len_kv, other=0.0)
+        for i in range(1, n):
+            s = i % STAGES_
+            mbarrier.wait(bars.index(s), (i // STAGES_) & 1)
+            cur = warpgroup_mma(kv_smem.index(s), q_t, zero, use_acc=False, is_async=True)
+            kj = (c_begin + i) * BKV + gl.arange(0, BKV, layout=row_layout)
+            sf_cur = gl.load(kv_sf_ptr + kj, mask=kj < seq_len_kv, other=0.0)
+            part = warpgroup_mma_wait(1, deps=(prev,))
+            nxt = i - 1 + STAGES_
+            if nxt < n:
+                ps = (i - 1) % STAGES_
+                mbarrier.expect(bars.index(ps), kv_desc.block_type.nbytes)
+                tma.async_copy_global_to_shared(kv_desc, [(c_begin + nxt) * BKV, 0], bars.index(ps),
+                                                kv_smem.index(ps))
+            _tile_epilogue(part, sf_prev, w, col_q, c_begin + i - 1, q0, seq_len, seq_len_kv, start_ptr, end_ptr,
+                           out_ptr, stride_out, BLOCK_Q, BKV, row_layout)
+            prev = cur
+            sf_prev = sf_cur
+        part = warpgroup_mma_wait(0, deps=(prev,))
+        _tile_epilogue(part, sf_prev, w, col_q, c_end - 1, q0, seq_len, seq_len_kv, start_ptr, end_ptr,
+                       out_ptr, stride_out, BLOCK_Q, BKV, row_layout)
+
+
+def block_q_for(heads: int) -> int:
+    """Queries per CTA: 128 query-head rows (the WGMMA N), at least one query."""
+    return max(1, 128 // heads)
+
+
+def launch(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: torch.Tensor, start: torch.Tensor,
+           end: torch.Tensor, out: torch.Tensor, clean_logits: bool, num_sms: int = 132) -> None:
+    """Launch on validated tensors (as api/attention.py's ``fp8_mqa_logits`` passes them, full form only).
+
+    q: e4m3 ``[S, H, D]`` contiguous (seen as ``[S * H, D]``); kv: e4m3 ``[S_kv, D]`` row-major; kv_sf:
+    fp32 ``[S_kv]``; weights: fp32 ``[S, H]`` (``stride(1) == 1``); start/end: int32 ``[S]`` contiguous;
+    out: fp32 or bf16 ``[S, S_kv]`` (``stride(1) == 1``). D in {32, 64, 128}, H * block_q <= 256.
+    """
+    seq_len, heads, head_dim = q.shape
+    seq_len_kv = kv.shape[0]
+    if head_dim not in (32, 64, 128) or 128 % heads and heads % 128:
+        raise ValueError(f"the sm90 MQA kernel takes head_dim 32/64/128 and power-of-two heads; got H={heads}, "
+                         f"D={head_dim}")
+    for name, t in (("q", q), ("kv", kv), ("kv_sf", kv_sf), ("start", start), ("end", end)):
+        if not t.is_contiguous():
+            raise ValueError(f"the sm90 MQA kernel needs a contiguous {name}; got strides {tuple(t.stride())}")
+    if weights.stride(1) != 1 or out.stride(1) != 1:
+        raise ValueError("the sm90 MQA kernel needs weights and out with stride(1) == 1")
+    block_q = block_q_for(heads)
+    rows = block_q * heads
+    q2 = q.reshape(seq_len * heads, head_dim)
+    q_layout = gl.NVMMASharedLayout.get_default_for([rows, head_dim], _GL_E4M3)
+    kv_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_KV, head_dim], _GL_E4M3)
+    q_desc = TensorDescriptor(q2, list(q2.shape), list(q2.stride()), [rows, head_dim], q_layout)
+    kv_desc = TensorDescriptor(kv, list(kv.shape), list(kv.stride()), [BLOCK_KV, head_dim], kv_layout)
+    num_tiles = max(1, triton.cdiv(seq_len_kv, BLOCK_KV))
+    q_blocks = max(1, triton.cdiv(seq_len, block_q))
+    splits = min(num_tiles, max(1, triton.cdiv(4 * num_sms, q_blocks)))
+    tiles_per_split = triton.cdiv(num_tiles, splits)
+    grid = (q_blocks, triton.cdiv(num_tiles, tiles_per_split))
+    mqa_logits_kernel[grid](q_desc, kv_desc, kv_sf, weights, start, end, out, seq_len, seq_len_kv,
+                            tiles_per_split, weights.stride(0), out.stride(0), HEADS=heads, BLOCK_Q=block_q,
+                            STAGES_=STAGES, CLEAN=bool(clean_logits), num_warps=4)

@@ -1,0 +1,68 @@
+"""Time the experimental Gluon MQA-logits kernel against the dispatched Triton one on the H200.
+
+Prefill anchor shapes (S=2048, S_kv=8192; H/D as in the anchors' ``mqa`` field), fresh random data,
+CUDA events, 1 GiB L2 flush before each call, 3 warm-ups, median of 20; checks the two agree first.
+Usage: PYTHONPATH=. python3 scripts/mqa_sm90_probe.py (JSON to $OUT/mqa_sm90_probe.json).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+
+from test_mqa import MqaCase, generate_mqa  # noqa: E402
+
+import finegemm  # noqa: E402
+from finegemm.kernels.sm90 import mqa_logits as gluon_mqa  # noqa: E402
+from finegemm.reference.dense import calc_diff  # noqa: E402
+
+FLUSH = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+
+
+def time_us(fn, reps=20, warm=3):
+    for _ in range(warm):
+        fn()
+    times = []
+    for _ in range(reps):
+        FLUSH.zero_()
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        torch.cuda.synchronize()
+        times.append(a.elapsed_time(b) * 1e3)
+    return statistics.median(times)
+
+
+rows = []
+for heads, dim, ranges in ((64, 128, "causal"), (64, 128, "cp"), (32, 64, "cp"), (64, 32, "causal")):
+    case = MqaCase(2048, 8192, heads, dim, ranges)
+    q, kv, sf, w, st, en = generate_mqa(case, seed=0, device="cuda")
+    out = torch.empty(2048, 8192, device="cuda")
+    ref = finegemm.fp8_mqa_logits(q, (kv, sf), w, st, en)
+    gluon_mqa.launch(q, kv, sf, w, st, en, out, True)
+    torch.cuda.synchronize()
+    fin = ~torch.isneginf(ref)
+    args = (q, kv, sf, w, st, en)
+
+    def triton_call(a=args):
+        return finegemm.fp8_mqa_logits(a[0], (a[1], a[2]), a[3], a[4], a[5])
+
+    def gluon_call(a=args, o=out):
+        gluon_mqa.launch(*a, o, True)
+
+    row = dict(heads=heads, head_dim=dim, ranges=ranges,
+               same_neg_inf=bool(torch.equal(torch.isneginf(out), ~fin)),
+               calc_diff=float(calc_diff(out[fin].double(), ref[fin].double())),
+               triton_us=time_us(triton_call), gluon_us=time_us(gluon_call))
+    rows.append(row)
+    print(json.dumps(row), flush=True)
+json.dump(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows,
+               commit=open(".commit").read().strip() if os.path.exists(".commit") else None),
+          open(os.path.join(os.environ.get("OUT", "."), "mqa_sm90_probe.json"), "w"), indent=1)

@@ -1,0 +1,96 @@
+"""The experimental Gluon MQA-logits kernel (finegemm/kernels/sm90/mqa_logits.py, not dispatched yet).
+
+CPU: it compiles for sm_90 for each supported (heads, head dim) and logits dtype, with the async WGMMA
+pipeline it exists for (one WGMMA left in flight while the previous tile is reduced), TMA loads,
+mbarriers and no spills. GPU (``-m gpu``): against the float64 reference on DeepSeek V3.2 sizes, exact
+``-inf`` positions, bitwise repeat; clean and unclean.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+from test_mqa import MqaCase, assert_logits_match, generate_mqa
+
+from finegemm.kernels.sm90.compile_check import TARGET, _desc_sig, resource_usage
+from finegemm.reference import mqa as ref
+
+CASES = [(64, 128), (32, 128), (64, 64), (32, 64), (64, 32)]
+
+
+def _compile(heads, head_dim, out, clean):
+    import triton
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    from finegemm.jit.interpret import restore_language
+    from finegemm.kernels.sm90 import mqa_logits as m
+
+    bq = m.block_q_for(heads)
+    sig = {"q_desc": _desc_sig("fp8e4nv", [bq * heads, head_dim], gl.float8e4nv),
+           "kv_desc": _desc_sig("fp8e4nv", [m.BLOCK_KV, head_dim], gl.float8e4nv),
+           "kv_sf_ptr": "*fp32", "w_ptr": "*fp32", "start_ptr": "*i32", "end_ptr": "*i32", "out_ptr": f"*{out}",
+           "seq_len": "i32", "seq_len_kv": "i32", "tiles_per_split": "i32", "stride_ws": "i32", "stride_out": "i32",
+           "HEADS": "constexpr", "BLOCK_Q": "constexpr", "STAGES_": "constexpr", "CLEAN": "constexpr"}
+    consts = dict(HEADS=heads, BLOCK_Q=bq, STAGES_=m.STAGES, CLEAN=clean)
+    restore_language()  # interpreted CPU tests earlier in this process may have left tl patched
+    return triton.compile(GluonASTSource(m.mqa_logits_kernel, sig, consts), target=TARGET, options={"num_warps": 4})
+
+
+@pytest.mark.parametrize("heads,head_dim", CASES)
+@pytest.mark.parametrize("out,clean", [("fp32", True), ("bf16", False)])
+def test_compiles_with_the_overlapped_pipeline(heads, head_dim, out, clean):
+    kernel = _compile(heads, head_dim, out, clean)
+    ptx = kernel.asm["ptx"]
+    assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n128k32\.f32\.e4m3\.e4m3", ptx)
+    assert re.search(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global", ptx)
+    assert "mbarrier.try_wait" in ptx
+    # the previous tile's epilogue runs while exactly one WGMMA group (the current tile's) is in flight
+    assert re.search(r"wgmma\.wait_group\.sync\.aligned\s+1;", ptx)
+    usage = resource_usage(kernel)
+    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
+
+
+def _sm90():
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("needs an sm_90 GPU")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("heads,head_dim,ranges,dtype", [
+    (64, 128, "causal", torch.float32), (64, 128, "cp", torch.bfloat16), (32, 64, "ragged", torch.float32),
+    (64, 32, "causal", torch.float32), (32, 128, "cp", torch.float32)])
+def test_gpu_matches_reference(heads, head_dim, ranges, dtype):
+    _sm90()
+    from finegemm.kernels.sm90 import mqa_logits as m
+
+    case = MqaCase(2048, 8192, heads, head_dim, ranges, dtype)
+    q, kv, sf, w, st, en = generate_mqa(case, seed=3, device="cuda")
+    expected = ref.fp8_mqa_logits(q, (kv, sf), w, st, en)
+    outs = []
+    for _ in range(2):
+        out = torch.full((case.seq_len, case.seq_len_kv), float("nan"), device="cuda", dtype=dtype)
+        m.launch(q, kv, sf, w, st, en, out, clean_logits=True)
+        outs.append(out)
+    torch.cuda.synchronize()
+    assert_logits_match(outs[0], expected, None, 1e-3 if dtype == torch.float32 else 5e-3)
+    assert torch.equal(outs[0].nan_to_num(), outs[1].nan_to_num()), "repeat run differs"
+
+
+@pytest.mark.gpu
+def test_gpu_unclean_writes_every_in_range_value():
+    _sm90()
+    from finegemm.kernels.sm90 import mqa_logits as m
+
+    case = MqaCase(1024, 4096, 64, 128, "ragged")
+    q, kv, sf, w, st, en = generate_mqa(case, seed=4, device="cuda")
+    expected = ref.fp8_mqa_logits(q, (kv, sf), w, st, en)
+    out = torch.full((case.seq_len, case.seq_len_kv), float("nan"), device="cuda")
+    m.launch(q, kv, sf, w, st, en, out, clean_logits=False)
+    torch.cuda.synchronize()
+    inside = ~torch.isneginf(expected)
+    assert not torch.isnan(out[inside]).any()
+    from finegemm.reference.dense import calc_diff
+    assert calc_diff(out[inside].double(), expected[inside]) < 1e-3

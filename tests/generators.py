@@ -99,3 +99,20 @@ def generate_fp8(case: Fp8Case, device: str = "cpu", seed: int = 0, mn_major: bo
 
 def run_fp8(case: Fp8Case, a, b, d, c) -> None:
     getattr(finegemm, f"fp8_gemm_{case.layout}")(a, b, d, c=c, recipe=case.recipe)
+
+
+def contiguous_row_groups(rows: list[int], align: int = 128, extra_padding_blocks: int = 0):
+    """The m-grouped contiguous layout of ``rows[g]`` tokens per group, each segment padded to ``align``
+    (then ``extra_padding_blocks`` blocks of padding at the end): ``(row_groups int32 [M] with -1 for
+    padding rows, ends [G] = each segment's last valid row + 1, M)`` on the CPU."""
+    def padded(r: int) -> int:
+        return (r + align - 1) // align * align
+
+    m = sum(padded(r) for r in rows) + extra_padding_blocks * align
+    row_groups = torch.full((m,), -1, dtype=torch.int32)
+    ends, start = [], 0
+    for g, r in enumerate(rows):
+        row_groups[start:start + r] = g
+        ends.append(start + r)
+        start += padded(r)
+    return row_groups, ends, m

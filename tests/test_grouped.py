@@ -16,6 +16,7 @@ import textwrap
 
 import pytest
 import torch
+from generators import contiguous_row_groups
 
 import finegemm  # noqa: F401  (turns the interpreter on without a GPU)
 from finegemm.api import grouped as fg
@@ -82,13 +83,7 @@ def generate_m_grouped_contiguous(rows: list[int], n: int, k: int, *, use_psum_l
     Returns ``(a, b, grouped_layout, d, row_groups)`` with ``d`` poisoned.
     """
     num_groups = len(rows)
-    m = sum(_align(r) for r in rows) + extra_padding_blocks * ALIGN
-    row_groups = torch.full((m,), -1, dtype=torch.int32)
-    ends, start = [], 0
-    for g, r in enumerate(rows):
-        row_groups[start:start + r] = g
-        ends.append(start + r)
-        start += _align(r)
+    row_groups, ends, m = contiguous_row_groups(rows, ALIGN, extra_padding_blocks)
     x = torch.randn(m, k, device=device)
     w = torch.randn(num_groups, n, k, device=device)
     pad = (row_groups < 0).to(device)

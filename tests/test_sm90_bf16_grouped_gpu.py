@@ -15,6 +15,7 @@ import random
 
 import pytest
 import torch
+from generators import contiguous_row_groups
 
 import finegemm
 from finegemm.api.dispatch import choose_backend
@@ -35,10 +36,6 @@ def _dev() -> torch.device:
     return torch.device("cuda")
 
 
-def _align(x: int) -> int:
-    return (x + ALIGN - 1) // ALIGN * ALIGN
-
-
 def _random_rows(g: int, expected_m: int, seed: int) -> list[int]:
     rng = random.Random(seed)
     return [int(expected_m * rng.uniform(0.7, 1.3)) for _ in range(g)]
@@ -53,13 +50,7 @@ def _contiguous_inputs(rows, n, k, dev, psum=False, nn=False, a_m_major=False, s
 
     Returns (a [M, K], b [G, N, K] or, nn, [G, K, N], grouped_layout, row groups [M])."""
     torch.manual_seed(seed)
-    m = sum(_align(r) for r in rows)
-    row_groups = torch.full((m,), -1, dtype=torch.int32)
-    ends, start = [], 0
-    for g, r in enumerate(rows):
-        row_groups[start:start + r] = g
-        ends.append(start + r)
-        start += _align(r)
+    row_groups, ends, m = contiguous_row_groups(rows, ALIGN)
     a = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
     a[(row_groups < 0).to(dev)] = float("nan")
     if a_m_major:

@@ -12,6 +12,7 @@ import random
 
 import pytest
 import torch
+from generators import contiguous_row_groups
 
 import finegemm
 from finegemm.api.dispatch import BackendError, choose_backend
@@ -33,10 +34,6 @@ def _dev() -> torch.device:
     return torch.device("cuda")
 
 
-def _align(x: int) -> int:
-    return (x + ALIGN - 1) // ALIGN * ALIGN
-
-
 def _weights(g, n, k, dev, ue8m0):
     w = torch.randn(g, n, k, device=dev, dtype=torch.bfloat16)
     parts = [per_block_cast_to_fp8(w[i], use_ue8m0=ue8m0) for i in range(g)]
@@ -46,13 +43,7 @@ def _weights(g, n, k, dev, ue8m0):
 
 def _contiguous_inputs(rows, n, k, dev, ue8m0=False, psum=False):
     """Segments of ``rows[g]`` tokens each padded to 128; padding rows of ``a`` hold NaN (0x7F)."""
-    m = sum(_align(r) for r in rows)
-    row_groups = torch.full((m,), -1, dtype=torch.int32)
-    ends, start = [], 0
-    for g, r in enumerate(rows):
-        row_groups[start:start + r] = g
-        ends.append(start + r)
-        start += _align(r)
+    row_groups, ends, m = contiguous_row_groups(rows, ALIGN)
     x = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
     a, sfa = per_token_cast_to_fp8(x, use_ue8m0=ue8m0)
     pad = (row_groups < 0).to(dev)

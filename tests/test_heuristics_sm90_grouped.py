@@ -92,7 +92,13 @@ def test_unpacked_b_is_launched_not_recorded(monkeypatch):
     calls = []
     monkeypatch.setattr(dispatch_grouped, "_contiguous_plan", lambda *args: ((1,), (), {}))
     monkeypatch.setattr(dispatch_grouped.launcher, "launch_normally", lambda launches: calls.append("normal"))
-    monkeypatch.setattr(dispatch_grouped.launcher, "record", lambda launches: calls.append("record") or (lambda: True))
+    class Recording:  # launcher.Recording's interface: replayable, and a call that replays
+        replayable = True
+
+        def __call__(self):
+            return True
+
+    monkeypatch.setattr(dispatch_grouped.launcher, "record", lambda launches: calls.append("record") or Recording())
     monkeypatch.setattr(dispatch_grouped, "_recordings", {})
     desc = GemmDesc("fp8_1d2d", 256, 128, 256, layout="m_grouped_contiguous", num_groups=2)
     cfg = get_sm90_grouped_config(desc, H200)

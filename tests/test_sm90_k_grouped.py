@@ -352,8 +352,8 @@ def test_fp8_host_loop_against_reference(monkeypatch, form):
         kg.launcher.launch_normally(launches)
         return types.SimpleNamespace(replayable=False)
 
-    monkeypatch.setattr(kg, "launcher", types.SimpleNamespace(record=record,
-                                                              launch_normally=kg.launcher.launch_normally))
+    monkeypatch.setattr(kg.launcher, "record", record)
+    monkeypatch.setattr(kg, "_fp8_recordings", {})
     reference = ref.k_grouped_fp8_gemm_nt_contiguous if flat else ref.k_grouped_fp8_gemm_tn_contiguous
     expected = reference(a, b, ks, c)
     kg.k_grouped_fp8_1d1d_gemm(desc, kg.get_config(desc, H200), a[0], a[1], b[0], b[1], c, d, ks, ks_tensor, flat)

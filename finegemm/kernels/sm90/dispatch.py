@@ -165,20 +165,15 @@ def fp8_gemm(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c) -> launch
     key = (desc, config, a.data_ptr(), sfa.data_ptr(), b.data_ptr(), sfb.data_ptr(), d.data_ptr(),
            a.stride(), sfa.stride(), b.stride(), sfb.stride(), d.stride(), a.dtype, b.dtype, a.get_device(),
            None if c is None else (c.data_ptr(), c.stride(), c.dtype))
-    recording = _recordings.get(key)
-    if recording is not None and recording():
-        return recording
-    grid, kernel_args, meta, reduce = _build_plan(desc, config, a, sfa, b, sfb, d, c)
-    launches = [(gemm_1d2d.fp8_gemm_kernel, grid, kernel_args, meta)]
-    if reduce is not None:
-        launches.append((gemm_1d2d._splitk_reduce_kernel, *reduce))
-    if recording is not None:
-        launcher.launch_normally(launches)
-        return None
-    if len(_recordings) >= MAX_RECORDINGS:
-        _recordings.clear()
-    recording = _recordings[key] = launcher.record(launches)
-    return recording if recording.replayable else None
+
+    def build() -> list:
+        grid, kernel_args, meta, reduce = _build_plan(desc, config, a, sfa, b, sfb, d, c)
+        launches = [(gemm_1d2d.fp8_gemm_kernel, grid, kernel_args, meta)]
+        if reduce is not None:
+            launches.append((gemm_1d2d._splitk_reduce_kernel, *reduce))
+        return launches
+
+    return launcher.replay_or_record(_recordings, key, build, MAX_RECORDINGS)
 
 
 def bf16_gemm(desc: GemmDesc, config: Any, a, b, d, c) -> None:

@@ -199,17 +199,8 @@ def _run(key: tuple, build, replayable: bool = True) -> None:
     Not replayable: the launch reads a per-call copy (unpacked B), whose pointer a recording would
     keep after the copy is freed; such calls launch normally every time.
     """
-    recording = _recordings.get(key) if replayable else None
-    if recording is not None and recording():
-        return
-    grid, args, meta = build()
-    launches = [(gemm_1d2d.fp8_gemm_kernel, grid, args, meta)]
-    if recording is not None or not replayable:
-        launcher.launch_normally(launches)
-        return
-    if len(_recordings) >= MAX_RECORDINGS:
-        _recordings.clear()
-    _recordings[key] = launcher.record(launches)
+    launcher.replay_or_record(_recordings, key, lambda: [(gemm_1d2d.fp8_gemm_kernel, *build())], MAX_RECORDINGS,
+                              replayable)
 
 
 def m_grouped_fp8_1d2d_gemm_contiguous(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, grouped_layout,

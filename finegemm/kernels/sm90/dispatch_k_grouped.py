@@ -366,19 +366,10 @@ def k_grouped_fp8_1d1d_gemm(desc: GemmDesc, config: KGroupedConfig, a: torch.Ten
     key = (desc, config, tuple(ks), flat_k_major, a.data_ptr(), b.data_ptr(), a_k.data_ptr(), b_k.data_ptr(),
            sfa_mn.data_ptr(), sfb_mn.data_ptr(), c.data_ptr(), d.data_ptr(), a.stride(), b.stride(),
            sfa_mn.stride(), sfb_mn.stride(), c.stride(), d.stride(), a.dtype, b.dtype, a.device.index)
-    recording = _fp8_recordings.get(key)
-    if recording is not None and recording():
-        _copy_empty(plan, c, d)
-        return
-    launches = _fp8_launches(plan, desc, config, a, sfa_mn, b, sfb_mn, c, d, a_k, b_k, flat_k_major)
-    if recording is not None:  # recorded, but cannot replay now (a launch hook, another device, ...)
-        launcher.launch_normally(launches)
-    else:
-        recording = launcher.record(launches)
-        if recording.replayable:
-            if len(_fp8_recordings) >= MAX_FP8_RECORDINGS:
-                _fp8_recordings.clear()
-            _fp8_recordings[key] = recording
+    launcher.replay_or_record(
+        _fp8_recordings, key,
+        lambda: _fp8_launches(plan, desc, config, a, sfa_mn, b, sfb_mn, c, d, a_k, b_k, flat_k_major),
+        MAX_FP8_RECORDINGS)
     _copy_empty(plan, c, d)
 
 
@@ -407,18 +398,6 @@ def k_grouped_bf16_gemm(desc: GemmDesc, config: KGroupedConfig, a: torch.Tensor,
     del sfa, sfb, ks_tensor, flat_k_major
     key = (desc, config, tuple(ks), a.data_ptr(), b.data_ptr(), c.data_ptr(), d.data_ptr(), a.stride(), b.stride(),
            c.stride(), d.stride(), a.device.index)
-    recording = _bf16_recordings.get(key)
-    if recording is not None and recording():
-        _copy_empty(_plan(desc, config, ks, None, None), c, d)
-        return
     plan = _plan(desc, config, ks, None, None)
-    launches = _bf16_launches(plan, a, b, c, d)
-    if recording is not None:  # recorded, but cannot replay now (a launch hook, another device, ...)
-        launcher.launch_normally(launches)
-    else:
-        recording = launcher.record(launches)
-        if recording.replayable:
-            if len(_bf16_recordings) >= MAX_BF16_RECORDINGS:
-                _bf16_recordings.clear()
-            _bf16_recordings[key] = recording
+    launcher.replay_or_record(_bf16_recordings, key, lambda: _bf16_launches(plan, a, b, c, d), MAX_BF16_RECORDINGS)
     _copy_empty(plan, c, d)

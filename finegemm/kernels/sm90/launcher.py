@@ -374,3 +374,26 @@ def launch_normally(launches: Sequence[Launch]) -> None:
     """``kernel[grid](*args, **kwargs)`` for each launch, in order (what a Recording falls back to)."""
     for kernel, grid, args, kwargs in launches:
         kernel[grid](*args, **kwargs)
+
+
+def replay_or_record(cache: dict, key: Any, build: Callable[[], Sequence[Launch]], max_entries: int,
+                     cacheable: bool = True) -> Recording | None:
+    """The host path every sm90 entry shares: replay the recording cached under ``key``; else ``build()``
+    the launches and launch them, recording them under ``key`` on its first call.
+
+    A key whose recording cannot replay now (a launch hook, another current device, ...) launches
+    normally with the freshly built arguments. ``cacheable`` False (launches that read a per-call copy,
+    whose pointer a recording would keep after the copy is freed) launches normally every time. The
+    cache is emptied when it reaches ``max_entries``. Returns the recording when it can replay, else None.
+    """
+    recording = cache.get(key) if cacheable else None
+    if recording is not None and recording():
+        return recording
+    launches = build()
+    if recording is not None or not cacheable:
+        launch_normally(launches)
+        return None
+    if len(cache) >= max_entries:
+        cache.clear()
+    recording = cache[key] = record(launches)
+    return recording if recording.replayable else None

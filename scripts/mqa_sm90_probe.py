@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import sys
 
 import torch
@@ -19,25 +18,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from test_mqa import MqaCase, generate_mqa  # noqa: E402
 
 import finegemm  # noqa: E402
+from finegemm.bench.timer import L2Flush, time_cuda  # noqa: E402
 from finegemm.kernels.sm90 import mqa_logits as gluon_mqa  # noqa: E402
 from finegemm.reference.dense import calc_diff  # noqa: E402
 
-FLUSH = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+FLUSH = L2Flush(torch.device("cuda"))
 
 
-def time_us(fn, reps=20, warm=3):
-    for _ in range(warm):
-        fn()
-    times = []
-    for _ in range(reps):
-        FLUSH.zero_()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b) * 1e3)
-    return statistics.median(times)
+def time_us(fn):
+    return time_cuda(fn, FLUSH, warmup=3, repeats=20).median_us
 
 
 rows = []

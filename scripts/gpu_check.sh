@@ -3,7 +3,7 @@
 # Usage (on the H200): bash scripts/gpu_check.sh [pytest-args...]
 # Here first: git rev-parse --short HEAD > .commit (and carry ".commit").
 # Env: SUITES (default "dense"), SKIP_TESTS=1, SKIP_BENCH=1, BENCH_ARGS (extra harness args),
-#      TEST_SHARDS ("files;files;..." run as parallel pytest processes).
+#      TEST_SHARDS ("files;files;..." run as parallel pytest processes), SHARD_TIMEOUT (seconds per shard, 0: none).
 set -uo pipefail
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 OUT="${OUT:-/tmp/finegemm-out}"
@@ -22,7 +22,8 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
         pids=()
         for i in "${!shards[@]}"; do
             # shellcheck disable=SC2086
-            python3 -m pytest -m gpu -q -p no:cacheprovider ${shards[$i]} "$@" > "$OUT/pytest-gpu-$i.log" 2>&1 &
+            timeout "${SHARD_TIMEOUT:-0}" python3 -m pytest -m gpu -q -p no:cacheprovider ${shards[$i]} "$@" \
+                > "$OUT/pytest-gpu-$i.log" 2>&1 &
             pids+=($!)
         done
         for i in "${!pids[@]}"; do

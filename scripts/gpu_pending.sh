@@ -11,18 +11,10 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 OUT="${OUT:-/tmp/finegemm-out}"
 mkdir -p "$OUT"
 status=0
-shards=("tests/test_sm90_k_grouped_gpu.py" "tests/test_sm90_bf16_grouped_gpu.py"
-        "tests/test_sm90_gpu.py -k sfb_tma" "tests/test_sm90_grouped_gpu.py" "tests/test_sm90_mqa.py")
-pids=()
-for i in "${!shards[@]}"; do
-    # shellcheck disable=SC2086
-    timeout 240 python3 -m pytest -m gpu -q -p no:cacheprovider ${shards[$i]} > "$OUT/pytest-$i.log" 2>&1 &
-    pids+=($!)
-done
-for i in "${!pids[@]}"; do
-    wait "${pids[$i]}" || status=1
-    echo "== ${shards[$i]}"; tail -4 "$OUT/pytest-$i.log"
-done
+# the GPU tests, one parallel pytest process per shard (scripts/gpu_check.sh), no benchmark there
+TEST_SHARDS="tests/test_sm90_k_grouped_gpu.py;tests/test_sm90_bf16_grouped_gpu.py;tests/test_sm90_gpu.py -k sfb_tma;\
+tests/test_sm90_grouped_gpu.py;tests/test_sm90_mqa.py" SHARD_TIMEOUT=240 SKIP_BENCH=1 OUT="$OUT" \
+    bash scripts/gpu_check.sh || status=1
 PROBE_FIRST=1 PROBE_CASES="128 sfb,128 sfa sfb first,1d2d 128 sfa" timeout 120 python3 scripts/repeat_probe.py \
     2>&1 | cut -c1-300 | tail -4
 V4_DEADLINE_S=120 timeout 240 python3 scripts/sm90_dev.py v5 2>&1 | grep -v "^V4 wgrad" | tail -10

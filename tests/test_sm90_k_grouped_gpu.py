@@ -105,9 +105,8 @@ def _fp8_desc(sum_k, g, a_k_major=True, b_k_major=True):
                     num_groups=g)
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-@pytest.mark.parametrize("scales", ["mn_major", "k_major"])
-def test_fp8_nt(monkeypatch, seed, scales):
+def _check_fp8_nt(monkeypatch, seed: int, scales: str) -> _Spy:
+    """One nt call checked by :func:`_run_and_check`; returns the spy of the sm90 entry."""
     dev = _dev()
     torch.manual_seed(seed)
     ks = _ks(seed)
@@ -124,6 +123,13 @@ def test_fp8_nt(monkeypatch, seed, scales):
     expected = ref.k_grouped_fp8_gemm_nt_contiguous(a, b, ks, c)
     _run_and_check(finegemm.k_grouped_fp8_gemm_nt_contiguous, a, b, ks, c, expected, FP8_BOUND, spy,
                    _fp8_desc(sum(ks), len(ks)))
+    return spy
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("scales", ["mn_major", "k_major"])
+def test_fp8_nt(monkeypatch, seed, scales):
+    _check_fp8_nt(monkeypatch, seed, scales)
 
 
 def test_fp8_nt_runtime_k(monkeypatch):
@@ -132,23 +138,13 @@ def test_fp8_nt_runtime_k(monkeypatch):
     from finegemm.api import dispatch as api_dispatch
     from finegemm.api import grouped as api_grouped
 
-    dev = _dev()
+    _dev()
     monkeypatch.setattr(kg, "K_DYNAMIC_DEFAULT", True)
     # the backend choice caches get_config's answer per desc, the API its plans per tensor signature
     monkeypatch.setattr(api_grouped, "_K_GROUPED_PLANS", api_grouped.new_cache())
     api_dispatch._choose.cache_clear()
     try:
-        torch.manual_seed(5)
-        ks = _ks(5)
-        a_q, sfa = _cast(torch.randn(sum(ks), M, device=dev), ks)
-        b_q, sfb = _cast(torch.randn(sum(ks), N, device=dev), ks)
-        a, b = (_flat(a_q, ks), sfa.T), (_flat(b_q, ks), sfb.T)
-        c = torch.randn(len(ks), M, N, device=dev)
-        spy = _Spy(kg.k_grouped_fp8_1d1d_gemm)
-        monkeypatch.setattr(kg, "k_grouped_fp8_1d1d_gemm", spy)
-        expected = ref.k_grouped_fp8_gemm_nt_contiguous(a, b, ks, c)
-        _run_and_check(finegemm.k_grouped_fp8_gemm_nt_contiguous, a, b, ks, c, expected, FP8_BOUND, spy,
-                       _fp8_desc(sum(ks), len(ks)))
+        spy = _check_fp8_nt(monkeypatch, 5, "mn_major")
         assert all(cfg.k_dynamic for cfg in spy.configs)
     finally:
         api_dispatch._choose.cache_clear()

@@ -344,6 +344,20 @@ def _ring_scale(sf_bufs, s, kb, start: gl.constexpr, layout: gl.constexpr, PACKE
 
 
 @gluon.jit
+def _ring_scales(sfa_bufs, sfb_bufs, s, kb, row0: gl.constexpr, row_layout: gl.constexpr,
+                 col_layout: gl.constexpr, sa, sb0, sb1, PACKED: gl.constexpr, SFA_TMA: gl.constexpr,
+                 SFB_TMA: gl.constexpr):
+    """(row scales, column scales x2) of one 64-row wave for K block ``kb``: those riding in ring slot
+    ``s`` (``SFA_TMA`` / ``SFB_TMA``) read from it, the others (``sa``, ``sb0``, ``sb1``) passed through."""
+    if SFA_TMA:
+        sa = _ring_scale(sfa_bufs, s, kb, row0, row_layout, PACKED)
+    if SFB_TMA:
+        sb0 = _ring_scale(sfb_bufs, s, kb, 0, col_layout, PACKED, sfb_bufs.shape[2])
+        sb1 = sb0
+    return sa, sb0, sb1
+
+
+@gluon.jit
 def _release(empty_bars, s, READ_RING: gl.constexpr):
     """Hand ring slot ``s`` back to the producer (one arrive per math warpgroup).
 
@@ -431,11 +445,8 @@ def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
                                       kb0 + kk, stride_sfa_k, stride_sfb, NUM_NB,
                                       SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA, SFB_TMA)
             part = warpgroup_mma_wait(1, deps=(prev,))
-            if SFA_TMA:
-                sa = _ring_scale(sfa_bufs, prev_s, kb0 + kk - 1, row0, row_layout, SF_PACKED)
-            if SFB_TMA:
-                sb0 = _ring_scale(sfb_bufs, prev_s, kb0 + kk - 1, 0, col_layout, SF_PACKED, BLOCK_N)
-                sb1 = sb0
+            sa, sb0, sb1 = _ring_scales(sfa_bufs, sfb_bufs, prev_s, kb0 + kk - 1, row0, row_layout, col_layout,
+                                        sa, sb0, sb1, SF_PACKED, SFA_TMA, SFB_TMA)
             _release(empty_bars, prev_s, SFB_TMA)
             acc = _promote(acc, part, sa, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
             sa = nsa
@@ -445,11 +456,8 @@ def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
             prev_s = s
             it += 1
         part = warpgroup_mma_wait(0, deps=(prev,))
-        if SFA_TMA:
-            sa = _ring_scale(sfa_bufs, prev_s, kb0 + KB - 1, row0, row_layout, SF_PACKED)
-        if SFB_TMA:
-            sb0 = _ring_scale(sfb_bufs, prev_s, kb0 + KB - 1, 0, col_layout, SF_PACKED, BLOCK_N)
-            sb1 = sb0
+        sa, sb0, sb1 = _ring_scales(sfa_bufs, sfb_bufs, prev_s, kb0 + KB - 1, row0, row_layout, col_layout,
+                                    sa, sb0, sb1, SF_PACKED, SFA_TMA, SFB_TMA)
         _release(empty_bars, prev_s, SFB_TMA)
         acc = _promote(acc, part, sa, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
     else:
@@ -457,19 +465,13 @@ def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
             s = it % STAGES
             mbarrier.wait(full_bars.index(s), (it // STAGES) & 1)
             if SCALES_FIRST:
-                if SFA_TMA:
-                    sa = _ring_scale(sfa_bufs, s, kb0 + kk, row0, row_layout, SF_PACKED)
-                if SFB_TMA:
-                    sb0 = _ring_scale(sfb_bufs, s, kb0 + kk, 0, col_layout, SF_PACKED, BLOCK_N)
-                    sb1 = sb0
+                sa, sb0, sb1 = _ring_scales(sfa_bufs, sfb_bufs, s, kb0 + kk, row0, row_layout, col_layout,
+                                            sa, sb0, sb1, SF_PACKED, SFA_TMA, SFB_TMA)
             part = warpgroup_mma(_a_rows(a_bufs, s, row0), b_bufs.index(s).permute((1, 0)), zero,
                                  use_acc=False, is_async=True)
             if not SCALES_FIRST:
-                if SFA_TMA:
-                    sa = _ring_scale(sfa_bufs, s, kb0 + kk, row0, row_layout, SF_PACKED)
-                if SFB_TMA:
-                    sb0 = _ring_scale(sfb_bufs, s, kb0 + kk, 0, col_layout, SF_PACKED, BLOCK_N)
-                    sb1 = sb0
+                sa, sb0, sb1 = _ring_scales(sfa_bufs, sfb_bufs, s, kb0 + kk, row0, row_layout, col_layout,
+                                            sa, sb0, sb1, SF_PACKED, SFA_TMA, SFB_TMA)
             # Next block's scales load while the WGMMA runs (the last iteration reloads its own).
             nkb = gl.minimum(kb0 + kk + 1, kb0 + KB - 1)
             nsa, nsb0, nsb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col,

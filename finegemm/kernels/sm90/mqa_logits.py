@@ -82,6 +82,31 @@ def _store_neg_inf(t, q0, seq_len, seq_len_kv, out_ptr, stride_out, BLOCK_Q: gl.
 
 
 @gluon.jit
+def _issue(kv_smem, q_t, zero, bars, i, STAGES_: gl.constexpr):
+    """Wait for ring tile ``i`` and issue its WGMMA into a fresh accumulator (async: returns the token)."""
+    s = i % STAGES_
+    mbarrier.wait(bars.index(s), (i // STAGES_) & 1)
+    return warpgroup_mma(kv_smem.index(s), q_t, zero, use_acc=False, is_async=True)
+
+
+@gluon.jit
+def _refill(kv_desc, kv_smem, bars, i, c_begin, n, STAGES_: gl.constexpr):
+    """Reload the slot of ring tile ``i`` (whose WGMMA is complete) with tile ``i + STAGES_``, if any."""
+    nxt = i + STAGES_
+    if nxt < n:
+        s = i % STAGES_
+        mbarrier.expect(bars.index(s), kv_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(kv_desc, [(c_begin + nxt) * kv_desc.block_type.shape[0], 0], bars.index(s),
+                                        kv_smem.index(s))
+
+
+@gluon.jit
+def _key_scales(kv_sf_ptr, t, seq_len_kv, BKV: gl.constexpr, row_layout: gl.constexpr):
+    kj = t * BKV + gl.arange(0, BKV, layout=row_layout)
+    return gl.load(kv_sf_ptr + kj, mask=kj < seq_len_kv, other=0.0)
+
+
+@gluon.jit
 def mqa_logits_kernel(q_desc, kv_desc, kv_sf_ptr, w_ptr, start_ptr, end_ptr, out_ptr,
                       seq_len, seq_len_kv, tiles_per_split, stride_ws, stride_out,
                       HEADS: gl.constexpr, BLOCK_Q: gl.constexpr, STAGES_: gl.constexpr, CLEAN: gl.constexpr):
@@ -140,32 +165,38 @@ def mqa_logits_kernel(q_desc, kv_desc, kv_sf_ptr, w_ptr, start_ptr, end_ptr, out
         q_t = q_smem.permute((1, 0))
         mbarrier.wait(q_bar, 0)
 
-        # Tile 0 in flight, then: issue tile i, wait for tile i - 1, refill its slot, reduce it.
-        mbarrier.wait(bars.index(0), 0)
-        prev = warpgroup_mma(kv_smem.index(0), q_t, zero, use_acc=False, is_async=True)
-        kj = c_begin * BKV + gl.arange(0, BKV, layout=row_layout)
-        sf_prev = gl.load(kv_sf_ptr + kj, mask=kj < seq_len_kv, other=0.0)
-        for i in range(1, n):
-            s = i % STAGES_
-            mbarrier.wait(bars.index(s), (i // STAGES_) & 1)
-            cur = warpgroup_mma(kv_smem.index(s), q_t, zero, use_acc=False, is_async=True)
-            kj = (c_begin + i) * BKV + gl.arange(0, BKV, layout=row_layout)
-            sf_cur = gl.load(kv_sf_ptr + kj, mask=kj < seq_len_kv, other=0.0)
-            part = warpgroup_mma_wait(1, deps=(prev,))
-            nxt = i - 1 + STAGES_
-            if nxt < n:
-                ps = (i - 1) % STAGES_
-                mbarrier.expect(bars.index(ps), kv_desc.block_type.nbytes)
-                tma.async_copy_global_to_shared(kv_desc, [(c_begin + nxt) * BKV, 0], bars.index(ps),
-                                                kv_smem.index(ps))
-            _tile_epilogue(part, sf_prev, w, col_q, c_begin + i - 1, q0, seq_len, seq_len_kv, start_ptr, end_ptr,
+        # Tile 0 in flight, then: issue tile i, wait for tile i - 1, refill its slot, reduce it. The loop
+        # runs two tiles an iteration with two named accumulators: a loop that carried "the one in
+        # flight" through prev = cur would copy its registers while its WGMMA runs, and ptxas then
+        # serializes every WGMMA (C7514).
+        acc_a = _issue(kv_smem, q_t, zero, bars, 0, STAGES_)
+        sf_a = _key_scales(kv_sf_ptr, c_begin, seq_len_kv, BKV, row_layout)
+        for i in range(1, n - 1, 2):
+            acc_b = _issue(kv_smem, q_t, zero, bars, i, STAGES_)
+            sf_b = _key_scales(kv_sf_ptr, c_begin + i, seq_len_kv, BKV, row_layout)
+            part = warpgroup_mma_wait(1, deps=(acc_a,))
+            _refill(kv_desc, kv_smem, bars, i - 1, c_begin, n, STAGES_)
+            _tile_epilogue(part, sf_a, w, col_q, c_begin + i - 1, q0, seq_len, seq_len_kv, start_ptr, end_ptr,
                            out_ptr, stride_out, BLOCK_Q, BKV, row_layout)
-            prev = cur
-            sf_prev = sf_cur
-        part = warpgroup_mma_wait(0, deps=(prev,))
-        _tile_epilogue(part, sf_prev, w, col_q, c_end - 1, q0, seq_len, seq_len_kv, start_ptr, end_ptr,
-                       out_ptr, stride_out, BLOCK_Q, BKV, row_layout)
-
+            acc_a = _issue(kv_smem, q_t, zero, bars, i + 1, STAGES_)
+            sf_a = _key_scales(kv_sf_ptr, c_begin + i + 1, seq_len_kv, BKV, row_layout)
+            part = warpgroup_mma_wait(1, deps=(acc_b,))
+            _refill(kv_desc, kv_smem, bars, i, c_begin, n, STAGES_)
+            _tile_epilogue(part, sf_b, w, col_q, c_begin + i, q0, seq_len, seq_len_kv, start_ptr, end_ptr,
+                           out_ptr, stride_out, BLOCK_Q, BKV, row_layout)
+        if n % 2 == 0:  # one tile left to issue: n - 1
+            acc_b = _issue(kv_smem, q_t, zero, bars, n - 1, STAGES_)
+            sf_b = _key_scales(kv_sf_ptr, c_end - 1, seq_len_kv, BKV, row_layout)
+            part = warpgroup_mma_wait(1, deps=(acc_a,))
+            _tile_epilogue(part, sf_a, w, col_q, c_end - 2, q0, seq_len, seq_len_kv, start_ptr, end_ptr,
+                           out_ptr, stride_out, BLOCK_Q, BKV, row_layout)
+            part = warpgroup_mma_wait(0, deps=(acc_b,))
+            _tile_epilogue(part, sf_b, w, col_q, c_end - 1, q0, seq_len, seq_len_kv, start_ptr, end_ptr,
+                           out_ptr, stride_out, BLOCK_Q, BKV, row_layout)
+        else:
+            part = warpgroup_mma_wait(0, deps=(acc_a,))
+            _tile_epilogue(part, sf_a, w, col_q, c_end - 1, q0, seq_len, seq_len_kv, start_ptr, end_ptr,
+                           out_ptr, stride_out, BLOCK_Q, BKV, row_layout)
 
 def block_q_for(heads: int) -> int:
     """Queries per CTA: 128 query-head rows (the WGMMA N), at least one query."""

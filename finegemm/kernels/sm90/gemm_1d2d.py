@@ -403,6 +403,31 @@ def _a_rows(a_bufs, s, row0: gl.constexpr):
 
 
 @gluon.jit
+def _issue_block(a_bufs, b_bufs, full_bars, it, row0: gl.constexpr, zero, STAGES: gl.constexpr):
+    """Wait for ring entry ``it`` and issue its WGMMA (one K block of one wave) into a fresh partial:
+    (async token, slot)."""
+    s = it % STAGES
+    mbarrier.wait(full_bars.index(s), (it // STAGES) & 1)
+    tok = warpgroup_mma(_a_rows(a_bufs, s, row0), b_bufs.index(s).permute((1, 0)), zero, use_acc=False,
+                        is_async=True)
+    return tok, s
+
+
+@gluon.jit
+def _retire_block(acc, tok, s, kb, PENDING: gl.constexpr, sfa_bufs, sfb_bufs, empty_bars, row0: gl.constexpr,
+                  row_layout: gl.constexpr, col_layout: gl.constexpr, sa, sb0, sb1, second_col,
+                  PACKED: gl.constexpr, SFA_TMA: gl.constexpr, SFB_TMA: gl.constexpr,
+                  SFB_PER_CHANNEL: gl.constexpr, SFB_UNIFORM: gl.constexpr):
+    """Wait for K block ``kb``'s WGMMA (``PENDING`` later ones stay in flight), release its slot ``s`` and
+    promote it into ``acc`` with its scales (ring ones read here, the others passed in)."""
+    part = warpgroup_mma_wait(PENDING, deps=(tok,))
+    sa, sb0, sb1 = _ring_scales(sfa_bufs, sfb_bufs, s, kb, row0, row_layout, col_layout, sa, sb0, sb1, PACKED,
+                                SFA_TMA, SFB_TMA)
+    _release(empty_bars, s, SFB_TMA)
+    return _promote(acc, part, sa, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
+
+
+@gluon.jit
 def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row0: gl.constexpr,
                    sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col, stride_sfa_k, stride_sfb,
                    mma_layout: gl.constexpr, NUM_NB: gl.constexpr, KB, STAGES: gl.constexpr,
@@ -428,38 +453,32 @@ def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
                            stride_sfa_k, stride_sfb, NUM_NB, SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA,
                            SFB_TMA)
     if PIPE_MMA:
-        # Prologue: the first K block's WGMMA in flight.
-        s = it % STAGES
-        mbarrier.wait(full_bars.index(s), (it // STAGES) & 1)
-        prev = warpgroup_mma(_a_rows(a_bufs, s, row0), b_bufs.index(s).permute((1, 0)), zero,
-                             use_acc=False, is_async=True)
-        prev_s = s
-        it += 1
-        for kk in range(1, KB):
-            s = it % STAGES
-            mbarrier.wait(full_bars.index(s), (it // STAGES) & 1)
-            cur = warpgroup_mma(_a_rows(a_bufs, s, row0), b_bufs.index(s).permute((1, 0)), zero,
-                                use_acc=False, is_async=True)
-            # Next block's scales load while both WGMMAs run.
+        # K blocks in pairs: both WGMMAs issued back to back into two partials, the first promoted while
+        # the second runs, the second after it. Nothing is in flight at the loop's back edge: carrying
+        # an in-flight partial across it made ptxas copy its registers and serialize every WGMMA
+        # (C7514/C7515), whatever the order of the issues.
+        for kk in range(0, KB - 1, 2):
+            tok_a, s_a = _issue_block(a_bufs, b_bufs, full_bars, it, row0, zero, STAGES)
+            tok_b, s_b = _issue_block(a_bufs, b_bufs, full_bars, it + 1, row0, zero, STAGES)
+            it += 2
             nsa, nsb0, nsb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col,
-                                      kb0 + kk, stride_sfa_k, stride_sfb, NUM_NB,
+                                      kb0 + kk + 1, stride_sfa_k, stride_sfb, NUM_NB,
                                       SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA, SFB_TMA)
-            part = warpgroup_mma_wait(1, deps=(prev,))
-            sa, sb0, sb1 = _ring_scales(sfa_bufs, sfb_bufs, prev_s, kb0 + kk - 1, row0, row_layout, col_layout,
-                                        sa, sb0, sb1, SF_PACKED, SFA_TMA, SFB_TMA)
-            _release(empty_bars, prev_s, SFB_TMA)
-            acc = _promote(acc, part, sa, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
-            sa = nsa
-            sb0 = nsb0
-            sb1 = nsb1
-            prev = cur
-            prev_s = s
+            acc = _retire_block(acc, tok_a, s_a, kb0 + kk, 1, sfa_bufs, sfb_bufs, empty_bars, row0,
+                                row_layout, col_layout, sa, sb0, sb1, second_col, SF_PACKED, SFA_TMA, SFB_TMA,
+                                SFB_PER_CHANNEL, SFB_UNIFORM)
+            sa, sb0, sb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col,
+                                   gl.minimum(kb0 + kk + 2, kb0 + KB - 1), stride_sfa_k, stride_sfb, NUM_NB,
+                                   SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA, SFB_TMA)
+            acc = _retire_block(acc, tok_b, s_b, kb0 + kk + 1, 0, sfa_bufs, sfb_bufs, empty_bars, row0,
+                                row_layout, col_layout, nsa, nsb0, nsb1, second_col, SF_PACKED, SFA_TMA, SFB_TMA,
+                                SFB_PER_CHANNEL, SFB_UNIFORM)
+        if KB % 2 == 1:
+            tok_a, s_a = _issue_block(a_bufs, b_bufs, full_bars, it, row0, zero, STAGES)
             it += 1
-        part = warpgroup_mma_wait(0, deps=(prev,))
-        sa, sb0, sb1 = _ring_scales(sfa_bufs, sfb_bufs, prev_s, kb0 + KB - 1, row0, row_layout, col_layout,
-                                    sa, sb0, sb1, SF_PACKED, SFA_TMA, SFB_TMA)
-        _release(empty_bars, prev_s, SFB_TMA)
-        acc = _promote(acc, part, sa, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
+            acc = _retire_block(acc, tok_a, s_a, kb0 + KB - 1, 0, sfa_bufs, sfb_bufs, empty_bars, row0,
+                                row_layout, col_layout, sa, sb0, sb1, second_col, SF_PACKED, SFA_TMA, SFB_TMA,
+                                SFB_PER_CHANNEL, SFB_UNIFORM)
     else:
         for kk in range(KB):
             s = it % STAGES

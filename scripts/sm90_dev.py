@@ -515,6 +515,37 @@ def v5_configs(desc, facts):
     return out
 
 
+def v6_shapes():
+    """The 18 dense shapes (BF16 out) and the 7 weight-gradient shapes of the v6 (paired PIPE_MMA) sweep."""
+    out = [("small" if m <= 128 else "large", m, n, k, "1d2d", torch.bfloat16, False)
+           for m in (64, 128, 4096) for n, k in SHAPES_NK]
+    return out + v5_shapes()
+
+
+def v6_configs(desc, facts):
+    """v6: PIPE_MMA as K-block pairs (gemm_1d2d._one_wave_loop) on and off, beside the heuristic's pick."""
+    rep = dataclasses.replace
+    mk = make_config
+    out = [("heuristic", get_sm90_config(desc, facts))]
+    wgrad = desc.kind == "fp8_1d1d"
+    tiles = [(128, 128), (128, 64)] if desc.m > 256 else [(64, 32), (64, 64), (64, 128), (128, 64), (128, 128)]
+    for bm, bn in tiles:
+        if bm == 128 and desc.m <= 64:
+            continue
+        base = mk(desc, facts, bm, bn, 1, sfa_tma=True, sfb_tma=wgrad)
+        for pipe in (True, False):
+            out.append((f"{bm}x{bn}{' pipe' if pipe else ''}", rep(base, pipe_mma=pipe)))
+        split = _fill_split(desc, facts, bm, bn)
+        if desc.m <= 128 and split > 1:
+            out.append((f"{bm}x{bn} s{split} pipe", rep(mk(desc, facts, bm, bn, split, sfa_tma=True), pipe_mma=True)))
+    seen, uniq = set(), []
+    for name, cfg in out:
+        if cfg not in seen and cfg.stages >= 3:
+            seen.add(cfg)
+            uniq.append((name, cfg))
+    return uniq
+
+
 def phase_v4(result, path, shapes=None, configs=None, key="v4"):
     shapes, configs = shapes or v4_shapes, configs or v4_configs
     t_start = time.time()
@@ -529,7 +560,7 @@ def phase_v4(result, path, shapes=None, configs=None, key="v4"):
         ref = reference.fp8_gemm_nt((a, sfa), (b, sfb), c, recipe=(1, 128, 128) if recipe == "1d2d" else (1, 1, 128))
         op_bytes = m * k + n * k + m * n * (4 if out == torch.float32 else 2) * (2 if with_c else 1)
         row = dict(label=label, M=m, N=n, K=k, recipe=recipe, out=str(out), with_c=with_c, configs=[],
-                   deepgemm_us=(DEEPGEMM_US if label == "small" else WGRAD_DEEPGEMM_US).get((m, n, k)),
+                   deepgemm_us=(WGRAD_DEEPGEMM_US if label == "wgrad" else DEEPGEMM_US).get((m, n, k)),
                    hbm_floor_us=op_bytes / (HBM_TBPS * 1e6))
         flops = 2 * m * n * k
         for name, cfg in configs(desc, facts):
@@ -631,6 +662,8 @@ def main():
         phase_v4(result, os.path.join(outdir, "sm90_v4_smallm_wgrad_sweep.json"))
     if "v5" in args:
         phase_v4(result, os.path.join(outdir, "sm90_v5_wgrad_sweep.json"), v5_shapes, v5_configs, "v5")
+    if "v6" in args:
+        phase_v4(result, os.path.join(outdir, "sm90_v6_pipe_sweep.json"), v6_shapes, v6_configs, "v6")
     json.dump(result, open(path, "w"), indent=1, default=str)
     if "check" in args:
         bad = [r for r in result["check"] if not r["ok"]]

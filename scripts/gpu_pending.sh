@@ -2,8 +2,8 @@
 # One H200 call for what the 2026-12-03 session left unmeasured (benchmarks/NOTES.md v5, k-grouped and
 # BF16 grouped sections): the GPU tests of the code that changed after the last GPU run (k-grouped with
 # the proxy fence and the K < 4096 weight-grad rule, BF16 m-grouped with its final rules, the
-# SCALES_FIRST variant, the experimental Gluon MQA kernel), the repeat probe, then the v5 sweep (now
-# with SCALES_FIRST), the Gluon-vs-Triton MQA timing and the k-grouped and BF16 grouped benchmarks.
+# experimental Gluon MQA kernel), the repeat probe, then the v5 sweep, the Gluon-vs-Triton MQA timing
+# and the k-grouped (and, with WITH_BF16=1, BF16 grouped) benchmarks.
 # Logs and JSON under $OUT; about 5-7 minutes warm.
 # Here first: git rev-parse --short HEAD > .commit (and carry ".commit").
 set -uo pipefail
@@ -15,7 +15,7 @@ status=0
 TEST_SHARDS="tests/test_sm90_k_grouped_gpu.py;tests/test_sm90_bf16_grouped_gpu.py;tests/test_sm90_gpu.py;\
 tests/test_sm90_grouped_gpu.py;tests/test_sm90_mqa.py" SHARD_TIMEOUT=270 SKIP_BENCH=1 OUT="$OUT" \
     bash scripts/gpu_check.sh || status=1
-PROBE_FIRST=1 PROBE_CASES="128 sfb,128 sfa sfb first,1d2d 128 sfa" timeout 120 python3 scripts/repeat_probe.py \
+PROBE_FIRST=1 PROBE_CASES="128 sfb,1d2d 128 sfa" timeout 120 python3 scripts/repeat_probe.py \
     2>&1 | tee "$OUT/repeat_probe.log" | cut -c1-300 | tail -4
 V4_DEADLINE_S=120 timeout 240 python3 scripts/sm90_dev.py v5 2>&1 | tee "$OUT/sm90_dev_v5.log" | grep -v "^V4 wgrad" | tail -10
 timeout 120 python3 scripts/mqa_sm90_probe.py 2>&1 | tee "$OUT/mqa_sm90_probe.log" | tail -5

@@ -76,9 +76,6 @@ for m, n, k in ((4095, 2112, 512), (2112, 4096, 1536))[int(os.environ.get("PROBE
              ("1d2d", True, "1d2d 128 C", rep(make_config(d2, facts, 128, 128), pipe_mma=False), False),
              ("1d1d", True, "128 sfb g1", rep(sfb128, group_m=1), False),
              ("1d1d", True, "256 se sfb", make_config(d1, facts, 256, 128, small_epi=True, sfb_tma=True), False),
-             ("1d1d", True, "128 sfa sfb first",
-              rep(make_config(d1, facts, 128, 128, sfa_tma=True, sfb_tma=True), pipe_mma=False, scales_first=True),
-              False),
              ("1d2d", True, "1d2d 128 sfa", rep(make_config(d2, facts, 128, 128, sfa_tma=True), pipe_mma=False),
               False)]
     wanted = os.environ.get("PROBE_CASES")

@@ -502,8 +502,6 @@ def v5_configs(desc, facts):
            ("128 sfb", rep(mk(desc, facts, 128, 128, sfb_tma=True), pipe_mma=False)),
            ("128 sfa sfb", rep(mk(desc, facts, 128, 128, sfa_tma=True, sfb_tma=True), pipe_mma=False)),
            ("128 sfa sfb pipe", rep(mk(desc, facts, 128, 128, sfa_tma=True, sfb_tma=True), pipe_mma=True)),
-           ("128 sfa sfb first", rep(mk(desc, facts, 128, 128, sfa_tma=True, sfb_tma=True), pipe_mma=False,
-                                     scales_first=True)),
            ("256 se sfb", mk(desc, facts, 256, 128, small_epi=True, sfb_tma=True)),
            ("256 se sfa sfb", mk(desc, facts, 256, 128, small_epi=True, sfa_tma=True, sfb_tma=True)),
            ("256 se sfa sfb g16", rep(mk(desc, facts, 256, 128, small_epi=True, sfa_tma=True, sfb_tma=True),

@@ -100,9 +100,7 @@ def _run_cfg(m, n, k, packed, with_c, recipe="1d2d", pipe_mma=None, **overrides)
     out_fp32 = with_c or recipe == "1d1d"
     desc = GemmDesc(f"fp8_{recipe}", m, n, k, True, True, out_fp32, with_c, packed)
     bm, bn, split = overrides.pop("tile", (256, 128, 1))
-    scales_first = overrides.pop("scales_first", False)
     cfg = make_config(desc, device_facts(torch.device("cuda")), bm, bn, split, **overrides)
-    cfg = dataclasses.replace(cfg, scales_first=scales_first)
     if bm == 256:
         pipe_mma = False
     if pipe_mma is not None:
@@ -136,8 +134,8 @@ SFB_TMA_CASES = [(333, 576, 7168), (4095, 2112, 512), (2112, 4096, 1536)]
 @pytest.mark.parametrize("variant", [
     dict(tile=(128, 128, 1)), dict(tile=(128, 128, 1), sfa_tma=True, pipe_mma=True),
     dict(tile=(256, 128, 1), small_epi=True), dict(tile=(256, 128, 1), small_epi=True, sfa_tma=True),
-    dict(tile=(64, 128, 4), sfa_tma=True), dict(tile=(128, 128, 1), sfa_tma=True, pipe_mma=False, scales_first=True)],
-    ids=["128", "128-sfa-pipe", "256-se", "256-se-sfa", "64-split4-sfa", "128-sfa-first"])
+    dict(tile=(64, 128, 4), sfa_tma=True), dict(tile=(128, 64, 1), sfa_tma=True, pipe_mma=True)],
+    ids=["128", "128-sfa-pipe", "256-se", "256-se-sfa", "64-split4-sfa", "128x64-sfa-pipe"])
 def test_1d1d_sfb_tma(m, n, k, packed, variant):
     """Recipe (1, 1, 128) with the per-channel RHS scales riding in the ring (``sfb_tma``), C added."""
     variant = dict(variant)

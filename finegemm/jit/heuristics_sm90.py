@@ -39,9 +39,6 @@ class Sm90Config:
     # recipe (1, 1, 128): the per-channel RHS scales ride in the ring too, read from shared memory at
     # each promotion instead of held in registers a K block ahead
     sfb_tma: bool = False
-    # experimental (no rule sets it): ring scales read before the WGMMA issue, no proxy fence at release
-    # (128-row tiles without PIPE_MMA; gemm_1d2d._one_wave_loop)
-    scales_first: bool = False
     # K read from the A descriptor at run time instead of compiled in (no split-K): one kernel for every K
     # of a shape's N (the k-grouped per-group launches); ``K`` constexpr then a placeholder
     k_dynamic: bool = False

@@ -57,7 +57,7 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32"):
         PIPE_MMA=config.pipe_mma, PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS,
         SMALL_EPI=config.small_epi, SFA_TMA=config.sfa_tma,
         # ASTSource applies no defaults: the dense form names every grouped parameter's default
-        layout_ptr=None, d_ptr=None, **DENSE_GROUPING, SFB_TMA=config.sfb_tma, SCALES_FIRST=config.scales_first,
+        layout_ptr=None, d_ptr=None, **DENSE_GROUPING, SFB_TMA=config.sfb_tma,
         K_DYN=config.k_dynamic,
     )
     if not config.sfb_tma:
@@ -93,7 +93,7 @@ def compile_grouped_variant(desc: GemmDesc, config: Sm90Config, use_psum: bool =
         SF_PACKED=desc.sf_packed, SFB_PER_CHANNEL=False, HAS_C=False, PIPE_MMA=config.pipe_mma,
         PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS, SMALL_EPI=False, SFA_TMA=config.sfa_tma,
         **dispatch_grouped.grouped_constexprs(desc, use_psum, align), sfb_desc=None, SFB_TMA=False,
-        SCALES_FIRST=False, K_DYN=False,
+        K_DYN=False,
     )
     for name in constexprs:
         sig[name] = "constexpr"
@@ -104,7 +104,7 @@ def compile_grouped_variant(desc: GemmDesc, config: Sm90Config, use_psum: bool =
 
 def resource_usage(kernel) -> dict[str, int]:
     """{'REG', 'STACK', 'SHARED', 'LOCAL'} of the cubin, from ``cuobjdump --dump-resource-usage``."""
-    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    tool = _nvidia_tool("cuobjdump")
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
         f.write(kernel.asm["cubin"])
         path = f.name
@@ -113,6 +113,28 @@ def resource_usage(kernel) -> dict[str, int]:
     finally:
         os.unlink(path)
     return {k: int(v) for k, v in re.findall(r"(REG|STACK|SHARED|LOCAL):(\d+)", out)}
+
+
+def _nvidia_tool(name: str) -> str:
+    return os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", name)
+
+
+def wgmma_serialization(kernel) -> list[str]:
+    """ptxas's "wgmma.mma_async instructions are serialized" notes (C7510-C7520) for the kernel's PTX.
+
+    ptxas inserts a full WGMMA wait after every instruction of the function when it cannot prove an
+    in-flight accumulator untouched, e.g. when a loop copies the registers of a WGMMA still running
+    (benchmarks/NOTES.md v6); the cubin then has one ``WARPGROUP.DEPBAR`` per QGMMA, and the kernel
+    loses its overlap without any error. Triton does not show ptxas's info lines, so this reruns it.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        ptx = os.path.join(tmp, "k.ptx")
+        with open(ptx, "w") as f:
+            f.write(kernel.asm["ptx"])
+        arch = f"sm_{TARGET.arch}a"
+        run = subprocess.run([_nvidia_tool("ptxas"), f"-arch={arch}", "-v", ptx, "-o", os.path.join(tmp, "k.cubin")],
+                             capture_output=True, text=True, check=True)
+    return [line.strip() for line in (run.stdout + run.stderr).splitlines() if "are serialized" in line]
 
 
 PTX_MUST_CONTAIN = {
@@ -128,14 +150,15 @@ def assert_fast_path_kernel(kernel, smem_per_block: int, must_contain: dict[str,
     """Assert what every compiled warp-specialized sm90 kernel must show; returns its PTX.
 
     The PTX has each of ``must_contain``'s instructions, the cubin spills no register (no local memory,
-    no stack), the shared memory fits ``smem_per_block``, and the producer gives registers back (40)
-    while the math warpgroups take them.
+    no stack), ptxas keeps the WGMMAs asynchronous (:func:`wgmma_serialization`), the shared memory fits
+    ``smem_per_block``, and the producer gives registers back (40) while the math warpgroups take them.
     """
     ptx = kernel.asm["ptx"]
     for what, pattern in must_contain.items():
         assert re.search(pattern, ptx), f"PTX lacks {what} ({pattern})"
     usage = resource_usage(kernel)
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, f"register spills: {usage}"
+    assert not (notes := wgmma_serialization(kernel)), notes
     assert kernel.metadata.shared <= smem_per_block
     assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+40", ptx)
     assert re.search(r"setmaxnreg\.inc\.sync\.aligned\.u32\s+2(32|40|48|56)", ptx)

@@ -432,17 +432,11 @@ def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
                    sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col, stride_sfa_k, stride_sfb,
                    mma_layout: gl.constexpr, NUM_NB: gl.constexpr, KB, STAGES: gl.constexpr,
                    SF_PACKED: gl.constexpr, SFB_PER_CHANNEL: gl.constexpr, SFB_UNIFORM: gl.constexpr,
-                   PIPE_MMA: gl.constexpr, SFA_TMA: gl.constexpr, sfb_bufs=None, SFB_TMA: gl.constexpr = False,
-                   SCALES_FIRST: gl.constexpr = False):
+                   PIPE_MMA: gl.constexpr, SFA_TMA: gl.constexpr, sfb_bufs=None, SFB_TMA: gl.constexpr = False):
     """One 64-row wave over ``KB`` K blocks: returns (promoted [64, BLOCK_N] fp32 accumulator, ring counter).
 
-    ``SCALES_FIRST`` (experimental, without ``PIPE_MMA``): the ring scales are read before the WGMMA is
-    issued (whose ``wgmma.fence`` waits for the reads), and the slot is released without the proxy
-    fence of :func:`_release`. On the H200 this order removed the SFB_TMA race in the repeat probe
-    (benchmarks/NOTES.md v5); not yet timed or run through the GPU tests, so no heuristic sets it.
-
     ``KB`` is a constexpr for dense tiles; grouped tiles pass a runtime count (0 for a skipped tile: a
-    zero accumulator, no barrier touched; only without ``PIPE_MMA``, whose prologue assumes ``KB >= 1``).
+    zero accumulator, no barrier touched).
     """
     BLOCK_N: gl.constexpr = b_bufs.shape[1]
     row_layout: gl.constexpr = gl.SliceLayout(1, mma_layout)
@@ -483,21 +477,17 @@ def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
         for kk in range(KB):
             s = it % STAGES
             mbarrier.wait(full_bars.index(s), (it // STAGES) & 1)
-            if SCALES_FIRST:
-                sa, sb0, sb1 = _ring_scales(sfa_bufs, sfb_bufs, s, kb0 + kk, row0, row_layout, col_layout,
-                                            sa, sb0, sb1, SF_PACKED, SFA_TMA, SFB_TMA)
             part = warpgroup_mma(_a_rows(a_bufs, s, row0), b_bufs.index(s).permute((1, 0)), zero,
                                  use_acc=False, is_async=True)
-            if not SCALES_FIRST:
-                sa, sb0, sb1 = _ring_scales(sfa_bufs, sfb_bufs, s, kb0 + kk, row0, row_layout, col_layout,
-                                            sa, sb0, sb1, SF_PACKED, SFA_TMA, SFB_TMA)
+            sa, sb0, sb1 = _ring_scales(sfa_bufs, sfb_bufs, s, kb0 + kk, row0, row_layout, col_layout,
+                                        sa, sb0, sb1, SF_PACKED, SFA_TMA, SFB_TMA)
             # Next block's scales load while the WGMMA runs (the last iteration reloads its own).
             nkb = gl.minimum(kb0 + kk + 1, kb0 + KB - 1)
             nsa, nsb0, nsb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col,
                                       nkb, stride_sfa_k, stride_sfb, NUM_NB,
                                       SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA, SFB_TMA)
             part = warpgroup_mma_wait(0, deps=(part,))
-            _release(empty_bars, s, SFB_TMA and not SCALES_FIRST)
+            _release(empty_bars, s, SFB_TMA)
             acc = _promote(acc, part, sa, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
             sa = nsa
             sb0 = nsb0
@@ -607,8 +597,8 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                     WG: gl.constexpr, layout_ptr=None, d_ptr=None, GROUPING: gl.constexpr = 0,
                     NUM_GROUPS: gl.constexpr = 1, GROUP_ROWS: gl.constexpr = 0, SFA_STRIDE_G: gl.constexpr = 0,
                     SFB_STRIDE_G: gl.constexpr = 0, USE_PSUM: gl.constexpr = False, ALIGN: gl.constexpr = 128,
-                    sfb_bufs=None, SFB_TMA: gl.constexpr = False, SCALES_FIRST: gl.constexpr = False,
-                    a_desc=None, K_DYN: gl.constexpr = False):
+                    sfb_bufs=None, SFB_TMA: gl.constexpr = False, a_desc=None,
+                    K_DYN: gl.constexpr = False):
     """One math warpgroup (4 warps). Its rows of each tile: wave ``w`` covers tile rows
     ``w * 64 * NUM_WG + 64 * WG + [0, 64)`` (BLOCK_M 64/128: one wave; 256: two, DeepGEMM's order).
     ``d_smem`` holds [BLOCK_M, BLOCK_N] (or, with ``SMALL_EPI``, [64 * NUM_WG, BLOCK_N] that both
@@ -622,7 +612,7 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
         _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr, sfb_ptr, c_ptr, M,
                     stride_sfa_k, stride_sfb, stride_cm, N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
                     SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, WG, sfb_bufs,
-                    SFB_TMA, SCALES_FIRST, a_desc, K_DYN)
+                    SFB_TMA, a_desc, K_DYN)
 
 
 @gluon.jit
@@ -632,8 +622,7 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                 STAGES: gl.constexpr, GROUP_M: gl.constexpr, SPLIT_K: gl.constexpr,
                 SF_PACKED: gl.constexpr, SFB_PER_CHANNEL: gl.constexpr, HAS_C: gl.constexpr,
                 PIPE_MMA: gl.constexpr, SMALL_EPI: gl.constexpr, sfa_bufs, SFA_TMA: gl.constexpr,
-                WG: gl.constexpr, sfb_bufs, SFB_TMA: gl.constexpr, SCALES_FIRST: gl.constexpr, a_desc,
-                K_DYN: gl.constexpr):
+                WG: gl.constexpr, sfb_bufs, SFB_TMA: gl.constexpr, a_desc, K_DYN: gl.constexpr):
     """The dense math partition (GROUPING 0): persistent (tile, k-split) units."""
     WG_M: gl.constexpr = 64
     NUM_WG: gl.constexpr = num_math_warpgroups(BLOCK_M)
@@ -676,8 +665,7 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
             acc, it = _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row0,
                                      sfa_ptr, sfb_ptr, rows0, cols, mask0, col_mask, nb0, second_col,
                                      stride_sfa_k, stride_sfb, mma_layout, NUM_NB, kb_per_split, STAGES,
-                                     SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, PIPE_MMA, SFA_TMA, sfb_bufs, SFB_TMA,
-                                     SCALES_FIRST)
+                                     SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, PIPE_MMA, SFA_TMA, sfb_bufs, SFB_TMA)
             _store_wave(acc, d_desc, d_sub0, c_ptr, rows0, cols, mask0, col_mask, stride_cm,
                         out_m + row0, off_n, 0, ADD_C)
         else:
@@ -815,8 +803,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                     layout_ptr=None, d_ptr=None, GROUPING: gl.constexpr = 0, NUM_GROUPS: gl.constexpr = 1,
                     GROUP_ROWS: gl.constexpr = 0, SFK_ROWS: gl.constexpr = 0, SFA_STRIDE_G: gl.constexpr = 0,
                     SFB_STRIDE_G: gl.constexpr = 0, USE_PSUM: gl.constexpr = False, ALIGN: gl.constexpr = 128,
-                    sfb_desc=None, SFB_TMA: gl.constexpr = False, SCALES_FIRST: gl.constexpr = False,
-                    K_DYN: gl.constexpr = False):
+                    sfb_desc=None, SFB_TMA: gl.constexpr = False, K_DYN: gl.constexpr = False):
     """Entry: carve shared memory, init barriers, fork producer and math partitions.
 
     ``sfa_desc``: TMA descriptor of the LHS scales as [K/128 (packed: ceil(K/512)), M] (the MN-major
@@ -856,8 +843,6 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
     gl.static_assert(not K_DYN or (SPLIT_K == 1 and GROUPING == 0), "K_DYN: dense tiles without split-K")
     gl.static_assert(BLOCK_N % 8 == 0, "BLOCK_N must be a multiple of 8")
     gl.static_assert(SFB_PER_CHANNEL or not SFB_TMA, "SFB_TMA: recipe (1, 1, 128) only")
-    gl.static_assert(not SCALES_FIRST or (not PIPE_MMA and BLOCK_M <= 128 and GROUPING == 0),
-                     "SCALES_FIRST: the dense one-wave loop without PIPE_MMA only")
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
     SFA_SLOTS: gl.constexpr = STAGES if SFA_TMA else 1
@@ -887,13 +872,13 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
                                SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, 0,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
-                               SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, SCALES_FIRST, a_desc, K_DYN)),
+                               SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN)),
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                                sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
                                SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, 1,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
-                               SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, SCALES_FIRST, a_desc, K_DYN)),
+                               SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
                                SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,
@@ -906,7 +891,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
                                SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, 0,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
-                               SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, SCALES_FIRST, a_desc, K_DYN)),
+                               SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
                                SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,

@@ -109,7 +109,8 @@ def _key_scales(kv_sf_ptr, t, seq_len_kv, BKV: gl.constexpr, row_layout: gl.cons
 @gluon.jit
 def mqa_logits_kernel(q_desc, kv_desc, kv_sf_ptr, w_ptr, start_ptr, end_ptr, out_ptr,
                       seq_len, seq_len_kv, tiles_per_split, stride_ws, stride_out,
-                      HEADS: gl.constexpr, BLOCK_Q: gl.constexpr, STAGES_: gl.constexpr, CLEAN: gl.constexpr):
+                      HEADS: gl.constexpr, BLOCK_Q: gl.constexpr, STAGES_: gl.constexpr, CLEAN: gl.constexpr,
+                      OVERLAP: gl.constexpr = True):
     ROWS: gl.constexpr = BLOCK_Q * HEADS
     BKV: gl.constexpr = kv_desc.block_type.shape[0]
     gl.static_assert(ROWS <= 256, "BLOCK_Q * HEADS is the WGMMA N: at most 256")
@@ -169,34 +170,44 @@ def mqa_logits_kernel(q_desc, kv_desc, kv_sf_ptr, w_ptr, start_ptr, end_ptr, out
         # runs two tiles an iteration with two named accumulators: a loop that carried "the one in
         # flight" through prev = cur would copy its registers while its WGMMA runs, and ptxas then
         # serializes every WGMMA (C7514).
-        acc_a = _issue(kv_smem, q_t, zero, bars, 0, STAGES_)
-        sf_a = _key_scales(kv_sf_ptr, c_begin, seq_len_kv, BKV, row_layout)
-        for i in range(1, n - 1, 2):
-            acc_b = _issue(kv_smem, q_t, zero, bars, i, STAGES_)
-            sf_b = _key_scales(kv_sf_ptr, c_begin + i, seq_len_kv, BKV, row_layout)
-            part = warpgroup_mma_wait(1, deps=(acc_a,))
-            _refill(kv_desc, kv_smem, bars, i - 1, c_begin, n, STAGES_)
-            _tile_epilogue(part, sf_a, w, col_q, c_begin + i - 1, q0, seq_len, seq_len_kv, start_ptr, end_ptr,
-                           out_ptr, stride_out, BLOCK_Q, BKV, row_layout)
-            acc_a = _issue(kv_smem, q_t, zero, bars, i + 1, STAGES_)
-            sf_a = _key_scales(kv_sf_ptr, c_begin + i + 1, seq_len_kv, BKV, row_layout)
-            part = warpgroup_mma_wait(1, deps=(acc_b,))
-            _refill(kv_desc, kv_smem, bars, i, c_begin, n, STAGES_)
-            _tile_epilogue(part, sf_b, w, col_q, c_begin + i, q0, seq_len, seq_len_kv, start_ptr, end_ptr,
-                           out_ptr, stride_out, BLOCK_Q, BKV, row_layout)
-        if n % 2 == 0:  # one tile left to issue: n - 1
-            acc_b = _issue(kv_smem, q_t, zero, bars, n - 1, STAGES_)
-            sf_b = _key_scales(kv_sf_ptr, c_end - 1, seq_len_kv, BKV, row_layout)
-            part = warpgroup_mma_wait(1, deps=(acc_a,))
-            _tile_epilogue(part, sf_a, w, col_q, c_end - 2, q0, seq_len, seq_len_kv, start_ptr, end_ptr,
-                           out_ptr, stride_out, BLOCK_Q, BKV, row_layout)
-            part = warpgroup_mma_wait(0, deps=(acc_b,))
-            _tile_epilogue(part, sf_b, w, col_q, c_end - 1, q0, seq_len, seq_len_kv, start_ptr, end_ptr,
-                           out_ptr, stride_out, BLOCK_Q, BKV, row_layout)
-        else:
-            part = warpgroup_mma_wait(0, deps=(acc_a,))
-            _tile_epilogue(part, sf_a, w, col_q, c_end - 1, q0, seq_len, seq_len_kv, start_ptr, end_ptr,
-                           out_ptr, stride_out, BLOCK_Q, BKV, row_layout)
+        if OVERLAP:
+            acc_a = _issue(kv_smem, q_t, zero, bars, 0, STAGES_)
+            sf_a = _key_scales(kv_sf_ptr, c_begin, seq_len_kv, BKV, row_layout)
+            for i in range(1, n - 1, 2):
+                acc_b = _issue(kv_smem, q_t, zero, bars, i, STAGES_)
+                sf_b = _key_scales(kv_sf_ptr, c_begin + i, seq_len_kv, BKV, row_layout)
+                part = warpgroup_mma_wait(1, deps=(acc_a,))
+                _refill(kv_desc, kv_smem, bars, i - 1, c_begin, n, STAGES_)
+                _tile_epilogue(part, sf_a, w, col_q, c_begin + i - 1, q0, seq_len, seq_len_kv, start_ptr, end_ptr,
+                               out_ptr, stride_out, BLOCK_Q, BKV, row_layout)
+                acc_a = _issue(kv_smem, q_t, zero, bars, i + 1, STAGES_)
+                sf_a = _key_scales(kv_sf_ptr, c_begin + i + 1, seq_len_kv, BKV, row_layout)
+                part = warpgroup_mma_wait(1, deps=(acc_b,))
+                _refill(kv_desc, kv_smem, bars, i, c_begin, n, STAGES_)
+                _tile_epilogue(part, sf_b, w, col_q, c_begin + i, q0, seq_len, seq_len_kv, start_ptr, end_ptr,
+                               out_ptr, stride_out, BLOCK_Q, BKV, row_layout)
+            if n % 2 == 0:  # one tile left to issue: n - 1
+                acc_b = _issue(kv_smem, q_t, zero, bars, n - 1, STAGES_)
+                sf_b = _key_scales(kv_sf_ptr, c_end - 1, seq_len_kv, BKV, row_layout)
+                part = warpgroup_mma_wait(1, deps=(acc_a,))
+                _tile_epilogue(part, sf_a, w, col_q, c_end - 2, q0, seq_len, seq_len_kv, start_ptr, end_ptr,
+                               out_ptr, stride_out, BLOCK_Q, BKV, row_layout)
+                part = warpgroup_mma_wait(0, deps=(acc_b,))
+                _tile_epilogue(part, sf_b, w, col_q, c_end - 1, q0, seq_len, seq_len_kv, start_ptr, end_ptr,
+                               out_ptr, stride_out, BLOCK_Q, BKV, row_layout)
+            else:
+                part = warpgroup_mma_wait(0, deps=(acc_a,))
+                _tile_epilogue(part, sf_a, w, col_q, c_end - 1, q0, seq_len, seq_len_kv, start_ptr, end_ptr,
+                               out_ptr, stride_out, BLOCK_Q, BKV, row_layout)
+        else:  # one tile at a time (the overlap then comes only from the other CTAs on the SM)
+            for i in range(0, n):
+                acc = _issue(kv_smem, q_t, zero, bars, i, STAGES_)
+                sf = _key_scales(kv_sf_ptr, c_begin + i, seq_len_kv, BKV, row_layout)
+                part = warpgroup_mma_wait(0, deps=(acc,))
+                _refill(kv_desc, kv_smem, bars, i, c_begin, n, STAGES_)
+                _tile_epilogue(part, sf, w, col_q, c_begin + i, q0, seq_len, seq_len_kv, start_ptr, end_ptr,
+                               out_ptr, stride_out, BLOCK_Q, BKV, row_layout)
+
 
 def block_q_for(heads: int) -> int:
     """Queries per CTA: 128 query-head rows (the WGMMA N), at least one query."""
@@ -204,7 +215,8 @@ def block_q_for(heads: int) -> int:
 
 
 def launch(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: torch.Tensor, start: torch.Tensor,
-           end: torch.Tensor, out: torch.Tensor, clean_logits: bool, num_sms: int = 132) -> None:
+           end: torch.Tensor, out: torch.Tensor, clean_logits: bool, num_sms: int = 132, block_q: int | None = None,
+           overlap: bool = True) -> None:
     """Launch on validated tensors (as api/attention.py's ``fp8_mqa_logits`` passes them, full form only).
 
     q: e4m3 ``[S, H, D]`` contiguous (seen as ``[S * H, D]``); kv: e4m3 ``[S_kv, D]`` row-major; kv_sf:
@@ -221,7 +233,7 @@ def launch(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: torc
             raise ValueError(f"the sm90 MQA kernel needs a contiguous {name}; got strides {tuple(t.stride())}")
     if weights.stride(1) != 1 or out.stride(1) != 1:
         raise ValueError("the sm90 MQA kernel needs weights and out with stride(1) == 1")
-    block_q = block_q_for(heads)
+    block_q = block_q or block_q_for(heads)
     rows = block_q * heads
     q2 = q.reshape(seq_len * heads, head_dim)
     q_layout = gl.NVMMASharedLayout.get_default_for([rows, head_dim], _GL_E4M3)
@@ -235,4 +247,4 @@ def launch(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: torc
     grid = (q_blocks, triton.cdiv(num_tiles, tiles_per_split))
     mqa_logits_kernel[grid](q_desc, kv_desc, kv_sf, weights, start, end, out, seq_len, seq_len_kv,
                             tiles_per_split, weights.stride(0), out.stride(0), HEADS=heads, BLOCK_Q=block_q,
-                            STAGES_=STAGES, CLEAN=bool(clean_logits), num_warps=4)
+                            STAGES_=STAGES, CLEAN=bool(clean_logits), OVERLAP=overlap, num_warps=4)

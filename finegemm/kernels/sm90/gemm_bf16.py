@@ -331,8 +331,13 @@ def _grouped_math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_sme
             off_m = pid_m * BLOCK_M
             off_n = pid_n * BLOCK_N
             g, safe, valid, end = _contiguous_group(layout_ptr, off_m, NUM_GROUPS, USE_PSUM, ALIGN)
-            acc, it = _mma_k_range(a_bufs, b_bufs, full_bars, empty_bars, it, 0, gl.where(valid, num_kb, 0),
-                                   BLOCK_N, STAGES, A_MN_MAJOR, B_MN_MAJOR, WG)
+            # A constant trip count in a branch, not a run-time one (0 for padding tiles): with the latter
+            # ptxas serialized every WGMMA of the loop (C7514, compile_check.wgmma_serialization).
+            if valid:
+                acc, it = _mma_k_range(a_bufs, b_bufs, full_bars, empty_bars, it, 0, num_kb, BLOCK_N, STAGES,
+                                       A_MN_MAJOR, B_MN_MAJOR, WG)
+            else:
+                acc = gl.zeros([64, BLOCK_N], gl.float32, mma_layout)
             rows = off_m + WG * 64 + gl.arange(0, 64, layout=row_layout)
             cols = off_n + gl.arange(0, BLOCK_N, layout=col_layout)
             in_m = rows < M

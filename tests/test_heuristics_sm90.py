@@ -66,15 +66,15 @@ def test_measured_rules():
     assert not get_sm90_config(GemmDesc("fp8_1d2d", 128, 4096, 7168, out_fp32=True), H200).sfa_tma
 
 
-# v4 sweep at M <= 128 (benchmarks/results/sm90_v4_smallm_wgrad_sweep.json): the measured best
+# v4 sweep at M <= 128 (benchmarks/results/sm90_v4_smallm_wgrad_sweep.json), v6 for PIPE_MMA: the measured best
 # (block_m, block_n, split_k, pipe_mma) per decode shape; 128x32768x512 measured best at 128x128 too
-V4_SMALL_BEST = {
-    (64, 2112, 7168): (64, 128, 4, True), (64, 24576, 1536): (64, 64, 1, False),
-    (64, 32768, 512): (64, 128, 1, True), (64, 7168, 16384): (64, 64, 1, False),
-    (64, 4096, 7168): (64, 32, 1, False), (64, 7168, 2048): (64, 64, 1, False),
-    (128, 2112, 7168): (64, 32, 1, False), (128, 24576, 1536): (128, 64, 1, True),
-    (128, 32768, 512): (128, 128, 1, True), (128, 7168, 16384): (128, 64, 1, True),
-    (128, 4096, 7168): (64, 64, 1, False), (128, 7168, 2048): (128, 64, 1, True),
+V4_SMALL_BEST = {  # with v6's PIPE_MMA and tile order (results/sm90_v6_pipe_sweep.json)
+    (64, 2112, 7168): (64, 128, 4, True), (64, 24576, 1536): (64, 64, 1, True),
+    (64, 32768, 512): (64, 128, 1, True), (64, 7168, 16384): (64, 64, 1, True),
+    (64, 4096, 7168): (64, 32, 1, True), (64, 7168, 2048): (64, 64, 1, True),
+    (128, 2112, 7168): (64, 32, 1, True), (128, 24576, 1536): (64, 128, 1, True),
+    (128, 32768, 512): (128, 128, 1, True), (128, 7168, 16384): (64, 128, 1, True),
+    (128, 4096, 7168): (64, 64, 1, True), (128, 7168, 2048): (64, 128, 1, True),
 }
 
 
@@ -110,19 +110,20 @@ def test_v3_measured_rules(nk):
 
 
 def test_v5_weight_grad_rules():
-    """v5 sweep (benchmarks/results/sm90_v5_wgrad_sweep.json): at K >= 4096 both scale vectors in the
-    ring, 256 rows unless 128 rows fill the SMs clearly better; K < 4096 keeps the plain v4 schedule."""
+    """v5 and v6 sweeps (benchmarks/results/sm90_v5_wgrad_sweep.json, sm90_v6_pipe_sweep.json): both scale
+    vectors in the ring; at K >= 4096 256 rows unless 128 rows fill the SMs clearly better; 128-row tiles
+    pipelined (K-block pairs), 128x64 at K <= 1024."""
     def cfg(m, k):
         return get_sm90_config(GemmDesc("fp8_1d1d", m, 4096, k, out_fp32=True, with_c=True), H200)
 
     for m, k in ((4096, 7168), (7168, 16384), (576, 7168)):
         c = cfg(m, k)
         assert (c.block_m, c.small_epi, c.sfa_tma, c.sfb_tma, c.pipe_mma, c.stages) == (256, True, True, True, False, 3)
-    c = cfg(2112, 7168)
-    assert (c.block_m, c.sfa_tma, c.sfb_tma, c.pipe_mma, c.stages) == (128, True, True, False, 4)
-    for m, k in ((24576, 1536), (7168, 2048), (32768, 512)):
+    for m, k in ((2112, 7168), (24576, 1536), (7168, 2048)):
         c = cfg(m, k)
-        assert (c.block_m, c.sfa_tma, c.sfb_tma, c.pipe_mma, c.stages) == (128, False, False, False, 5)
+        assert (c.block_m, c.block_n, c.sfa_tma, c.sfb_tma, c.pipe_mma, c.stages) == (128, 128, True, True, True, 4)
+    c = cfg(32768, 512)
+    assert (c.block_m, c.block_n, c.sfa_tma, c.sfb_tma, c.pipe_mma) == (128, 64, True, True, True)
 
 
 def test_v3_keeps_v2_where_unmeasured():

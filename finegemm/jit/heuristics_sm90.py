@@ -118,20 +118,30 @@ def _weight_grad_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Conf
       needs (gemm_1d2d._release) the 128-row ring config lost there in the harness run at 1c92099
       (24576x4096x1536: 569.4 us vs 549.0 plain; 7168x4096x2048: 219.0 vs 215.9), and at K <= 1024 a
       tile's whole K fits the ring anyway (32768x4096x512: 429.1 plain, 453.5 ring).
-    - PIPE_MMA off: 128 rows with it measured 7-40 % slower (7168x4096x16384: 1426.7 vs 1021.8 us).
+    - v6 (results/sm90_v6_pipe_sweep.json, PIPE_MMA as K-block pairs, which ptxas no longer serializes):
+      wherever 128-row tiles run, they run pipelined with both scale vectors in the ring (the fenced
+      release): 2112x4096x7168 184.4 us (206.9 unpipelined), 24576x4096x1536 534.7 (580.2 plain),
+      7168x4096x2048 200.0 (226.6); at K <= 1024 as 128x64 (32768x4096x512: 410.2 vs 464.1 at 128x128,
+      430.2 plain). The 256-row picks stay (7168x4096x16384: 990.5 vs 1063.1 for 128x128 pipelined).
     """
-    if desc.k < 4096:
-        return dataclasses.replace(make_config(desc, facts, 128, bn), pipe_mma=False)
     bm = 128
-    if _wave_efficiency(desc, facts, 256, bn) + 0.05 >= _wave_efficiency(desc, facts, 128, bn):
+    if desc.k >= 4096 and _wave_efficiency(desc, facts, 256, bn) + 0.05 >= _wave_efficiency(desc, facts, 128, bn):
         bm = 256
-    cfg = make_config(desc, facts, bm, bn, small_epi=bm == 256, sfa_tma=True, sfb_tma=True)
-    return dataclasses.replace(cfg, pipe_mma=False)
+    if bm == 256:
+        cfg = make_config(desc, facts, bm, bn, small_epi=True, sfa_tma=True, sfb_tma=True)
+        return dataclasses.replace(cfg, pipe_mma=False)
+    if desc.k <= 1024:
+        bn = min(bn, 64)
+    # make_config's register estimate keeps PIPE_MMA off here (two partials + the transient scale
+    # vector); the compile checks show 128x128 and 128x64 pipelined without spills (tests/test_sm90_compile.py)
+    return dataclasses.replace(make_config(desc, facts, 128, bn, sfa_tma=True, sfb_tma=True), pipe_mma=True)
 
 
 # Small-M tile candidates, largest first: ties in wave efficiency go to the larger tile (fewer
-# CTAs share each B tile, fewer epilogues). 128x32 was never measured.
-_SMALL_M_TILES = ((128, 128), (128, 64), (64, 128), (64, 64), (64, 32))
+# CTAs share each B tile, fewer epilogues), and between the two 8192-element tiles to 64x128 (one
+# pipelined warpgroup per tile beat two on 128-row tiles in v6: 128x7168x2048 11.1 vs 12.2 us,
+# 128x7168x16384 43.4 vs 44.4, 128x24576x1536 20.2 vs 20.3). 128x32 was never measured.
+_SMALL_M_TILES = ((128, 128), (64, 128), (128, 64), (64, 64), (64, 32))
 # Below this wave efficiency even the best single-pass tiling leaves too many SMs idle: split K.
 _SMALL_M_MIN_EFFICIENCY = 0.6
 
@@ -147,8 +157,11 @@ def _small_m_config(desc: GemmDesc, facts: DeviceFacts, bn_cap: int) -> Sm90Conf
     - When no tiling reaches 60 % (N=2112 at M <= 64: 66 tiles at best) split K as v2 did
       (:func:`_split_for`; 64x2112x7168 16.3 us, narrower tiles with splits 16.5-17.4).
     - LHS scales by TMA in the ring everywhere (faster on 11 of 12; 128x32768x512 lost 5 %: 14.3 vs
-      13.6 us); no PIPE_MMA at BLOCK_M 64 with BLOCK_N <= 64, where the single partial measured 5-20 %
-      faster (64x64: 12.1 vs 12.8 us at 64x7168x2048, 46.3 vs 51.9 at 64x7168x16384).
+      13.6 us).
+    - PIPE_MMA wherever registers allow (v6, K-block pairs; before them ptxas serialized the
+      pipelined loop and v4 turned it off at 64x64 / 64x32): 64x64 pipelined 10.8 vs 11.8 us at
+      64x7168x2048, 43.4 vs 45.7 at 64x7168x16384, 18.8 vs 20.6 at 64x24576x1536; 64x32 15.6 vs 16.9
+      at 128x2112x7168 (results/sm90_v6_pipe_sweep.json).
     """
     tiles = [(bm, bn) for bm, bn in _SMALL_M_TILES if bn <= bn_cap and (bm == 64 or desc.m > 64)]
     eff = {t: _wave_efficiency(desc, facts, *t) for t in tiles}
@@ -157,10 +170,7 @@ def _small_m_config(desc: GemmDesc, facts: DeviceFacts, bn_cap: int) -> Sm90Conf
         bm = 64 if desc.m <= 64 else 128
         return make_config(desc, facts, bm, bn_cap, _split_for(desc, facts, bm, bn_cap), sfa_tma=True)
     bm, bn = next(t for t in tiles if eff[t] >= best - 0.02)
-    cfg = make_config(desc, facts, bm, bn, sfa_tma=True)
-    if bm == 64 and bn <= 64:
-        cfg = dataclasses.replace(cfg, pipe_mma=False)
-    return cfg
+    return make_config(desc, facts, bm, bn, sfa_tma=True)
 
 
 def get_sm90_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Config:

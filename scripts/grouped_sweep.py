@@ -29,8 +29,9 @@ from finegemm.reference.dense import calc_diff
 CONTIGUOUS = [(4, 8192, 4096, 7168), (4, 8192, 7168, 2048), (8, 4096, 4096, 7168), (8, 4096, 7168, 2048)]
 MASKED = [(1, 1024, 4096, 7168), (4, 256, 7168, 2048), (16, 64, 4096, 7168), (16, 64, 7168, 2048),
           (32, 64, 7168, 2048)]
-# (BLOCK_M, BLOCK_N, SFA_TMA, PIPE_MMA); PIPE_MMA is masked-only
-CONTIGUOUS_CFGS = [(128, 128, True, False), (128, 128, False, False), (64, 128, True, False), (128, 64, True, False)]
+# (BLOCK_M, BLOCK_N, SFA_TMA, PIPE_MMA)
+CONTIGUOUS_CFGS = [(128, 128, True, False), (128, 128, True, True), (64, 128, True, False), (64, 128, True, True),
+                   (128, 64, True, True)]
 MASKED_CFGS = [(64, 128, True, False), (64, 128, False, False), (64, 128, True, True), (64, 64, True, True),
                (128, 128, True, False), (128, 128, True, True)]
 

@@ -29,10 +29,12 @@ def _variants():
         out.append((d, get_sm90_grouped_config(d, H200), False))
     d = GemmDesc("fp8_1d2d", 64, 7168, 2048, layout="m_grouped_masked", num_groups=16, expected_m=64)
     out.append((d, make_grouped_config(H200, 64, 128, True), False))
-    # two WGMMA partials in flight (masked only)
+    # two WGMMA partials in flight (K-block pairs), both forms
     out.append((d, make_grouped_config(H200, 64, 128, True, pipe_mma=True), False))
     d = GemmDesc("fp8_1d2d", 256, 4096, 7168, layout="m_grouped_masked", num_groups=4, expected_m=256)
     out.append((d, make_grouped_config(H200, 128, 128, True, pipe_mma=True), False))
+    d = GemmDesc("fp8_1d2d", 32768, 4096, 7168, layout="m_grouped_contiguous", num_groups=4)
+    out.append((d, make_grouped_config(H200, 128, 128, True, pipe_mma=True), True))
     d = GemmDesc("fp8_1d2d", 200, 4096, 7168, layout="m_grouped_masked", num_groups=4, expected_m=128,
                  sf_packed=True)
     out.append((d, get_sm90_grouped_config(d, H200), False))

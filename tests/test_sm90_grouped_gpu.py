@@ -122,10 +122,12 @@ def test_contiguous_packed_ue8m0():
     _run_contiguous(_random_rows(4, 2048, seed=1), 7168, 2048, ue8m0=True)
 
 
-@pytest.mark.parametrize("bm,tma", [(64, False), (128, False), (64, True)])
-def test_contiguous_other_configs(bm, tma):
+@pytest.mark.parametrize("bm,tma,pipe", [(64, False, False), (128, False, False), (64, True, False),
+                                         (128, True, True), (64, True, True)])
+def test_contiguous_other_configs(bm, tma, pipe):
+    # with padding tiles (the 33-row group) that run no K block, also pipelined
     dev = _dev()
-    cfg = make_grouped_config(device_facts(dev), bm, 128, tma)
+    cfg = make_grouped_config(device_facts(dev), bm, 128, tma, pipe_mma=pipe)
     _run_contiguous([700, 0, 1500, 33], 7168, 2048, psum=bm == 64, cfg=cfg)
 
 

@@ -56,7 +56,7 @@ def make_grouped_config(facts: DeviceFacts, bm: int, bn: int, sfa_tma: bool, gro
                         pipe_mma: bool = False) -> Sm90Config:
     """A grouped config for explicit tiles: stages fill the shared memory beside the BF16 D staging tile.
 
-    ``pipe_mma`` (two WGMMA partials in flight per warpgroup) is legal for the masked form only."""
+    ``pipe_mma``: K blocks in pairs, two WGMMA partials in flight per warpgroup (both forms)."""
     if bm not in GROUPED_BLOCK_M:
         raise ValueError(f"grouped BLOCK_M must be one of {GROUPED_BLOCK_M}, got {bm}")
     stages = min(MAX_STAGES, layouts.max_stages(bm, bn, False, facts.smem_per_block, False, sfa_tma))

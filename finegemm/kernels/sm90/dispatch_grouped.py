@@ -126,8 +126,6 @@ def _sfb_stride(desc: GemmDesc, sfb: torch.Tensor) -> int:
 
 
 def _contiguous_plan(desc, config, a, sfa, b, sfb, d, grouped_layout, use_psum):
-    if config.pipe_mma:
-        raise ValueError("config: PIPE_MMA is for the masked form only (contiguous padding tiles run no K block)")
     m, _ = a.shape
     bm, bn = config.block_m, config.block_n
     stride_sfb = _sfb_stride(desc, sfb)

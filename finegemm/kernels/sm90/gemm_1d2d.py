@@ -696,8 +696,7 @@ def _grouped_wave(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, sfa_ptr, 
     """Main loop of this warpgroup's 64-row wave of one grouped tile: (acc, cols, col_mask, ring counter).
 
     ``rows``: the wave's row indices in the scale tensor's M (``sfa_ptr`` already offset to the group);
-    ``kb_count``: K blocks to run (0 for a skipped tile: a zero accumulator, no barrier touched; not with
-    ``PIPE_MMA``, whose prologue issues the first block unconditionally: masked tiles only).
+    ``kb_count``: K blocks to run (0 for a skipped tile: a zero accumulator, no barrier touched).
     """
     BLOCK_N: gl.constexpr = b_bufs.shape[1]
     mma_layout: gl.constexpr = mma_layout_for(64, BLOCK_N, 4)
@@ -822,14 +821,12 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
       row mask); ``sfa_ptr`` [G, max_m, SFK] MN-major with group stride ``SFA_STRIDE_G``, ``sfa_desc``
       its [G * SFK_ROWS, max_m] view; ``M`` = G * max_m.
 
-    Grouped forms use BLOCK_M 64/128, no split-K, no C, the 1d2d recipe; ``PIPE_MMA`` masked only.
+    Grouped forms use BLOCK_M 64/128, no split-K, no C, the 1d2d recipe.
     """
     if GROUPING != 0:
         gl.static_assert(BLOCK_M <= 128, "grouped tiles: BLOCK_M 64 or 128")
         gl.static_assert(SPLIT_K == 1, "grouped tiles: no split-K")
         gl.static_assert(not HAS_C, "grouped tiles: no C")
-        # the pipelined loop's prologue always issues one K block: contiguous padding tiles run none
-        gl.static_assert(not PIPE_MMA or GROUPING == 2, "grouped tiles: PIPE_MMA for masked tiles only")
         gl.static_assert(not SFB_PER_CHANNEL, "grouped tiles: recipe (1, 128, 128) only")
     if GROUPING == 1:
         gl.static_assert(ALIGN % BLOCK_M == 0, "contiguous: BLOCK_M must divide the alignment")

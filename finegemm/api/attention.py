@@ -35,7 +35,7 @@ from ..kernels.portable.paged_mqa_logits import (
     schedule_paged_mqa_logits,
 )
 from .checks import E4M3, check_dim, check_dtype, check_same_device, check_tensor, describe
-from .dispatch import BackendError, check_device_usable
+from .dispatch import BackendError, check_device_usable, sm90_mqa_module
 from .plan_cache import dispatch_state, new_cache, plan_for, scalar_key, tensor_key
 
 SUPPORTED_HEADS = (16, 32, 64, 128)
@@ -132,6 +132,7 @@ class _LogitsPlan:
     prefill: bool = False  # fp8_mqa_logits' compact form with clean_logits: every position starts at -inf
     sf_reshape: bool = False  # fp8_mqa_logits' kv_sf is [S_kv, 1]: viewed as [S_kv]
     sf_copy: bool = False  # ... and not unit-strided: copied (S_kv floats)
+    gluon_sms: int = 0  # > 0: fp8_mqa_logits runs the sm90 Gluon kernel (kernels/sm90/mqa_logits.py) on that many SMs
 
 
 # Host overhead per call on this CPU (python 3.11, torch 2.13), launches patched to no-ops, best of 5 x 4000
@@ -212,8 +213,12 @@ def fp8_mqa_logits(
         kv_sf = kv_sf.reshape(kv_fp8.shape[0])
     if plan.sf_copy:
         kv_sf = kv_sf.contiguous()  # S_kv floats; the kernel reads them with unit stride
-    launch_mqa_logits(q, kv_fp8, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_k_end, out, clean_logits,
-                      max_seqlen_k, plan.config)
+    if plan.gluon_sms and q.data_ptr() % 16 == 0 and kv_fp8.data_ptr() % 16 == 0:  # TMA needs 16-byte bases
+        sm90_mqa_module().launch(q, kv_fp8, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_k_end, out,
+                                 clean_logits, plan.gluon_sms)
+    else:
+        launch_mqa_logits(q, kv_fp8, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_k_end, out, clean_logits,
+                          max_seqlen_k, plan.config)
     return out
 
 
@@ -269,13 +274,21 @@ def _plan_mqa(q: object, kv: object, weights: object, cu_seq_len_k_start: object
     compressed = max_seqlen_k > 0
     cols = max_seqlen_k if compressed else seq_len_kv
     config = None
+    gluon_sms = 0
     if seq_len > 0 and seq_len_kv > 0:
         facts = device_facts(device)
-        config = _mqa_config(seq_len, seq_len_kv, heads, head_dim, facts, _wants_hopper(facts))
+        hopper = _wants_hopper(facts)
+        config = _mqa_config(seq_len, seq_len_kv, heads, head_dim, facts, hopper)
+        dense = all(t.is_contiguous() for t in (q, kv_fp8, cu_seq_len_k_start, cu_seq_len_k_end))
+        sm90_mqa = sm90_mqa_module() if hopper and dense else None
+        if sm90_mqa is not None and sm90_mqa.prefill_supported(heads, head_dim, max_seqlen_k):
+            gluon_sms = facts.num_sms
+            report_config(("fp8_mqa_logits", seq_len, seq_len_kv, heads, head_dim), "sm90",
+                          f"gluon block_q={sm90_mqa.block_q_for(heads)}")
     sf_reshape = kv_sf.dim() == 2
     return _LogitsPlan(seq_len, cols, _row_stride(cols), logits_dtype, device, config,
                        prefill=compressed and clean_logits, sf_reshape=sf_reshape,
-                       sf_copy=not kv_sf.reshape(seq_len_kv).is_contiguous())
+                       sf_copy=not kv_sf.reshape(seq_len_kv).is_contiguous(), gluon_sms=gluon_sms)
 
 
 # ------------------------------------------------------------------------------------------- paged

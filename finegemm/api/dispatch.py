@@ -57,6 +57,16 @@ def _sm90_bf16_grouped_module() -> Any | None:
 
 
 @functools.cache
+def sm90_mqa_module() -> Any | None:
+    """kernels/sm90/mqa_logits.py (the Gluon MQA-logits kernel), or None where it cannot be imported."""
+    try:
+        from ..kernels.sm90 import mqa_logits
+    except ImportError:
+        return None
+    return mqa_logits
+
+
+@functools.cache
 def _sm90_k_grouped_module() -> Any | None:
     """kernels/sm90/dispatch_k_grouped.py (k-grouped FP8 and BF16), or None where it cannot be imported."""
     try:

@@ -20,7 +20,7 @@ from finegemm.reference import mqa as ref
 CASES = [(64, 128), (32, 128), (16, 128), (128, 128), (64, 64), (32, 64), (64, 32)]
 
 
-def _compile(heads, head_dim, out, clean):
+def _compile(heads, head_dim, out, clean, overlap=True):
     import triton
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
@@ -35,7 +35,7 @@ def _compile(heads, head_dim, out, clean):
            "seq_len": "i32", "seq_len_kv": "i32", "tiles_per_split": "i32", "stride_ws": "i32", "stride_out": "i32",
            "HEADS": "constexpr", "BLOCK_Q": "constexpr", "STAGES_": "constexpr", "CLEAN": "constexpr",
            "OVERLAP": "constexpr"}
-    consts = dict(HEADS=heads, BLOCK_Q=bq, STAGES_=m.STAGES, CLEAN=clean, OVERLAP=True)
+    consts = dict(HEADS=heads, BLOCK_Q=bq, STAGES_=m.STAGES, CLEAN=clean, OVERLAP=overlap)
     restore_language()  # interpreted CPU tests earlier in this process may have left tl patched
     return triton.compile(GluonASTSource(m.mqa_logits_kernel, sig, consts), target=TARGET, options={"num_warps": 4})
 
@@ -53,6 +53,19 @@ def test_compiles_with_the_overlapped_pipeline(heads, head_dim, out, clean):
     usage = resource_usage(kernel)
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
     # ptxas keeps the WGMMAs asynchronous (a copy of the in-flight accumulator made it wait after each)
+    assert not wgmma_serialization(kernel)
+
+
+@pytest.mark.parametrize("heads", [16, 32, 64, 128])
+def test_dispatched_schedule_compiles(heads):
+    """What the API launches (D=128, one key tile at a time): WGMMA, TMA, <= 128 registers (4 CTAs an SM;
+    H=16's 8-query epilogue: <= 168, 3 CTAs)."""
+    kernel = _compile(heads, 128, "fp32", True, overlap=False)
+    ptx = kernel.asm["ptx"]
+    assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n128k32\.f32\.e4m3\.e4m3", ptx)
+    assert re.search(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global", ptx)
+    usage = resource_usage(kernel)
+    assert usage["LOCAL"] == 0 and usage["STACK"] == 0 and usage["REG"] <= (128 if heads >= 32 else 168), usage
     assert not wgmma_serialization(kernel)
 
 

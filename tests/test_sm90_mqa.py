@@ -77,8 +77,10 @@ def _sm90():
 @pytest.mark.gpu
 @pytest.mark.parametrize("heads,head_dim,ranges,dtype", [
     (64, 128, "causal", torch.float32), (64, 128, "cp", torch.bfloat16), (32, 64, "ragged", torch.float32),
-    (64, 32, "causal", torch.float32), (32, 128, "cp", torch.float32)])
-def test_gpu_matches_reference(heads, head_dim, ranges, dtype):
+    (64, 32, "causal", torch.float32), (32, 128, "cp", torch.float32), (16, 128, "ragged", torch.float32),
+    (128, 128, "causal", torch.bfloat16)])
+@pytest.mark.parametrize("overlap", [False, True])
+def test_gpu_matches_reference(heads, head_dim, ranges, dtype, overlap):
     _sm90()
     from finegemm.kernels.sm90 import mqa_logits as m
 
@@ -88,7 +90,7 @@ def test_gpu_matches_reference(heads, head_dim, ranges, dtype):
     outs = []
     for _ in range(2):
         out = torch.full((case.seq_len, case.seq_len_kv), float("nan"), device="cuda", dtype=dtype)
-        m.launch(q, kv, sf, w, st, en, out, clean_logits=True)
+        m.launch(q, kv, sf, w, st, en, out, clean_logits=True, overlap=overlap)
         outs.append(out)
     torch.cuda.synchronize()
     assert_logits_match(outs[0], expected, None, 1e-3 if dtype == torch.float32 else 5e-3)

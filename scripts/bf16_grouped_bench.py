@@ -29,6 +29,7 @@ import triton
 
 import finegemm
 from finegemm.api.dispatch import choose_backend
+from finegemm.bench.peers import env_override
 from finegemm.bench.timer import L2Flush, time_cuda
 from finegemm.jit.heuristics import GemmDesc
 from finegemm.reference.dense import calc_diff
@@ -60,26 +61,6 @@ def _bf16_anchors() -> dict:
         if "bf16" in json.dumps(row).lower():  # the 2026-12-02 file holds FP8 grouped entries only
             out[(row["kind"], row["groups"], row["m_per_group"], row["N"], row["K"])] = row
     return out
-
-
-class _Backend:
-    """Context manager setting ``FINEGEMM_BACKEND`` for the public calls inside it."""
-
-    def __init__(self, value: str | None) -> None:
-        self.value, self.old = value, None
-
-    def __enter__(self):
-        self.old = os.environ.get("FINEGEMM_BACKEND")
-        if self.value is None:
-            os.environ.pop("FINEGEMM_BACKEND", None)
-        else:
-            os.environ["FINEGEMM_BACKEND"] = self.value
-
-    def __exit__(self, *exc):
-        if self.old is None:
-            os.environ.pop("FINEGEMM_BACKEND", None)
-        else:
-            os.environ["FINEGEMM_BACKEND"] = self.old
 
 
 def _contiguous_case(g: int, mpg: int, n: int, k: int):
@@ -157,11 +138,11 @@ def main() -> None:
         row["config"] = cfg.__dict__ if backend == "sm90" else None
         cublas()
         torch.cuda.synchronize()
-        peers = [("finegemm-sm90", None, ours)]
+        peers = [("finegemm-sm90", "auto", ours)]
         if not args.skip_portable:
             peers.append(("finegemm-portable", "portable", ours))
         for name, switch, fn in peers:
-            with _Backend(switch):
+            with env_override("FINEGEMM_BACKEND", switch):
                 try:
                     d.fill_(float("nan"))
                     fn()

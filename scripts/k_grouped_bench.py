@@ -27,18 +27,23 @@ import datetime
 import functools
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
 import torch
 import triton
 
-import finegemm
-from finegemm.bench.suites import k_grouped_cases
-from finegemm.bench.timer import L2Flush, time_cuda
-from finegemm.kernels.sm90.transpose import transpose_into
-from finegemm.quant import per_channel_cast_to_fp8
-from finegemm.reference.dense import calc_diff
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+
+from generators import flatten_k_major, k_grouped_cast  # noqa: E402
+
+import finegemm  # noqa: E402
+from finegemm.bench.peers import env_override  # noqa: E402
+from finegemm.bench.suites import k_grouped_cases  # noqa: E402
+from finegemm.bench.timer import L2Flush, time_cuda  # noqa: E402
+from finegemm.kernels.sm90.transpose import transpose_into  # noqa: E402
+from finegemm.reference.dense import calc_diff  # noqa: E402
 
 ANCHORS = Path("/work/shared/anchors/h200-2026-12-02.json")
 WARMUP, REPEATS = 3, 25
@@ -55,42 +60,6 @@ def _anchors() -> dict[tuple[int, int, int], dict]:
             for g, m, n, k, us, tf in rows}
 
 
-def _cast(x: torch.Tensor, ks: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-    """``x [sum K, MN]`` -> (e4m3 ``[sum K, MN]``, fp32 ``[sum K/128, MN]``), scales per group's K blocks."""
-    qs, sfs, k0 = [], [], 0
-    for k in ks:
-        q, sf = per_channel_cast_to_fp8(x[k0:k0 + k])
-        qs.append(q)
-        sfs.append(sf)
-        k0 += k
-    return torch.cat(qs), torch.cat(sfs)
-
-
-def _flat(q: torch.Tensor, ks: list[int]) -> torch.Tensor:
-    parts, k0 = [], 0
-    for k in ks:
-        parts.append(q[k0:k0 + k].T.contiguous().reshape(-1))
-        k0 += k
-    return torch.cat(parts)
-
-
-class _Backend:
-    """``FINEGEMM_BACKEND`` set for the calls inside (plans are keyed by it)."""
-
-    def __init__(self, value: str) -> None:
-        self.value = value
-
-    def __enter__(self):
-        self.old = os.environ.get("FINEGEMM_BACKEND")
-        os.environ["FINEGEMM_BACKEND"] = self.value
-
-    def __exit__(self, *exc):
-        if self.old is None:
-            os.environ.pop("FINEGEMM_BACKEND", None)
-        else:
-            os.environ["FINEGEMM_BACKEND"] = self.old
-
-
 def _timed(fn, flush) -> dict:
     t0 = time.perf_counter()
     fn()
@@ -104,9 +73,9 @@ def bench_case(case, flush: L2Flush, dev: torch.device) -> dict:
     g, m, n, ks = case.groups, case.m, case.n, list(case.ks)
     sum_k = sum(ks)
     torch.manual_seed(1000 + g)
-    a_q, sfa = _cast(torch.randn(sum_k, m, device=dev, dtype=torch.bfloat16), ks)
-    b_q, sfb = _cast(torch.randn(sum_k, n, device=dev, dtype=torch.bfloat16), ks)
-    nt_a, nt_b = (_flat(a_q, ks), sfa.T), (_flat(b_q, ks), sfb.T)
+    a_q, sfa = k_grouped_cast(torch.randn(sum_k, m, device=dev, dtype=torch.bfloat16), ks)
+    b_q, sfb = k_grouped_cast(torch.randn(sum_k, n, device=dev, dtype=torch.bfloat16), ks)
+    nt_a, nt_b = (flatten_k_major(a_q, ks), sfa.T), (flatten_k_major(b_q, ks), sfb.T)
     tn_a, tn_b = (a_q, sfa), (b_q, sfb)
     ks_tensor = torch.tensor(ks, dtype=torch.int32, device=dev)
     c0 = torch.randn(g, m, n, device=dev)
@@ -124,20 +93,20 @@ def bench_case(case, flush: L2Flush, dev: torch.device) -> dict:
     outs = {}
     for backend in ("sm90", "portable", "sm90_again"):
         out = torch.full_like(c0, float("nan"))
-        with _Backend(backend.split("_")[0]):
+        with env_override("FINEGEMM_BACKEND", backend.split("_")[0]):
             finegemm.k_grouped_fp8_gemm_nt_contiguous(nt_a, nt_b, out, ks, ks_tensor, c=c0)
         outs[backend] = out
     torch.cuda.synchronize()
     row["calc_diff_sm90_vs_portable"] = calc_diff(outs["sm90"], outs["portable"])
     row["sm90_bitwise_repeat"] = bool(torch.equal(outs["sm90"], outs["sm90_again"]))
-    with _Backend("sm90"):  # the tn path (transposes) on the same data must give the nt result
+    with env_override("FINEGEMM_BACKEND", "sm90"):  # the tn path (transposes) on the same data must give the nt result
         finegemm.k_grouped_fp8_gemm_tn_contiguous(tn_a, tn_b, outs["sm90_again"], ks, ks_tensor, c=c0)
     torch.cuda.synchronize()
     row["calc_diff_tn_vs_nt"] = calc_diff(outs["sm90_again"], outs["sm90"])
     row["sm90_nan"] = bool(torch.isnan(outs["sm90"]).any())
     del outs
 
-    with _Backend("sm90"):
+    with env_override("FINEGEMM_BACKEND", "sm90"):
         row["sm90_nt"] = _timed(nt, flush)
         row["sm90_tn"] = _timed(tn, flush)
         # host time of a repeated call (plans and recordings cached): enqueue 10 calls, no sync in between
@@ -147,7 +116,7 @@ def bench_case(case, flush: L2Flush, dev: torch.device) -> dict:
             nt()
         row["sm90_nt"]["host_us_per_call"] = round((time.perf_counter() - t0) / 10 * 1e6, 1)
         torch.cuda.synchronize()
-    with _Backend("portable"):
+    with env_override("FINEGEMM_BACKEND", "portable"):
         row["portable_nt"] = _timed(nt, flush)
         row["portable_tn"] = _timed(tn, flush)
     ws_a = torch.empty(m, sum_k, dtype=a_q.dtype, device=dev)
@@ -196,9 +165,9 @@ def sweep(cases, flush: L2Flush, dev: torch.device, out: Path, header: dict) -> 
         g, m, n, ks = case.groups, case.m, case.n, list(case.ks)
         sum_k = sum(ks)
         torch.manual_seed(2000 + g)
-        a_q, sfa = _cast(torch.randn(sum_k, m, device=dev, dtype=torch.bfloat16), ks)
-        b_q, sfb = _cast(torch.randn(sum_k, n, device=dev, dtype=torch.bfloat16), ks)
-        a, b = _flat(a_q, ks), _flat(b_q, ks)
+        a_q, sfa = k_grouped_cast(torch.randn(sum_k, m, device=dev, dtype=torch.bfloat16), ks)
+        b_q, sfb = k_grouped_cast(torch.randn(sum_k, n, device=dev, dtype=torch.bfloat16), ks)
+        a, b = flatten_k_major(a_q, ks), flatten_k_major(b_q, ks)
         sfa_nt, sfb_nt = sfa.T, sfb.T
         c0 = torch.randn(g, m, n, device=dev)
         d = c0.clone()

@@ -116,3 +116,29 @@ def contiguous_row_groups(rows: list[int], align: int = 128, extra_padding_block
         ends.append(start + r)
         start += padded(r)
     return row_groups, ends, m
+
+
+def k_grouped_cast(x: torch.Tensor, ks: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """``x [sum K, MN]`` cast per group for the k-grouped ops: (e4m3 ``[sum K, MN]``, fp32
+    ``[sum_g ceil(ks[g] / 128), MN]``), each group's K blocks scaled on their own (empty groups add nothing)."""
+    mn = x.shape[1]
+    qs, sfs, start = [], [], 0
+    for kk in ks:
+        if kk:
+            q, sf = finegemm.per_channel_cast_to_fp8(x[start:start + kk])
+            qs.append(q)
+            sfs.append(sf)
+        start += kk
+    if not qs:
+        return (torch.empty((0, mn), dtype=torch.float8_e4m3fn, device=x.device),
+                torch.empty((0, mn), dtype=torch.float32, device=x.device))
+    return torch.cat(qs), torch.cat(sfs)
+
+
+def flatten_k_major(q: torch.Tensor, ks: list[int]) -> torch.Tensor:
+    """``[sum K, MN]`` -> flat buffer with group g a row-major ``[MN, ks[g]]`` block (DeepGEMM's nt form)."""
+    out, start = [], 0
+    for kk in ks:
+        out.append(q[start:start + kk].T.contiguous().reshape(-1))
+        start += kk
+    return torch.cat(out) if out else q.reshape(-1)

@@ -16,7 +16,7 @@ import textwrap
 
 import pytest
 import torch
-from generators import contiguous_row_groups
+from generators import contiguous_row_groups, flatten_k_major, k_grouped_cast
 
 import finegemm  # noqa: F401  (turns the interpreter on without a GPU)
 from finegemm.api import grouped as fg
@@ -31,7 +31,6 @@ from finegemm.quant import (
     ceil_to_ue8m0,
     pack_ue8m0,
     per_block_cast_to_fp8,
-    per_channel_cast_to_fp8,
     per_token_cast_to_fp8,
 )
 from finegemm.reference import grouped as ref
@@ -120,31 +119,6 @@ def generate_m_grouped_masked(num_groups: int, max_m: int, n: int, k: int, maske
     return (a_fp8, _fp8_scales(sfa, ue8m0, True)), (b_fp8, _fp8_scales(sfb, ue8m0, False)), masked_m, d
 
 
-def _k_grouped_cast(x: torch.Tensor, ks: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-    """``x [sum K, MN]`` cast per group: (e4m3 ``[sum K, MN]``, fp32 ``[sum K/128, MN]``)."""
-    mn = x.shape[1]
-    qs, sfs, start = [], [], 0
-    for kk in ks:
-        if kk:
-            q, sf = per_channel_cast_to_fp8(x[start:start + kk])
-            qs.append(q)
-            sfs.append(sf)
-        start += kk
-    if not qs:
-        return (torch.empty((0, mn), dtype=torch.float8_e4m3fn, device=x.device),
-                torch.empty((0, mn), dtype=torch.float32, device=x.device))
-    return torch.cat(qs), torch.cat(sfs)
-
-
-def _flatten_k_major(q: torch.Tensor, ks: list[int]) -> torch.Tensor:
-    """``[sum K, MN]`` → flat buffer with group g a row-major ``[MN, ks[g]]`` block (DeepGEMM's nt form)."""
-    out, start = [], 0
-    for kk in ks:
-        out.append(q[start:start + kk].T.contiguous().reshape(-1))
-        start += kk
-    return torch.cat(out) if out else q.reshape(-1)
-
-
 def generate_k_grouped(ks: list[int], m: int, n: int, *, flat_k_major: bool = False, bf16: bool = False,
                        device: str = "cpu"):
     """Inputs for the k-grouped ops: returns ``(a, b, c, d, ks_tensor)`` with ``d`` poisoned fp32."""
@@ -156,11 +130,11 @@ def generate_k_grouped(ks: list[int], m: int, n: int, *, flat_k_major: bool = Fa
     ks_tensor = torch.tensor(ks, dtype=torch.int32, device=device)
     if bf16:
         return x.to(torch.bfloat16), y.to(torch.bfloat16), c, d, ks_tensor
-    a = _k_grouped_cast(x, ks)
-    b = _k_grouped_cast(y, ks)
+    a = k_grouped_cast(x, ks)
+    b = k_grouped_cast(y, ks)
     if flat_k_major:
-        a = (_flatten_k_major(a[0], ks), a[1].T)
-        b = (_flatten_k_major(b[0], ks), b[1].T)
+        a = (flatten_k_major(a[0], ks), a[1].T)
+        b = (flatten_k_major(b[0], ks), b[1].T)
     return a, b, c, d, ks_tensor
 
 

@@ -15,12 +15,12 @@ import random
 
 import pytest
 import torch
+from generators import flatten_k_major, k_grouped_cast
 
 import finegemm
 from finegemm.api.dispatch import choose_backend
 from finegemm.jit.heuristics import GemmDesc
 from finegemm.kernels.sm90 import dispatch_k_grouped as kg
-from finegemm.quant import per_channel_cast_to_fp8
 from finegemm.reference import grouped as ref
 from finegemm.reference.dense import calc_diff
 
@@ -41,27 +41,6 @@ def _ks(seed: int) -> list[int]:
     ks = [0, 128, 256, 384, GIANT]
     random.Random(seed).shuffle(ks)
     return ks
-
-
-def _cast(x: torch.Tensor, ks: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-    """``x [sum K, MN]`` cast per group: (e4m3 ``[sum K, MN]``, fp32 ``[sum K/128, MN]`` row-major)."""
-    qs, sfs, k0 = [], [], 0
-    for k in ks:
-        if k:
-            q, sf = per_channel_cast_to_fp8(x[k0:k0 + k])
-            qs.append(q)
-            sfs.append(sf)
-        k0 += k
-    return torch.cat(qs), torch.cat(sfs)
-
-
-def _flat(q: torch.Tensor, ks: list[int]) -> torch.Tensor:
-    """``[sum K, MN]`` -> the nt buffer: group g a row-major ``[MN, ks[g]]`` block."""
-    parts, k0 = [], 0
-    for k in ks:
-        parts.append(q[k0:k0 + k].T.contiguous().reshape(-1))
-        k0 += k
-    return torch.cat(parts)
 
 
 class _Spy:
@@ -110,13 +89,13 @@ def _check_fp8_nt(monkeypatch, seed: int, scales: str) -> _Spy:
     dev = _dev()
     torch.manual_seed(seed)
     ks = _ks(seed)
-    a_q, sfa = _cast(torch.randn(sum(ks), M, device=dev), ks)
-    b_q, sfb = _cast(torch.randn(sum(ks), N, device=dev), ks)
+    a_q, sfa = k_grouped_cast(torch.randn(sum(ks), M, device=dev), ks)
+    b_q, sfb = k_grouped_cast(torch.randn(sum(ks), N, device=dev), ks)
     # DeepGEMM's nt scales are [MN, sum K/128]: MN-major views (path B), or K-major copies (path A)
     sfa_nt, sfb_nt = sfa.T, sfb.T
     if scales == "k_major":
         sfa_nt, sfb_nt = sfa_nt.contiguous(), sfb_nt.contiguous()
-    a, b = (_flat(a_q, ks), sfa_nt), (_flat(b_q, ks), sfb_nt)
+    a, b = (flatten_k_major(a_q, ks), sfa_nt), (flatten_k_major(b_q, ks), sfb_nt)
     c = torch.randn(len(ks), M, N, device=dev)
     spy = _Spy(kg.k_grouped_fp8_1d1d_gemm)
     monkeypatch.setattr(kg, "k_grouped_fp8_1d1d_gemm", spy)
@@ -155,8 +134,8 @@ def test_fp8_tn(monkeypatch, major):
     dev = _dev()
     torch.manual_seed(2)
     ks = _ks(2)
-    a_q, sfa = _cast(torch.randn(sum(ks), M, device=dev), ks)
-    b_q, sfb = _cast(torch.randn(sum(ks), N, device=dev), ks)
+    a_q, sfa = k_grouped_cast(torch.randn(sum(ks), M, device=dev), ks)
+    b_q, sfb = k_grouped_cast(torch.randn(sum(ks), N, device=dev), ks)
     if major == "k_major":  # column-major [sum K, MN]: read in place, no copy
         a_q, b_q = a_q.T.contiguous().T, b_q.T.contiguous().T
     a, b = (a_q, sfa), (b_q, sfb)
@@ -191,7 +170,8 @@ def test_non_row_major_c_runs_portable_and_is_right():
     dev = _dev()
     torch.manual_seed(4)
     ks = [128, 0, 256]
-    a, b = _cast(torch.randn(sum(ks), M, device=dev), ks), _cast(torch.randn(sum(ks), N, device=dev), ks)
+    a = k_grouped_cast(torch.randn(sum(ks), M, device=dev), ks)
+    b = k_grouped_cast(torch.randn(sum(ks), N, device=dev), ks)
     c = torch.randn(len(ks), N, M, device=dev).transpose(1, 2)  # column-major groups
     d = torch.full((len(ks), M, N), float("nan"), device=dev)
     finegemm.k_grouped_fp8_gemm_tn_contiguous(a, b, d, ks, torch.tensor(ks, dtype=torch.int32, device=dev), c=c)

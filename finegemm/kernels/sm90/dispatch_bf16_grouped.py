@@ -33,10 +33,7 @@ from ...jit.heuristics_sm90_bf16_grouped import GROUPED_LAYOUTS, get_sm90_bf16_g
 from ..portable.m_grouped import launch_m_grouped_contiguous, launch_m_grouped_masked
 from . import gemm_bf16, launcher, layouts
 from .dispatch_bf16 import _desc, _facts_of, _tma_ready
-from .dispatch_grouped import masked_layout_reason
-
-# get_mk_alignment_for_contiguous_layout(): every contiguous segment starts on a multiple of it
-CONTIGUOUS_ALIGN = 128
+from .dispatch_grouped import CONTIGUOUS_ALIGN, masked_layout_reason
 
 
 def unsupported_reason(desc: GemmDesc, facts: DeviceFacts) -> str | None:

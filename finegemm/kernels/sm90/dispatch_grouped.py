@@ -29,11 +29,12 @@ from ...jit.device import DeviceFacts
 from ...jit.heuristics import GemmDesc
 from ...jit.heuristics_sm90 import Sm90Config
 from ...jit.heuristics_sm90_grouped import GROUPED_LAYOUTS, get_sm90_grouped_config
+from ...layout import MK_ALIGNMENT_FOR_CONTIGUOUS_LAYOUT
 from . import gemm_1d2d, launcher, layouts
 from .dispatch import _desc, _scale_desc
 
 # get_mk_alignment_for_contiguous_layout(): every contiguous segment starts on a multiple of it
-CONTIGUOUS_ALIGN = 128
+CONTIGUOUS_ALIGN = MK_ALIGNMENT_FOR_CONTIGUOUS_LAYOUT
 
 
 def unsupported_reason(desc: GemmDesc, facts: DeviceFacts) -> str | None:

@@ -142,3 +142,18 @@ def flatten_k_major(q: torch.Tensor, ks: list[int]) -> torch.Tensor:
         out.append(q[start:start + kk].T.contiguous().reshape(-1))
         start += kk
     return torch.cat(out) if out else q.reshape(-1)
+
+
+def capture_graph(fn) -> torch.cuda.CUDAGraph:
+    """Run ``fn`` once (compile and record outside the capture), then capture it into a CUDA graph on a
+    side stream; replay the returned graph to rerun it."""
+    fn()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        with torch.cuda.graph(graph, stream=stream):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    return graph

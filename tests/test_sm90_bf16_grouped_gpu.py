@@ -15,7 +15,7 @@ import random
 
 import pytest
 import torch
-from generators import contiguous_row_groups
+from generators import capture_graph, contiguous_row_groups
 
 import finegemm
 from finegemm.api.dispatch import choose_backend
@@ -219,15 +219,7 @@ def test_masked_cuda_graph_replay_with_new_masked_m():
     a, b = _masked_inputs(g, max_m, n, k, dev, [max_m] * g, seed=5)
     masked_m = torch.full((g,), max_m, dtype=torch.int32, device=dev)
     d = torch.full((g, max_m, n), float("nan"), device=dev, dtype=torch.bfloat16)
-    finegemm.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, 64)  # compile and record outside the capture
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        with torch.cuda.graph(graph, stream=stream):
-            finegemm.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, 64)
-    torch.cuda.current_stream().wait_stream(stream)
+    graph = capture_graph(lambda: finegemm.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, 64))
     for masked in ([64] * 8, [0, 128, 1, 64, 0, 100, 300, 5], [0] * 8, [128] * 8):
         masked_m.copy_(torch.tensor(masked, dtype=torch.int32))
         d.fill_(float("nan"))

@@ -205,6 +205,24 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr
 
 
 @gluon.jit
+def _shared_ring(a_desc, b_desc, d_desc, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
+    """Shared memory of both entries: the ring (``STAGES`` x one A box per warpgroup and one B box), the
+    [BLOCK_M, BLOCK_N] D staging tile, and the full/empty barriers, initialized (empty: one arrive per
+    math warpgroup)."""
+    NUM_WG: gl.constexpr = BLOCK_M // 64
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES * NUM_WG] + a_desc.block_type.shape, a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
+    d_smem = gl.allocate_shared_memory(d_desc.dtype, [BLOCK_M, BLOCK_N], d_desc.layout)
+    full_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(full_bars.index(i), count=1)
+        mbarrier.init(empty_bars.index(i), count=NUM_WG)
+    fence_async_shared()
+    return a_bufs, b_bufs, d_smem, full_bars, empty_bars
+
+
+@gluon.jit
 def bf16_gemm_kernel(a_desc, b_desc, d_desc, c_ptr, M, N, K, stride_cm, stride_cn,
                      BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
                      STAGES: gl.constexpr, GROUP_M: gl.constexpr, SPLIT_K: gl.constexpr,
@@ -218,15 +236,7 @@ def bf16_gemm_kernel(a_desc, b_desc, d_desc, c_ptr, M, N, K, stride_cm, stride_c
     """
     NUM_WG: gl.constexpr = BLOCK_M // 64
     gl.static_assert(BLOCK_M == 64 or BLOCK_M == 128, "BLOCK_M is 64 or 128 (one warpgroup per 64 rows)")
-    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES * NUM_WG] + a_desc.block_type.shape, a_desc.layout)
-    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
-    d_smem = gl.allocate_shared_memory(d_desc.dtype, [BLOCK_M, BLOCK_N], d_desc.layout)
-    full_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    empty_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(STAGES):
-        mbarrier.init(full_bars.index(i), count=1)
-        mbarrier.init(empty_bars.index(i), count=NUM_WG)
-    fence_async_shared()
+    a_bufs, b_bufs, d_smem, full_bars, empty_bars = _shared_ring(a_desc, b_desc, d_desc, BLOCK_M, BLOCK_N, STAGES)
 
     # (argument tuples written out per partition: a tuple held in a variable loses the constexprs)
     if NUM_WG == 2:
@@ -397,15 +407,7 @@ def bf16_grouped_gemm_kernel(a_desc, b_desc, d_desc, layout_ptr, d_ptr, M,
         gl.static_assert(not A_MN_MAJOR, "masked: A is the K-major [G * max_m, K] view")
     if B_MN_MAJOR:
         gl.static_assert(K % BLOCK_K == 0, "MN-major grouped B: K must be a multiple of BLOCK_K")
-    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES * NUM_WG] + a_desc.block_type.shape, a_desc.layout)
-    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
-    d_smem = gl.allocate_shared_memory(d_desc.dtype, [BLOCK_M, BLOCK_N], d_desc.layout)
-    full_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    empty_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(STAGES):
-        mbarrier.init(full_bars.index(i), count=1)
-        mbarrier.init(empty_bars.index(i), count=NUM_WG)
-    fence_async_shared()
+    a_bufs, b_bufs, d_smem, full_bars, empty_bars = _shared_ring(a_desc, b_desc, d_desc, BLOCK_M, BLOCK_N, STAGES)
 
     if NUM_WG == 2:
         gl.warp_specialize([

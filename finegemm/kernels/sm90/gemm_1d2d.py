@@ -475,10 +475,7 @@ def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
                                 SFB_PER_CHANNEL, SFB_UNIFORM)
     else:
         for kk in range(KB):
-            s = it % STAGES
-            mbarrier.wait(full_bars.index(s), (it // STAGES) & 1)
-            part = warpgroup_mma(_a_rows(a_bufs, s, row0), b_bufs.index(s).permute((1, 0)), zero,
-                                 use_acc=False, is_async=True)
+            part, s = _issue_block(a_bufs, b_bufs, full_bars, it, row0, zero, STAGES)
             sa, sb0, sb1 = _ring_scales(sfa_bufs, sfb_bufs, s, kb0 + kk, row0, row_layout, col_layout,
                                         sa, sb0, sb1, SF_PACKED, SFA_TMA, SFB_TMA)
             # Next block's scales load while the WGMMA runs (the last iteration reloads its own).

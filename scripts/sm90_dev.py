@@ -349,6 +349,16 @@ def _fill_split(desc, facts, bm, bn):
     return best
 
 
+def _distinct(named):
+    """(name, config) pairs without repeated configs (the first name wins) or ones with < 3 stages."""
+    seen, uniq = set(), []
+    for name, cfg in named:
+        if cfg not in seen and cfg.stages >= 3:
+            seen.add(cfg)
+            uniq.append((name, cfg))
+    return uniq
+
+
 def v4_configs(desc, facts):
     """(name, config) candidates of the v4 sweep for one shape (the v3 pick first, named 'v3')."""
     rep = dataclasses.replace
@@ -380,13 +390,9 @@ def v4_configs(desc, facts):
         out.append(("128x64 tma nopipe", rep(make_config(desc, facts, 128, 64, sfa_tma=True), pipe_mma=False)))
         if desc.kind == "fp8_1d2d":
             out.append(("256x128 se tma", make_config(desc, facts, 256, 128, small_epi=True, sfa_tma=True)))
-    seen, uniq = set(), []
-    for name, cfg in out:
-        if cfg not in seen and cfg.stages >= 3:
-            seen.add(cfg)
-            uniq.append((name, cfg))
+    uniq = _distinct(out)
     heur = get_sm90_config(desc, facts)
-    if heur not in seen:
+    if heur not in [cfg for _, cfg in uniq]:
         uniq.append(("heuristic", heur))
     return uniq
 
@@ -536,12 +542,7 @@ def v6_configs(desc, facts):
         split = _fill_split(desc, facts, bm, bn)
         if desc.m <= 128 and split > 1:
             out.append((f"{bm}x{bn} s{split} pipe", rep(mk(desc, facts, bm, bn, split, sfa_tma=True), pipe_mma=True)))
-    seen, uniq = set(), []
-    for name, cfg in out:
-        if cfg not in seen and cfg.stages >= 3:
-            seen.add(cfg)
-            uniq.append((name, cfg))
-    return uniq
+    return _distinct(out)
 
 
 def phase_v4(result, path, shapes=None, configs=None, key="v4"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import random
 from dataclasses import dataclass
 
 import torch
@@ -157,3 +158,18 @@ def capture_graph(fn) -> torch.cuda.CUDAGraph:
             fn()
     torch.cuda.current_stream().wait_stream(stream)
     return graph
+
+
+def sm90_device() -> torch.device:
+    """The CUDA device for a GPU test of the sm90 kernels; skips the test unless it is an sm_90 GPU."""
+    import pytest
+
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("needs an sm_90 GPU")
+    return torch.device("cuda")
+
+
+def random_group_rows(g: int, expected_m: int, seed: int) -> list[int]:
+    """Rows of ``g`` groups, each ``expected_m`` x U(0.7, 1.3) (issue 6's random group sizes)."""
+    rng = random.Random(seed)
+    return [int(expected_m * rng.uniform(0.7, 1.3)) for _ in range(g)]

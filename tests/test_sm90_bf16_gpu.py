@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from generators import sm90_device
 
 import finegemm
 from finegemm import reference
@@ -21,8 +22,7 @@ AWKWARD = [(m, n, 7168) for m in (1, 77, 333) for n in (2112, 576)]
 
 
 def _sm90():
-    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("needs an sm_90 GPU")
+    sm90_device()
     from finegemm.kernels.sm90 import dispatch_bf16
     return dispatch_bf16
 

@@ -15,7 +15,7 @@ import random
 
 import pytest
 import torch
-from generators import capture_graph, contiguous_row_groups
+from generators import capture_graph, contiguous_row_groups, random_group_rows, sm90_device
 
 import finegemm
 from finegemm.api.dispatch import choose_backend
@@ -28,17 +28,6 @@ from finegemm.reference.dense import calc_diff
 pytestmark = pytest.mark.gpu
 ALIGN = 128
 BOUND = 1e-5
-
-
-def _dev() -> torch.device:
-    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("needs an sm_90 GPU")
-    return torch.device("cuda")
-
-
-def _random_rows(g: int, expected_m: int, seed: int) -> list[int]:
-    rng = random.Random(seed)
-    return [int(expected_m * rng.uniform(0.7, 1.3)) for _ in range(g)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -71,7 +60,7 @@ def _check_contiguous(d, expected, row_groups):
 
 
 def _run_contiguous(rows, n, k, psum=False, nn=False, a_m_major=False, cfg=None, seed=0):
-    dev = _dev()
+    dev = sm90_device()
     a, b, layout, row_groups = _contiguous_inputs(rows, n, k, dev, psum, nn, a_m_major, seed)
     m = a.shape[0]
     b_nt = b.transpose(1, 2) if nn else b
@@ -104,7 +93,7 @@ def _run_contiguous(rows, n, k, psum=False, nn=False, a_m_major=False, cfg=None,
 def test_contiguous_random_sizes(n, k, psum, nn):
     if nn and psum and k == 2048:
         pytest.skip("covered by the other nn cases (keeps the float64 reference time down)")
-    _run_contiguous(_random_rows(8, 256, seed=n + k + psum), n, k, psum=psum, nn=nn, seed=n + k)
+    _run_contiguous(random_group_rows(8, 256, seed=n + k + psum), n, k, psum=psum, nn=nn, seed=n + k)
 
 
 @pytest.mark.parametrize("nn", [False, True], ids=["nt", "nn"])
@@ -121,14 +110,14 @@ def test_contiguous_m_major_a():
 @pytest.mark.parametrize("bm,bn,psum,nn", [(64, 128, False, False), (64, 256, True, True), (128, 64, False, True),
                                            (128, 128, True, False)])
 def test_contiguous_forced_configs(bm, bn, psum, nn):
-    cfg = make_bf16_grouped_config(device_facts(_dev()), bm, bn)
+    cfg = make_bf16_grouped_config(device_facts(sm90_device()), bm, bn)
     _run_contiguous([700, 0, 1500, 33], 7168, 2048, psum=psum, nn=nn, cfg=cfg, seed=bm + bn)
 
 
 def test_contiguous_unpacked_b_and_unaligned_a():
     """B groups not packed back to back (copied per call, not recorded) and an A whose base TMA cannot
     address (runs the portable kernel): both still right."""
-    dev = _dev()
+    dev = sm90_device()
     rows, n, k = [200, 0, 90], 512, 256
     a, b, layout, row_groups = _contiguous_inputs(rows, n, k, dev, seed=11)
     b_pad = torch.randn(len(rows), n, k + 8, device=dev, dtype=torch.bfloat16)
@@ -173,7 +162,7 @@ def _check_masked(d, expected, masked):
 
 
 def _run_masked(g, max_m, n, k, masked, expected_m, cfg=None, seed=0):
-    dev = _dev()
+    dev = sm90_device()
     a, b = _masked_inputs(g, max_m, n, k, dev, masked, seed)
     desc = GemmDesc("bf16", max_m, n, k, layout="m_grouped_masked", num_groups=g, expected_m=expected_m)
     if cfg is None:
@@ -209,12 +198,12 @@ def test_masked_varied(expected_m):
 
 @pytest.mark.parametrize("bm,bn", [(64, 64), (64, 256), (128, 128)])
 def test_masked_forced_configs(bm, bn):
-    cfg = make_bf16_grouped_config(device_facts(_dev()), bm, bn)
+    cfg = make_bf16_grouped_config(device_facts(sm90_device()), bm, bn)
     _run_masked(4, 200, 7168, 2048, [200, 77, 0, 129], 64, cfg=cfg, seed=bm * bn)
 
 
 def test_masked_cuda_graph_replay_with_new_masked_m():
-    dev = _dev()
+    dev = sm90_device()
     g, max_m, n, k = 8, 128, 4096, 7168
     a, b = _masked_inputs(g, max_m, n, k, dev, [max_m] * g, seed=5)
     masked_m = torch.full((g,), max_m, dtype=torch.int32, device=dev)

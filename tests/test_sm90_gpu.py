@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from generators import sm90_device
 
 import finegemm
 from finegemm import reference
@@ -21,8 +22,7 @@ CASES += [(m, n, k) for m in (1, 77, 333, 4095) for n in (2112, 576) for k in (1
 
 
 def _sm90():
-    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("needs an sm_90 GPU")
+    sm90_device()
     from finegemm.kernels.sm90 import dispatch
     return dispatch
 

@@ -8,11 +8,9 @@ or past ``masked_m[g]`` still NaN (never written); a repeat run bitwise identica
 
 from __future__ import annotations
 
-import random
-
 import pytest
 import torch
-from generators import capture_graph, contiguous_row_groups
+from generators import capture_graph, contiguous_row_groups, random_group_rows, sm90_device
 
 import finegemm
 from finegemm.api.dispatch import BackendError, choose_backend
@@ -26,12 +24,6 @@ from finegemm.reference.dense import calc_diff
 pytestmark = pytest.mark.gpu
 ALIGN = 128
 BOUND = 1e-3
-
-
-def _dev() -> torch.device:
-    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("needs an sm_90 GPU")
-    return torch.device("cuda")
 
 
 def _weights(g, n, k, dev, ue8m0):
@@ -70,7 +62,7 @@ def _check_contiguous(d, expected, row_groups):
 
 
 def _run_contiguous(rows, n, k, psum=False, ue8m0=False, cfg=None):
-    dev = _dev()
+    dev = sm90_device()
     a, b, layout, row_groups = _contiguous_inputs(rows, n, k, dev, ue8m0, psum)
     m = a[0].shape[0]
     outs = []
@@ -96,11 +88,6 @@ def _run_contiguous(rows, n, k, psum=False, ue8m0=False, cfg=None):
     assert torch.equal(outs[0], outs[1]), "repeated runs differ"
 
 
-def _random_rows(g, expected_m, seed):
-    rng = random.Random(seed)
-    return [int(expected_m * rng.uniform(0.7, 1.3)) for _ in range(g)]
-
-
 @pytest.mark.parametrize("g,mpg,n,k", [(4, 8192, 4096, 7168), (8, 4096, 7168, 2048)])
 def test_contiguous_uniform(g, mpg, n, k):
     _run_contiguous([mpg] * g, n, k)
@@ -109,7 +96,7 @@ def test_contiguous_uniform(g, mpg, n, k):
 @pytest.mark.parametrize("psum", [False, True])
 @pytest.mark.parametrize("n,k", [(4096, 7168), (7168, 2048)])
 def test_contiguous_random_sizes(psum, n, k):
-    _run_contiguous(_random_rows(8, 1024, seed=n + k), n, k, psum=psum)
+    _run_contiguous(random_group_rows(8, 1024, seed=n + k), n, k, psum=psum)
 
 
 @pytest.mark.parametrize("psum", [False, True])
@@ -119,14 +106,14 @@ def test_contiguous_empty_groups_and_one_giant(psum):
 
 
 def test_contiguous_packed_ue8m0():
-    _run_contiguous(_random_rows(4, 2048, seed=1), 7168, 2048, ue8m0=True)
+    _run_contiguous(random_group_rows(4, 2048, seed=1), 7168, 2048, ue8m0=True)
 
 
 @pytest.mark.parametrize("bm,tma,pipe", [(64, False, False), (128, False, False), (64, True, False),
                                          (128, True, True), (64, True, True)])
 def test_contiguous_other_configs(bm, tma, pipe):
     # with padding tiles (the 33-row group) that run no K block, also pipelined
-    dev = _dev()
+    dev = sm90_device()
     cfg = make_grouped_config(device_facts(dev), bm, 128, tma, pipe_mma=pipe)
     _run_contiguous([700, 0, 1500, 33], 7168, 2048, psum=bm == 64, cfg=cfg)
 
@@ -172,7 +159,7 @@ def _masked_call(a, b, d, masked_m, expected_m, cfg=None, ue8m0=False):
 
 
 def _run_masked(g, max_m, n, k, masked, expected_m, cfg=None, ue8m0=False):
-    dev = _dev()
+    dev = sm90_device()
     a, b = _masked_inputs(g, max_m, n, k, dev, ue8m0)
     _poison_rows(a[0], masked)
     if cfg is None:
@@ -218,13 +205,13 @@ def test_masked_packed_ue8m0():
 
 @pytest.mark.parametrize("bm,pipe", [(64, False), (64, True), (128, True)])
 def test_masked_other_config(bm, pipe):
-    dev = _dev()
+    dev = sm90_device()
     cfg = make_grouped_config(device_facts(dev), bm, 128, True, pipe_mma=pipe)
     _run_masked(4, 200, 7168, 2048, [200, 77, 0, 129], 64, cfg=cfg)
 
 
 def test_masked_cuda_graph_replay_with_new_masked_m():
-    dev = _dev()
+    dev = sm90_device()
     g, max_m, n, k = 8, 128, 4096, 7168
     a, b = _masked_inputs(g, max_m, n, k, dev)
     masked_m = torch.full((g,), max_m, dtype=torch.int32, device=dev)
@@ -239,7 +226,7 @@ def test_masked_cuda_graph_replay_with_new_masked_m():
 
 
 def test_forced_sm90_on_unsupported_grouped_case_raises(monkeypatch):
-    dev = _dev()
+    dev = sm90_device()
     monkeypatch.setenv("FINEGEMM_BACKEND", "sm90")
     # K % 8 != 0: no sm90 kernel (BF16 m-grouped runs sm90 otherwise, dispatch_bf16_grouped)
     a = torch.randn(256, 100, device=dev, dtype=torch.bfloat16)

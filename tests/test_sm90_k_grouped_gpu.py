@@ -15,7 +15,7 @@ import random
 
 import pytest
 import torch
-from generators import flatten_k_major, k_grouped_cast
+from generators import flatten_k_major, k_grouped_cast, sm90_device
 
 import finegemm
 from finegemm.api.dispatch import choose_backend
@@ -29,12 +29,6 @@ FP8_BOUND = 1e-3
 BF16_BOUND = 1e-5
 M, N = 392, 320  # neither a multiple of the 128-row / 128-column tiles
 GIANT = 3072
-
-
-def _dev() -> torch.device:
-    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("needs an sm_90 GPU")
-    return torch.device("cuda")
 
 
 def _ks(seed: int) -> list[int]:
@@ -86,7 +80,7 @@ def _fp8_desc(sum_k, g, a_k_major=True, b_k_major=True):
 
 def _check_fp8_nt(monkeypatch, seed: int, scales: str) -> _Spy:
     """One nt call checked by :func:`_run_and_check`; returns the spy of the sm90 entry."""
-    dev = _dev()
+    dev = sm90_device()
     torch.manual_seed(seed)
     ks = _ks(seed)
     a_q, sfa = k_grouped_cast(torch.randn(sum(ks), M, device=dev), ks)
@@ -117,7 +111,7 @@ def test_fp8_nt_runtime_k(monkeypatch):
     from finegemm.api import dispatch as api_dispatch
     from finegemm.api import grouped as api_grouped
 
-    _dev()
+    sm90_device()
     monkeypatch.setattr(kg, "K_DYNAMIC_DEFAULT", True)
     # the backend choice caches get_config's answer per desc, the API its plans per tensor signature
     monkeypatch.setattr(api_grouped, "_K_GROUPED_PLANS", api_grouped.new_cache())
@@ -131,7 +125,7 @@ def test_fp8_nt_runtime_k(monkeypatch):
 
 @pytest.mark.parametrize("major", ["mn_major", "k_major"])
 def test_fp8_tn(monkeypatch, major):
-    dev = _dev()
+    dev = sm90_device()
     torch.manual_seed(2)
     ks = _ks(2)
     a_q, sfa = k_grouped_cast(torch.randn(sum(ks), M, device=dev), ks)
@@ -150,7 +144,7 @@ def test_fp8_tn(monkeypatch, major):
 
 @pytest.mark.parametrize("major", ["mn_major", "k_major"])
 def test_bf16_tn(monkeypatch, major):
-    dev = _dev()
+    dev = sm90_device()
     torch.manual_seed(3)
     ks = _ks(3)
     a = torch.randn(sum(ks), M, device=dev).to(torch.bfloat16)
@@ -167,7 +161,7 @@ def test_bf16_tn(monkeypatch, major):
 
 
 def test_non_row_major_c_runs_portable_and_is_right():
-    dev = _dev()
+    dev = sm90_device()
     torch.manual_seed(4)
     ks = [128, 0, 256]
     a = k_grouped_cast(torch.randn(sum(ks), M, device=dev), ks)

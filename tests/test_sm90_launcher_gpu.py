@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from generators import sm90_device
 
 import finegemm
 from finegemm import reference
@@ -20,8 +21,7 @@ SHAPES = [(64, 2112, 7168), (128, 7168, 2048)]
 
 
 def _sm90():
-    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("needs an sm_90 GPU")
+    sm90_device()
     from finegemm.jit.device import device_facts
     from finegemm.kernels.sm90 import dispatch, gemm_1d2d
 

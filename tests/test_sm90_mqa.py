@@ -12,6 +12,7 @@ import re
 
 import pytest
 import torch
+from generators import sm90_device
 from test_mqa import MqaCase, assert_logits_match, generate_mqa
 
 from finegemm.kernels.sm90.compile_check import TARGET, _desc_sig, resource_usage, wgmma_serialization
@@ -69,11 +70,6 @@ def test_dispatched_schedule_compiles(heads):
     assert not wgmma_serialization(kernel)
 
 
-def _sm90():
-    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("needs an sm_90 GPU")
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("heads,head_dim,ranges,dtype", [
     (64, 128, "causal", torch.float32), (64, 128, "cp", torch.bfloat16), (32, 64, "ragged", torch.float32),
@@ -81,7 +77,7 @@ def _sm90():
     (128, 128, "causal", torch.bfloat16)])
 @pytest.mark.parametrize("overlap", [False, True])
 def test_gpu_matches_reference(heads, head_dim, ranges, dtype, overlap):
-    _sm90()
+    sm90_device()
     from finegemm.kernels.sm90 import mqa_logits as m
 
     case = MqaCase(2048, 8192, heads, head_dim, ranges, dtype)
@@ -99,7 +95,7 @@ def test_gpu_matches_reference(heads, head_dim, ranges, dtype, overlap):
 
 @pytest.mark.gpu
 def test_gpu_unclean_writes_every_in_range_value():
-    _sm90()
+    sm90_device()
     from finegemm.kernels.sm90 import mqa_logits as m
 
     case = MqaCase(1024, 4096, 64, 128, "ragged")

@@ -789,6 +789,19 @@ def _grouped_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr
 
 
 @gluon.jit
+def ring_barriers(STAGES: gl.constexpr, NUM_WG: gl.constexpr):
+    """The ring's full barriers (one producer arrive plus the TMA bytes) and empty barriers (one arrive
+    per math warpgroup), ``STAGES`` each, initialized and fenced for the async proxy."""
+    full_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(full_bars.index(i), count=1)
+        mbarrier.init(empty_bars.index(i), count=NUM_WG)
+    fence_async_shared()
+    return full_bars, empty_bars
+
+
+@gluon.jit
 def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                     M, stride_sfa_k, stride_sfb, stride_cm, sfa_desc,
                     N: gl.constexpr, K: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
@@ -850,12 +863,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
         sfb_tma_desc = sfa_desc
         sfb_bufs = gl.allocate_shared_memory(gl.float32, [1, 1, 4], sfa_desc.layout)
     d_smem = gl.allocate_shared_memory(d_desc.dtype, [d_staging_rows(BLOCK_M, SMALL_EPI), BLOCK_N], d_desc.layout)
-    full_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    empty_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(STAGES):
-        mbarrier.init(full_bars.index(i), count=1)
-        mbarrier.init(empty_bars.index(i), count=NUM_WG)
-    fence_async_shared()
+    full_bars, empty_bars = ring_barriers(STAGES, NUM_WG)
 
     if NUM_WG == 2:
         # Two math warpgroups in two partitions: no CTA-wide barrier couples them, so one

@@ -59,6 +59,7 @@ from .gemm_1d2d import (
     _store_masked_wave,
     _store_wave,
     _tile_coords,
+    ring_barriers,
 )
 
 # Rows of the tile each math warpgroup owns (one m64 WGMMA row block).
@@ -213,12 +214,7 @@ def _shared_ring(a_desc, b_desc, d_desc, BLOCK_M: gl.constexpr, BLOCK_N: gl.cons
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES * NUM_WG] + a_desc.block_type.shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
     d_smem = gl.allocate_shared_memory(d_desc.dtype, [BLOCK_M, BLOCK_N], d_desc.layout)
-    full_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    empty_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(STAGES):
-        mbarrier.init(full_bars.index(i), count=1)
-        mbarrier.init(empty_bars.index(i), count=NUM_WG)
-    fence_async_shared()
+    full_bars, empty_bars = ring_barriers(STAGES, NUM_WG)
     return a_bufs, b_bufs, d_smem, full_bars, empty_bars
 
 

@@ -146,10 +146,14 @@ def bench_case(case, flush: L2Flush, dev: torch.device) -> dict:
     return row
 
 
-SWEEP = {  # per-group overrides of the dense 1d1d heuristic (heuristics_sm90.make_config keywords)
-    "default": None,
-    "128x128_tma_pipe": (("bm", 128), ("bn", 128), ("sfa_tma", True), ("sfb_tma", True), ("pipe_mma", True)),
-    "256x128_se_tma": (("bm", 256), ("bn", 128), ("small_epi", True), ("sfa_tma", True), ("sfb_tma", True)),
+_PIPE_128 = (("bm", 128), ("bn", 128), ("sfa_tma", True), ("sfb_tma", True), ("pipe_mma", True))
+SWEEP = {  # KGroupedConfig keywords: group_overrides of the dense 1d1d heuristic (make_config keywords), k_dynamic
+    "default": {},
+    "default_kdyn": dict(k_dynamic=True),
+    "128x128_tma_pipe": dict(group_overrides=_PIPE_128),
+    "128x128_tma_pipe_kdyn": dict(group_overrides=_PIPE_128, k_dynamic=True),
+    "256x128_se_tma": dict(group_overrides=(("bm", 256), ("bn", 128), ("small_epi", True), ("sfa_tma", True),
+                                            ("sfb_tma", True))),
 }
 
 
@@ -173,8 +177,8 @@ def sweep(cases, flush: L2Flush, dev: torch.device, out: Path, header: dict) -> 
         d = c0.clone()
         desc = GemmDesc("fp8_1d1d", m, n, sum_k, True, True, True, True, False, layout="k_grouped", num_groups=g)
         row, ref_out = dict(groups=g, M=m, N=n, K_total=sum_k, ks=ks), None
-        for name, overrides in SWEEP.items():
-            cfg = kg.KGroupedConfig(facts, group_overrides=overrides)
+        for name, kwargs in SWEEP.items():
+            cfg = kg.KGroupedConfig(facts, **kwargs)
             out_chk = torch.full_like(c0, float("nan"))
             try:
                 kg.k_grouped_fp8_1d1d_gemm(desc, cfg, a, sfa_nt, b, sfb_nt, c0, out_chk, ks, None, True)

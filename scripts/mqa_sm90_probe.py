@@ -32,7 +32,8 @@ def time_us(fn):
 
 
 rows = []
-for heads, dim, ranges in ((64, 128, "causal"), (64, 128, "cp"), (32, 64, "cp"), (64, 32, "causal")):
+for heads, dim, ranges in ((64, 128, "causal"), (64, 128, "cp"), (32, 128, "causal"), (16, 128, "causal"),
+                           (128, 128, "causal"), (128, 128, "cp")):
     case = MqaCase(2048, 8192, heads, dim, ranges)
     q, kv, sf, w, st, en = generate_mqa(case, seed=0, device="cuda")
     out = torch.empty(2048, 8192, device="cuda")

@@ -28,7 +28,7 @@ def test_configs_are_legal_for_the_grouped_kernel(desc):
     cfg = get_sm90_grouped_config(desc, H200)
     # fp8_gemm_kernel's grouped static asserts
     assert cfg.block_m in (64, 128) and 128 % cfg.block_m == 0
-    assert cfg.split_k == 1 and not cfg.pipe_mma and not cfg.small_epi
+    assert cfg.split_k == 1 and not cfg.small_epi
     assert cfg.block_n % 8 == 0 and cfg.block_n <= 128
     assert 2 <= cfg.stages <= layouts.max_stages(cfg.block_m, cfg.block_n, False, H200.smem_per_block, False,
                                                  cfg.sfa_tma)
@@ -39,7 +39,11 @@ def test_tile_rules():
     assert get_sm90_grouped_config(_contig(32768, 4096, 7168, 4), H200).block_m == 128
     # 2 x 2 tiles of 128 rows leave SMs idle: 64-row tiles
     assert get_sm90_grouped_config(_contig(256, 256, 128, 2), H200).block_m == 64
-    assert get_sm90_grouped_config(_masked(1024, 7168, 2048, 16, 64), H200).block_m == 64
+    decode = get_sm90_grouped_config(_masked(1024, 7168, 2048, 16, 64), H200)
+    assert (decode.block_m, decode.block_n, decode.pipe_mma, decode.sfa_tma) == (64, 64, True, True)
+    assert decode.stages == 13  # the shared memory of 64x64 stages beside the D tile
+    assert not get_sm90_grouped_config(_masked(1024, 7168, 2048, 4, 256), H200).pipe_mma
+    assert not get_sm90_grouped_config(_contig(32768, 4096, 7168, 4), H200).pipe_mma
     assert get_sm90_grouped_config(_masked(1024, 7168, 2048, 16, 512), H200).block_m == 128
     assert get_sm90_grouped_config(_masked(256, 64, 2048, 4, 256), H200).block_n == 64
     few = dataclasses.replace(H200, num_sms=8)

@@ -38,6 +38,9 @@ def _variants():
     d = GemmDesc("fp8_1d2d", 200, 4096, 7168, layout="m_grouped_masked", num_groups=4, expected_m=128,
                  sf_packed=True)
     out.append((d, get_sm90_grouped_config(d, H200), False))
+    # the 64-row decode pick (64x64 pipelined) with packed UE8M0 scales
+    d = GemmDesc("fp8_1d2d", 64, 4096, 7168, layout="m_grouped_masked", num_groups=16, expected_m=64, sf_packed=True)
+    out.append((d, get_sm90_grouped_config(d, H200), False))
     return out
 
 

@@ -199,8 +199,10 @@ def test_masked_varied(expected_m):
     _run_masked(8, 192, 4096, 7168, masked, expected_m)
 
 
-def test_masked_packed_ue8m0():
-    _run_masked(4, 256, 7168, 2048, [256, 17, 0, 200], 256, ue8m0=True)
+@pytest.mark.parametrize("g,max_m,masked,expected_m", [(4, 256, [256, 17, 0, 200], 256),
+                                                      (8, 64, [64, 0, 33, 64, 1, 64, 63, 64], 64)])
+def test_masked_packed_ue8m0(g, max_m, masked, expected_m):
+    _run_masked(g, max_m, 7168, 2048, masked, expected_m, ue8m0=True)
 
 
 @pytest.mark.parametrize("bm,pipe", [(64, False), (64, True), (128, True)])

@@ -5,8 +5,8 @@ A frozen :class:`GemmDesc` (``layout`` ``m_grouped_contiguous`` or ``m_grouped_m
 functions, no device access, unit-tested on the CPU (tests/test_heuristics_sm90_grouped.py).
 
 The grouped kernel form (``GROUPING`` 1/2 of ``fp8_gemm_kernel``) takes BLOCK_M 64 or 128 only,
-one 64-row wave per math warpgroup, no split-K, no PIPE_MMA (its static asserts), so the choice is
-BLOCK_M, BLOCK_N, whether the per-token scales ride in the ring (SFA_TMA) and the stage count.
+one 64-row wave per math warpgroup, no split-K (its static asserts), so the choice is BLOCK_M,
+BLOCK_N, whether the per-token scales ride in the ring (SFA_TMA), PIPE_MMA and the stage count.
 Rules carried over from the dense sweeps (benchmarks/NOTES.md v2/v3), then confirmed by the grouped
 sweep (results/grouped-sm90-sweep-h200-2026-12-03-e189e71.json: the pick was the fastest of 4-6
 configs on all 9 issue shapes):
@@ -18,7 +18,14 @@ configs on all 9 issue shapes):
 - Masked: BLOCK_M 64 when the expected rows per group are <= 64 (one warpgroup; a 128-row tile
   would compute half empty rows), else 128. Scales by TMA at both heights: 16 groups x 64 rows at
   (7168, 2048) 141.3 -> 92.8 us, at (4096, 7168) 447.5 -> 286.2 us; 128-row tiles at 1 x 1024 56.3 us
-  and 4 x 256 37.5 us beat 64-row ones (75.1, 48.9). No PIPE_MMA: slower on every masked shape.
+  and 4 x 256 37.5 us beat 64-row ones (75.1, 48.9).
+- Masked 64-row tiles: 64x64, pipelined (K blocks in pairs). The e189e71 sweep's "PIPE_MMA slower on
+  every masked shape" was measured while ptxas serialized that loop; the f591c04 sweep
+  (results/grouped-sm90-sweep-h200-2026-12-03-f591c04.json) with the loop fixed: 16 x 64 at
+  (7168, 2048) 64x64 pipelined 13 stages 75.2 us (64x128 plain 92.2, pipelined 84.4), at (4096, 7168)
+  189.9 (285.9, 272.8), 32 x 64 at (7168, 2048) 137.2 (176.7, 161.3). 128-row tiles: within 1 % either
+  way (1 x 1024 at (4096, 7168) 54.8 pipelined vs 55.4; 4 x 256 at (7168, 2048) 38.4 vs 38.1), so they stay
+  plain. Contiguous likewise within 1 % (1654.7 vs 1661.7 us at 4 x 8192 x (4096, 7168)): plain.
 """
 
 from __future__ import annotations
@@ -72,5 +79,6 @@ def get_sm90_grouped_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Config:
         tiles_128 = math.ceil(desc.m / 128) * math.ceil(desc.n / bn)
         bm = 128 if tiles_128 >= facts.num_sms else 64
         return make_grouped_config(facts, bm, bn, sfa_tma=True)
-    bm = 64 if rows_per_group(desc) <= 64 else 128
-    return make_grouped_config(facts, bm, bn, sfa_tma=True)
+    if rows_per_group(desc) <= 64:
+        return make_grouped_config(facts, 64, min(bn, 64), sfa_tma=True, pipe_mma=True)
+    return make_grouped_config(facts, 128, bn, sfa_tma=True)

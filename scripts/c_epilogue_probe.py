@@ -1,0 +1,65 @@
+"""What the C read costs the sm90 FP32-out 1d1d GEMM (weight gradients) on the H200.
+
+For the weight-gradient shapes of the bench suite and the two k-grouped per-group shapes (K = 2048),
+times ``fp8_gemm_nt(..., d, c=d, recipe=(1, 1, 128))`` (the harness's in-place accumulate) against the
+same call without C (``d = a @ b`` in FP32), both with the dispatched config, and prints the chosen
+config. The difference bounds what prefetching C (instead of the epilogue's blocking loads) can gain.
+Fresh random data (the harness's inputs), CUDA events, 1 GiB L2 flush before each call, median of 20.
+Usage: PYTHONPATH=. python3 scripts/c_epilogue_probe.py (JSON to $OUT/c_epilogue_probe.json).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from pathlib import Path
+
+import torch
+import triton
+
+import finegemm
+from finegemm.bench.inputs import make_inputs
+from finegemm.bench.suites import weight_grad_cases
+from finegemm.bench.timer import L2Flush, time_cuda
+from finegemm.jit.device import device_facts
+from finegemm.jit.heuristics import GemmDesc
+from finegemm.kernels.sm90 import dispatch
+
+SHAPES = [(c.m, c.n, c.k) for c in weight_grad_cases()] + [(4096, 7168, 2048), (7168, 2048, 2048)]
+
+
+def probe(m: int, n: int, k: int, dev: torch.device, flush: L2Flush, facts) -> dict:
+    """One shape: the dispatched 1d1d call with C in place and without C, and the config it ran."""
+    case = weight_grad_cases([(m, n, k)])[0]
+    t = make_inputs(case, dev, seed=11).t
+    a, b = (t["a"][0], t["sfa_mn"]), t["b"]
+    d = t["c"].clone()
+    d_plain = torch.empty_like(d)
+    with_c = time_cuda(lambda: finegemm.fp8_gemm_nt(a, b, d, c=d, recipe=(1, 1, 128)), flush, 3, 20)
+    no_c = time_cuda(lambda: finegemm.fp8_gemm_nt(a, b, d_plain, recipe=(1, 1, 128)), flush, 3, 20)
+    cfg = dispatch.get_config(GemmDesc("fp8_1d1d", m, n, k, out_fp32=True, with_c=True), facts)
+    row = dict(M=m, N=n, K=k, with_c_us=round(with_c.median_us, 1), no_c_us=round(no_c.median_us, 1),
+               c_share=round(1 - no_c.median_us / with_c.median_us, 3), config=repr(cfg))
+    print(f"{m}x{n}x{k}: c=d {row['with_c_us']} us, no C {row['no_c_us']} us ({100 * row['c_share']:.1f} %), "
+          f"{cfg.block_m}x{cfg.block_n} st{cfg.stages} pipe={cfg.pipe_mma} se={cfg.small_epi}", flush=True)
+    return row
+
+
+def main() -> None:
+    dev = torch.device("cuda")
+    flush = L2Flush(dev)
+    facts = device_facts(dev)
+    commit = Path(".commit").read_text().strip() if Path(".commit").exists() else "unknown"
+    result = dict(what=__doc__.splitlines()[0], gpu=torch.cuda.get_device_name(dev), torch=torch.__version__,
+                  triton=triton.__version__, commit=commit,
+                  date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                  method="CUDA events, 1 GiB L2 flush before each call, 3 warm-ups, median of 20", rows=[])
+    out = Path(os.environ.get("OUT", ".")) / "c_epilogue_probe.json"
+    for m, n, k in SHAPES:
+        result["rows"].append(probe(m, n, k, dev, flush, facts))
+        out.write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -10,6 +10,7 @@ Usage: PYTHONPATH=. python3 scripts/c_epilogue_probe.py (JSON to $OUT/c_epilogue
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import os
@@ -24,6 +25,7 @@ from finegemm.bench.suites import weight_grad_cases
 from finegemm.bench.timer import L2Flush, time_cuda
 from finegemm.jit.device import device_facts
 from finegemm.jit.heuristics import GemmDesc
+from finegemm.jit.heuristics_sm90 import make_config
 from finegemm.kernels.sm90 import dispatch
 
 SHAPES = [(c.m, c.n, c.k) for c in weight_grad_cases()] + [(4096, 7168, 2048), (7168, 2048, 2048)]
@@ -38,10 +40,30 @@ def probe(m: int, n: int, k: int, dev: torch.device, flush: L2Flush, facts) -> d
     d_plain = torch.empty_like(d)
     with_c = time_cuda(lambda: finegemm.fp8_gemm_nt(a, b, d, c=d, recipe=(1, 1, 128)), flush, 3, 20)
     no_c = time_cuda(lambda: finegemm.fp8_gemm_nt(a, b, d_plain, recipe=(1, 1, 128)), flush, 3, 20)
-    cfg = dispatch.get_config(GemmDesc("fp8_1d1d", m, n, k, out_fp32=True, with_c=True), facts)
+    desc = GemmDesc("fp8_1d1d", m, n, k, out_fp32=True, with_c=True)
+    cfg = dispatch.get_config(desc, facts)
     row = dict(M=m, N=n, K=k, with_c_us=round(with_c.median_us, 1), no_c_us=round(no_c.median_us, 1),
                c_share=round(1 - no_c.median_us / with_c.median_us, 3), config=repr(cfg))
+    # the same config with C staged by TMA (Sm90Config.c_tma), through the sm90 dispatch directly, and for
+    # reference the 128-row pipelined ring config with and without it; checked bitwise against the API's result
+    sfb_mn = finegemm.get_mn_major_tma_aligned_tensor(b[1])
+    ring = make_config(desc, facts, 128, 128 if k > 1024 else 64, sfa_tma=True, sfb_tma=True)
+    variants = dict(c_tma=dataclasses.replace(cfg, c_tma=True),
+                    ring128=dataclasses.replace(ring, pipe_mma=True),
+                    ring128_c_tma=dataclasses.replace(ring, pipe_mma=True, c_tma=True))
+    d.copy_(t["c"])
+    finegemm.fp8_gemm_nt(a, b, d, c=d, recipe=(1, 1, 128))
+    expected = d.clone()
+    for name, vcfg in variants.items():
+        d.copy_(t["c"])
+        dispatch.fp8_gemm(desc, vcfg, a[0], a[1], b[0], sfb_mn, d, d)
+        torch.cuda.synchronize()
+        row[name + "_same"] = bool(torch.equal(d, expected))
+        row[name + "_us"] = round(time_cuda(lambda c=vcfg: dispatch.fp8_gemm(desc, c, a[0], a[1], b[0], sfb_mn, d, d),
+                                            flush, 3, 20).median_us, 1)
     print(f"{m}x{n}x{k}: c=d {row['with_c_us']} us, no C {row['no_c_us']} us ({100 * row['c_share']:.1f} %), "
+          f"c_tma {row['c_tma_us']} ({row['c_tma_same']}), ring128 {row['ring128_us']} / c_tma "
+          f"{row['ring128_c_tma_us']} ({row['ring128_c_tma_same']}); "
           f"{cfg.block_m}x{cfg.block_n} st{cfg.stages} pipe={cfg.pipe_mma} se={cfg.small_epi}", flush=True)
     return row
 

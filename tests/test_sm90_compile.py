@@ -14,6 +14,7 @@ import pytest
 from finegemm.jit.device import H200
 from finegemm.jit.heuristics import GemmDesc
 from finegemm.jit.heuristics_sm90 import get_sm90_config, make_config
+from finegemm.kernels.sm90 import gemm_1d2d
 from finegemm.kernels.sm90.compile_check import PTX_MUST_CONTAIN, assert_fast_path_kernel, compile_variant
 
 NK = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]
@@ -71,6 +72,33 @@ def _variants():
     add(d, make_config(d, H200, 256, 128, small_epi=True, sfb_tma=True), "fp32")
     add(d, make_config(d, H200, 64, 128, 4, sfa_tma=True, sfb_tma=True), "fp32")
     return list(seen.values())
+
+
+def _c_tma_variants():
+    """FP32 C staged by TMA in the D buffer (``c_tma``): one wave, two waves, two waves sharing one buffer."""
+    d = GemmDesc("fp8_1d1d", 4096, 4096, 7168, out_fp32=True, with_c=True)
+    pipe = dataclasses.replace(make_config(d, H200, 128, 128, sfa_tma=True, sfb_tma=True), pipe_mma=True)
+    out = [(d, pipe), (d, make_config(d, H200, 256, 128, small_epi=True, sfa_tma=True, sfb_tma=True)),
+           (d, make_config(d, H200, 64, 128, sfa_tma=True))]
+    packed = GemmDesc("fp8_1d1d", 4095, 2112, 2048, out_fp32=True, with_c=True, sf_packed=True)
+    out.append((packed, make_config(packed, H200, 256, 128, small_epi=True, sfb_tma=True)))
+    return [(desc, dataclasses.replace(cfg, c_tma=True)) for desc, cfg in out]
+
+
+C_TMA_VARIANTS = _c_tma_variants()
+
+
+@pytest.mark.parametrize("desc,cfg", C_TMA_VARIANTS,
+                         ids=[f"{c.block_m}x{c.block_n}{'-se' if c.small_epi else ''}{'-packed' if d.sf_packed else ''}"
+                              for d, c in C_TMA_VARIANTS])
+def test_c_by_tma_compiles(desc, cfg):
+    """Each math warpgroup loads its first wave's C rows by TMA and no longer by ld.global."""
+    ptx = assert_fast_path_kernel(compile_variant(desc, cfg, "fp32"), H200.smem_per_block)
+    plain = compile_variant(desc, dataclasses.replace(cfg, c_tma=False), "fp32").asm["ptx"]
+    loads = [len(re.findall(PTX_MUST_CONTAIN["TMA load"], p)) for p in (ptx, plain)]
+    assert loads[0] - loads[1] == gemm_1d2d.num_math_warpgroups(cfg.block_m), loads
+    c_loads = [len(re.findall(r"\bld\.global\.", p)) for p in (ptx, plain)]
+    assert c_loads[0] < c_loads[1], c_loads
 
 
 VARIANTS = _variants()

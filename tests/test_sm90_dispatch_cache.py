@@ -146,3 +146,22 @@ def test_cache_is_bounded(rec, monkeypatch):
     assert len(dispatch._recordings) == 1  # cleared when full, then the 5th added
     _call(keep[0])
     assert rec.plans == 6
+
+
+def test_c_tma_only_where_the_kernel_can_stage_c():
+    """``c_tma`` stays on only for FP32 row-major 16-byte-aligned C beside FP32 D, no split-K, and BLOCK_M
+    256 only with the shared D staging; _build_plan turns it off (and launches the global-load epilogue)
+    for everything else."""
+    cfg = Sm90Config(128, 128, 4, c_tma=True)
+    c = torch.zeros(64, 132)
+    d = torch.zeros(64, 132)
+    assert dispatch.c_tma_ok(cfg, c, d)
+    assert not dispatch.c_tma_ok(cfg, None, d)
+    assert not dispatch.c_tma_ok(cfg, c.bfloat16(), d)
+    assert not dispatch.c_tma_ok(cfg, c, d.bfloat16())
+    assert not dispatch.c_tma_ok(cfg, torch.zeros(132, 64).T, d)  # column-major C
+    assert not dispatch.c_tma_ok(cfg, torch.zeros(64, 133)[:, :130], d[:, :130])  # rows of 133 words
+    assert not dispatch.c_tma_ok(cfg, torch.zeros(64 * 132 + 1)[1:].view(64, 132), d)  # base off by 4 bytes
+    assert not dispatch.c_tma_ok(Sm90Config(128, 128, 4, split_k=2, c_tma=True), c, d)
+    assert not dispatch.c_tma_ok(Sm90Config(256, 128, 3, c_tma=True), c, d)
+    assert dispatch.c_tma_ok(Sm90Config(256, 128, 3, small_epi=True, c_tma=True), c, d)

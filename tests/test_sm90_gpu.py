@@ -142,3 +142,48 @@ def test_1d1d_sfb_tma(m, n, k, packed, variant):
     if packed and variant["tile"][0] == 256:
         variant.pop("sfa_tma", None)  # packed per-token scales stay on global loads at 256 rows
     _run_cfg(m, n, k, packed, True, recipe="1d1d", sfb_tma=True, **variant)
+
+
+C_TMA_VARIANTS = [dict(tile=(128, 128, 1), sfa_tma=True, sfb_tma=True, pipe_mma=True),
+                  dict(tile=(256, 128, 1), small_epi=True, sfa_tma=True, sfb_tma=True),
+                  dict(tile=(128, 64, 1), sfa_tma=True, sfb_tma=True, pipe_mma=True),
+                  dict(tile=(64, 128, 1), sfa_tma=True)]
+
+
+@pytest.mark.parametrize("m,n,k", [(333, 576, 7168), (4095, 2112, 512), (77, 2112, 1536), (2112, 4096, 2048)])
+@pytest.mark.parametrize("variant", C_TMA_VARIANTS, ids=["128-pipe", "256-se", "128x64-pipe", "64"])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_1d1d_c_by_tma(m, n, k, variant, in_place):
+    """C staged by TMA in the D buffer (``c_tma``): right against the reference, bitwise the result of the
+    epilogue's global C loads, with C a separate tensor or D itself (the weight-gradient accumulate)."""
+    import dataclasses
+
+    from finegemm.jit.device import device_facts
+    from finegemm.jit.heuristics import GemmDesc
+    from finegemm.jit.heuristics_sm90 import make_config
+
+    dispatch = _sm90()
+    dev = torch.device("cuda")
+    a, sfa = per_token_cast_to_fp8(torch.randn(m, k, device=dev, dtype=torch.bfloat16), use_ue8m0=False)
+    b, sfb = per_token_cast_to_fp8(torch.randn(n, k, device=dev, dtype=torch.bfloat16), use_ue8m0=False)
+    sfa_k, sfb_k = finegemm.get_mn_major_tma_aligned_tensor(sfa), finegemm.get_mn_major_tma_aligned_tensor(sfb)
+    c = torch.randn(m, n, device=dev, dtype=torch.float32)
+    desc = GemmDesc("fp8_1d1d", m, n, k, True, True, True, True, False)
+    variant = dict(variant)
+    pipe = variant.pop("pipe_mma", False)
+    bm, bn, split = variant.pop("tile")
+    base = dataclasses.replace(make_config(desc, device_facts(dev), bm, bn, split, **variant), pipe_mma=pipe)
+    outs = {}
+    for c_tma in (False, True):
+        cfg = dataclasses.replace(base, c_tma=c_tma)
+        if in_place:
+            d = c.clone()
+            dispatch.fp8_gemm(desc, cfg, a, sfa_k, b, sfb_k, d, d)
+        else:
+            d = torch.full((m, n), float("nan"), device=dev, dtype=torch.float32)
+            dispatch.fp8_gemm(desc, cfg, a, sfa_k, b, sfb_k, d, c)
+        outs[c_tma] = d
+    torch.cuda.synchronize()
+    ref = reference.fp8_gemm_nt((a, sfa), (b, sfb), c, recipe=(1, 1, 128))
+    assert reference.calc_diff(outs[True], ref) < 1e-3, (m, n, k, base)
+    assert torch.equal(outs[True], outs[False]), "C by TMA differs from C by global loads"

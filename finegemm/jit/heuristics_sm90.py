@@ -42,6 +42,9 @@ class Sm90Config:
     # K read from the A descriptor at run time instead of compiled in (no split-K): one kernel for every K
     # of a shape's N (the k-grouped per-group launches); ``K`` constexpr then a placeholder
     k_dynamic: bool = False
+    # FP32 C and D, no split-K: each tile's C is loaded by TMA into the D staging buffer before its main
+    # loop instead of by blocking loads in the epilogue (with small_epi: the first wave's C only)
+    c_tma: bool = False
 
     @property
     def num_warps(self) -> int:

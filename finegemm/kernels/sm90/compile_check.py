@@ -62,6 +62,13 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32"):
     )
     if not config.sfb_tma:
         constexprs["sfb_desc"] = None
+    c_tma = (config.c_tma and desc.with_c and split == 1 and c_dtype == "fp32" and d_fp32
+             and (bm < 256 or config.small_epi))  # what dispatch.c_tma_ok lets through
+    constexprs["C_TMA"] = c_tma
+    if c_tma:
+        sig["c_desc"] = _desc_sig("fp32", [64, bn], gl.float32)
+    else:
+        constexprs["c_desc"] = None
     for name in constexprs:
         sig[name] = "constexpr"
     src = GluonASTSource(gemm_1d2d.fp8_gemm_kernel, sig, constexprs)
@@ -93,7 +100,7 @@ def compile_grouped_variant(desc: GemmDesc, config: Sm90Config, use_psum: bool =
         SF_PACKED=desc.sf_packed, SFB_PER_CHANNEL=False, HAS_C=False, PIPE_MMA=config.pipe_mma,
         PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS, SMALL_EPI=False, SFA_TMA=config.sfa_tma,
         **dispatch_grouped.grouped_constexprs(desc, use_psum, align), sfb_desc=None, SFB_TMA=False,
-        K_DYN=False,
+        K_DYN=False, c_desc=None, C_TMA=False,
     )
     for name in constexprs:
         sig[name] = "constexpr"

@@ -98,6 +98,15 @@ def _scale_desc(sfa: torch.Tensor, bm: int, tma: bool) -> TensorDescriptor | Non
     return TensorDescriptor(sfa, [sfk, m], [stride_k, 1], layouts.sfa_box(bm, True), gemm_1d2d.sfa_desc_layout())
 
 
+def c_tma_ok(config: Sm90Config, c: torch.Tensor | None, d: torch.Tensor) -> bool:
+    """Whether C can be staged by TMA in the D buffer (``Sm90Config.c_tma``): FP32 C and D, C row-major
+    with 16-byte aligned base and rows, no split-K (whose reduction adds C), BLOCK_M 256 only with
+    ``small_epi`` (the kernel's static assert)."""
+    return (c is not None and config.split_k == 1 and (config.block_m < 256 or config.small_epi)
+            and c.dtype == torch.float32 and d.dtype == torch.float32 and c.dim() == 2 and c.stride(1) == 1
+            and c.data_ptr() % 16 == 0 and (c.stride(0) * 4) % 16 == 0)
+
+
 def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c):
     m, k = a.shape
     n = b.shape[0]
@@ -125,6 +134,9 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c):
     sfb_desc = _scale_desc(sfb, bn, True) if per_channel and config.sfb_tma else None
     if sfb_desc is None:
         config = dataclasses.replace(config, sfb_tma=False)
+    c_desc = _desc(c, [64, bn]) if config.c_tma and c_tma_ok(config, c, d) else None
+    if c_desc is None:
+        config = dataclasses.replace(config, c_tma=False)
     kernel_args = (a_desc, b_desc, d_desc, sfa, sfb, c_arg, m, sfa.stride(1), stride_sfb, c_arg.stride(0), sfa_desc)
     meta = dict(
         N=n, K=layouts.BLOCK_K if config.k_dynamic else k, BLOCK_M=bm, BLOCK_N=bn, STAGES=config.stages,
@@ -132,7 +144,7 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c):
         SF_PACKED=sfa.dtype == torch.int32, SFB_PER_CHANNEL=per_channel, HAS_C=c is not None,
         PIPE_MMA=config.pipe_mma, PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS,
         SMALL_EPI=config.small_epi, SFA_TMA=config.sfa_tma, sfb_desc=sfb_desc, SFB_TMA=config.sfb_tma,
-        K_DYN=config.k_dynamic,
+        K_DYN=config.k_dynamic, c_desc=c_desc, C_TMA=config.c_tma,
         num_warps=config.num_warps,
     )
     reduce = None

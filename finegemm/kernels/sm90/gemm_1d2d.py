@@ -566,13 +566,20 @@ def _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
 
 @gluon.jit
 def _store_wave(acc, d_desc, d_sub, c_ptr, rows, cols, row_mask, col_mask, stride_cm, out_row, off_n,
-                PENDING: gl.constexpr, ADD_C: gl.constexpr):
+                PENDING: gl.constexpr, ADD_C: gl.constexpr, C_STAGED: gl.constexpr = False, c_bar=None,
+                c_phase=0):
     """Epilogue of one 64-row wave: (+ C in FP32), cast, registers -> ``d_sub`` [64, BLOCK_N] -> TMA store.
 
+    ``C_STAGED``: this wave's C tile is already on its way into ``d_sub`` by TMA (:func:`_prefetch_c`,
+    arriving on ``c_bar`` with phase ``c_phase``); else, with ``ADD_C``, C is read here from global memory.
     The store is left in flight; ``PENDING`` TMA stores of this warpgroup may still be running when
     ``d_sub`` is overwritten (they read other buffers).
     """
-    if ADD_C:
+    if C_STAGED:
+        mbarrier.wait(c_bar, c_phase)
+        # each thread reads back exactly the elements it overwrites below (same layout): no barrier between
+        acc = acc + d_sub.load(acc.type.layout)
+    elif ADD_C:
         c_ptrs = c_ptr + rows.to(gl.int64)[:, None] * stride_cm + cols[None, :]
         c = gl.load(c_ptrs, mask=row_mask[:, None] & col_mask[None, :], other=0.0)
         acc = acc + c.to(gl.float32)
@@ -582,6 +589,20 @@ def _store_wave(acc, d_desc, d_sub, c_ptr, rows, cols, row_mask, col_mask, strid
     fence_async_shared()
     gl.thread_barrier()
     tma.async_copy_shared_to_global(d_desc, [out_row, off_n], d_sub)
+
+
+@gluon.jit
+def _prefetch_c(c_desc, c_bar, d_sub, off_row, off_n):
+    """Start the TMA load of the 64 C rows from ``off_row`` into this warpgroup's D staging rows ``d_sub``,
+    arriving on ``c_bar``: it runs under the tile's main loop.
+
+    The buffer must be free: every TMA store of this warpgroup has finished reading it first.
+    Rows past M arrive as zeros (and are never stored).
+    """
+    tma.store_wait(0)
+    gl.thread_barrier()
+    mbarrier.expect(c_bar, c_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(c_desc, [off_row, off_n], c_bar, d_sub)
 
 
 @gluon.jit
@@ -595,7 +616,7 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                     NUM_GROUPS: gl.constexpr = 1, GROUP_ROWS: gl.constexpr = 0, SFA_STRIDE_G: gl.constexpr = 0,
                     SFB_STRIDE_G: gl.constexpr = 0, USE_PSUM: gl.constexpr = False, ALIGN: gl.constexpr = 128,
                     sfb_bufs=None, SFB_TMA: gl.constexpr = False, a_desc=None,
-                    K_DYN: gl.constexpr = False):
+                    K_DYN: gl.constexpr = False, c_desc=None, c_bars=None, C_TMA: gl.constexpr = False):
     """One math warpgroup (4 warps). Its rows of each tile: wave ``w`` covers tile rows
     ``w * 64 * NUM_WG + 64 * WG + [0, 64)`` (BLOCK_M 64/128: one wave; 256: two, DeepGEMM's order).
     ``d_smem`` holds [BLOCK_M, BLOCK_N] (or, with ``SMALL_EPI``, [64 * NUM_WG, BLOCK_N] that both
@@ -609,7 +630,7 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
         _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr, sfb_ptr, c_ptr, M,
                     stride_sfa_k, stride_sfb, stride_cm, N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
                     SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, WG, sfb_bufs,
-                    SFB_TMA, a_desc, K_DYN)
+                    SFB_TMA, a_desc, K_DYN, c_desc, c_bars, C_TMA)
 
 
 @gluon.jit
@@ -619,8 +640,14 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                 STAGES: gl.constexpr, GROUP_M: gl.constexpr, SPLIT_K: gl.constexpr,
                 SF_PACKED: gl.constexpr, SFB_PER_CHANNEL: gl.constexpr, HAS_C: gl.constexpr,
                 PIPE_MMA: gl.constexpr, SMALL_EPI: gl.constexpr, sfa_bufs, SFA_TMA: gl.constexpr,
-                WG: gl.constexpr, sfb_bufs, SFB_TMA: gl.constexpr, a_desc, K_DYN: gl.constexpr):
-    """The dense math partition (GROUPING 0): persistent (tile, k-split) units."""
+                WG: gl.constexpr, sfb_bufs, SFB_TMA: gl.constexpr, a_desc, K_DYN: gl.constexpr, c_desc, c_bars,
+                C_TMA: gl.constexpr):
+    """The dense math partition (GROUPING 0): persistent (tile, k-split) units.
+
+    ``C_TMA`` (with C, no split-K, FP32 C and D): the C rows of each tile's first wave are loaded by TMA into
+    its D staging rows before the main loop (:func:`_prefetch_c`) instead of by blocking loads in the
+    epilogue. BLOCK_M 256 needs ``SMALL_EPI`` (without it, the CPU compile spills 280 bytes), and there the
+    second wave reads its C as before: it reuses the first wave's buffer."""
     WG_M: gl.constexpr = 64
     NUM_WG: gl.constexpr = num_math_warpgroups(BLOCK_M)
     WAVES: gl.constexpr = BLOCK_M // (WG_M * NUM_WG)
@@ -637,9 +664,13 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
     num_pid_n: gl.constexpr = (N + BLOCK_N - 1) // BLOCK_N
     num_units = num_pid_m * num_pid_n * SPLIT_K
     ADD_C: gl.constexpr = HAS_C and SPLIT_K == 1
+    gl.static_assert(not C_TMA or ADD_C, "C_TMA: C added in the kernel (no split-K)")
+    gl.static_assert(not C_TMA or WAVES == 1 or SMALL_EPI, "C_TMA at BLOCK_M 256 needs SMALL_EPI (else it spills)")
 
     d_sub0 = d_smem.slice(row0, WG_M, dim=0)
+    c_bar = c_bars.index(WG)
     it = 0
+    tcount = 0
     for unit in range(gl.program_id(0), num_units, gl.num_programs(0)):
         tile = unit // SPLIT_K
         split = unit % SPLIT_K
@@ -658,13 +689,17 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
         col_mask = cols < N
         nb0 = off_n // 128
         second_col = (cols // 128) != nb0
+        if C_TMA:
+            _prefetch_c(c_desc, c_bar, d_sub0, off_m + row0, off_n)
+        c_phase = tcount & 1
+        tcount += 1
         if WAVES == 1:
             acc, it = _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row0,
                                      sfa_ptr, sfb_ptr, rows0, cols, mask0, col_mask, nb0, second_col,
                                      stride_sfa_k, stride_sfb, mma_layout, NUM_NB, kb_per_split, STAGES,
                                      SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, PIPE_MMA, SFA_TMA, sfb_bufs, SFB_TMA)
             _store_wave(acc, d_desc, d_sub0, c_ptr, rows0, cols, mask0, col_mask, stride_cm,
-                        out_m + row0, off_n, 0, ADD_C)
+                        out_m + row0, off_n, 0, ADD_C, C_TMA, c_bar, c_phase)
         else:
             rows1 = off_m + row1 + gl.arange(0, WG_M, layout=row_layout)
             mask1 = rows1 < M
@@ -674,7 +709,7 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                                             kb_per_split, STAGES, SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM,
                                             SFA_TMA, sfb_bufs, SFB_TMA)
             _store_wave(acc0, d_desc, d_sub0, c_ptr, rows0, cols, mask0, col_mask, stride_cm,
-                        out_m + row0, off_n, 0, ADD_C)
+                        out_m + row0, off_n, 0, ADD_C, C_TMA, c_bar, c_phase)
             # SMALL_EPI: wave 1 reuses wave 0's buffer, so wave 0's store must have read it first.
             if SMALL_EPI:
                 d_sub1 = d_sub0
@@ -812,8 +847,12 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                     layout_ptr=None, d_ptr=None, GROUPING: gl.constexpr = 0, NUM_GROUPS: gl.constexpr = 1,
                     GROUP_ROWS: gl.constexpr = 0, SFK_ROWS: gl.constexpr = 0, SFA_STRIDE_G: gl.constexpr = 0,
                     SFB_STRIDE_G: gl.constexpr = 0, USE_PSUM: gl.constexpr = False, ALIGN: gl.constexpr = 128,
-                    sfb_desc=None, SFB_TMA: gl.constexpr = False, K_DYN: gl.constexpr = False):
+                    sfb_desc=None, SFB_TMA: gl.constexpr = False, K_DYN: gl.constexpr = False,
+                    c_desc=None, C_TMA: gl.constexpr = False):
     """Entry: carve shared memory, init barriers, fork producer and math partitions.
+
+    ``c_desc`` (``C_TMA`` only, else None): TMA descriptor of the FP32 C ``[M, N]``, box [64, BLOCK_N], the
+    layout of ``d_desc`` (C is staged in the D buffer).
 
     ``sfa_desc``: TMA descriptor of the LHS scales as [K/128 (packed: ceil(K/512)), M] (the MN-major
     tensor's transpose), box [1, BLOCK_M], no swizzle; only read with ``SFA_TMA`` (else any small box).
@@ -864,6 +903,16 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
         sfb_bufs = gl.allocate_shared_memory(gl.float32, [1, 1, 4], sfa_desc.layout)
     d_smem = gl.allocate_shared_memory(d_desc.dtype, [d_staging_rows(BLOCK_M, SMALL_EPI), BLOCK_N], d_desc.layout)
     full_bars, empty_bars = ring_barriers(STAGES, NUM_WG)
+    # one C-arrival barrier per math warpgroup; without C_TMA never waited on, and d_desc stands in for c_desc
+    c_bars = gl.allocate_shared_memory(gl.int64, [NUM_WG, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(NUM_WG):
+        mbarrier.init(c_bars.index(i), count=1)
+    fence_async_shared()
+    if C_TMA:
+        gl.static_assert(GROUPING == 0, "C_TMA: dense tiles")
+        c_tma_desc = c_desc
+    else:
+        c_tma_desc = d_desc
 
     if NUM_WG == 2:
         # Two math warpgroups in two partitions: no CTA-wide barrier couples them, so one
@@ -874,13 +923,15 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
                                SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, 0,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
-                               SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN)),
+                               SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
+                               c_tma_desc, c_bars, C_TMA)),
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                                sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
                                SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, 1,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
-                               SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN)),
+                               SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
+                               c_tma_desc, c_bars, C_TMA)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
                                SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,
@@ -893,7 +944,8 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
                                SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, 0,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
-                               SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN)),
+                               SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
+                               c_tma_desc, c_bars, C_TMA)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
                                SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,

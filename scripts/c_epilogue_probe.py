@@ -1,6 +1,6 @@
 """What the C read costs the sm90 FP32-out 1d1d GEMM (weight gradients) on the H200.
 
-For the weight-gradient shapes of the bench suite and the two k-grouped per-group shapes (K = 2048),
+For weight-gradient shapes of the bench suite and a k-grouped per-group shape (K = 2048),
 times ``fp8_gemm_nt(..., d, c=d, recipe=(1, 1, 128))`` (the harness's in-place accumulate) against the
 same call without C (``d = a @ b`` in FP32), both with the dispatched config, and prints the chosen
 config. The difference bounds what prefetching C (instead of the epilogue's blocking loads) can gain.
@@ -28,7 +28,8 @@ from finegemm.jit.heuristics import GemmDesc
 from finegemm.jit.heuristics_sm90 import make_config
 from finegemm.kernels.sm90 import dispatch
 
-SHAPES = [(c.m, c.n, c.k) for c in weight_grad_cases()] + [(4096, 7168, 2048), (7168, 2048, 2048)]
+# weight-gradient shapes of the bench suite (K 1536-7168) and the k-grouped per-group shape at G=16
+SHAPES = [(2112, 4096, 7168), (24576, 4096, 1536), (7168, 4096, 2048), (4096, 4096, 7168), (4096, 7168, 2048)]
 
 
 def probe(m: int, n: int, k: int, dev: torch.device, flush: L2Flush, facts) -> dict:

@@ -7,11 +7,11 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 OUT="${OUT:-/tmp/finegemm-out}"
 LOGS="$(mktemp -d)"
 pack() { tar -czf "$OUT/probe2.tgz" -C "$LOGS" .; }
-OUT="$LOGS" timeout 100 python3 scripts/c_epilogue_probe.py 2>&1 | tee "$LOGS/c_probe.log"; pack
-OUT="$LOGS" timeout 100 python3 scripts/mqa_sm90_probe.py 2>&1 | tee "$LOGS/mqa_probe.log" | cut -c1-400; pack
-timeout 130 python3 scripts/k_grouped_bench.py --sweep --out "$LOGS" 2>&1 | tee "$LOGS/kg_sweep.log"; pack
-timeout 60 python3 -m finegemm.bench --plain --no-progress --suite grouped --peers finegemm-sm90 \
+OUT="$LOGS" timeout 140 python3 scripts/c_epilogue_probe.py 2>&1 | tee "$LOGS/c_probe.log"; pack
+OUT="$LOGS" timeout 80 python3 scripts/mqa_sm90_probe.py 2>&1 | tee "$LOGS/mqa_probe.log" | cut -c1-400; pack
+timeout 110 python3 scripts/k_grouped_bench.py --sweep --out "$LOGS" 2>&1 | tee "$LOGS/kg_sweep.log"; pack
+timeout 50 python3 -m finegemm.bench --plain --no-progress --suite grouped --peers finegemm-sm90 \
     --commit "$(cat .commit)" --json "$LOGS/bench-grouped.json" 2>&1 | tail -25 | tee "$LOGS/bench-grouped.log"; pack
-timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_sm90_grouped_gpu.py \
+timeout 180 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_sm90_grouped_gpu.py \
     "tests/test_sm90_gpu.py::test_1d1d_c_by_tma" 2>&1 \
     | tee "$LOGS/pytest-grouped.log" | tail -6; pack

@@ -2,8 +2,9 @@
 
 For weight-gradient shapes of the bench suite and a k-grouped per-group shape (K = 2048),
 times ``fp8_gemm_nt(..., d, c=d, recipe=(1, 1, 128))`` (the harness's in-place accumulate) against the
-same call without C (``d = a @ b`` in FP32), both with the dispatched config, and prints the chosen
-config. The difference bounds what prefetching C (instead of the epilogue's blocking loads) can gain.
+same kernel config without C (``d = a @ b`` in FP32, through the sm90 dispatch: the API requires C) and
+with C staged by TMA (``Sm90Config.c_tma``), and prints the chosen config. The no-C time bounds what
+prefetching C (instead of the epilogue's blocking loads) can gain.
 Fresh random data (the harness's inputs), CUDA events, 1 GiB L2 flush before each call, median of 20.
 Usage: PYTHONPATH=. python3 scripts/c_epilogue_probe.py (JSON to $OUT/c_epilogue_probe.json).
 """
@@ -39,15 +40,17 @@ def probe(m: int, n: int, k: int, dev: torch.device, flush: L2Flush, facts) -> d
     a, b = (t["a"][0], t["sfa_mn"]), t["b"]
     d = t["c"].clone()
     d_plain = torch.empty_like(d)
-    with_c = time_cuda(lambda: finegemm.fp8_gemm_nt(a, b, d, c=d, recipe=(1, 1, 128)), flush, 3, 20)
-    no_c = time_cuda(lambda: finegemm.fp8_gemm_nt(a, b, d_plain, recipe=(1, 1, 128)), flush, 3, 20)
     desc = GemmDesc("fp8_1d1d", m, n, k, out_fp32=True, with_c=True)
     cfg = dispatch.get_config(desc, facts)
+    sfb_mn = finegemm.get_mn_major_tma_aligned_tensor(b[1])
+    with_c = time_cuda(lambda: finegemm.fp8_gemm_nt(a, b, d, c=d, recipe=(1, 1, 128)), flush, 3, 20)
+    # the API requires C for this recipe: the no-C kernel (same config) through the sm90 dispatch
+    desc_no_c = dataclasses.replace(desc, with_c=False)
+    no_c = time_cuda(lambda: dispatch.fp8_gemm(desc_no_c, cfg, a[0], a[1], b[0], sfb_mn, d_plain, None), flush, 3, 20)
     row = dict(M=m, N=n, K=k, with_c_us=round(with_c.median_us, 1), no_c_us=round(no_c.median_us, 1),
                c_share=round(1 - no_c.median_us / with_c.median_us, 3), config=repr(cfg))
     # the same config with C staged by TMA (Sm90Config.c_tma), through the sm90 dispatch directly, and for
     # reference the 128-row pipelined ring config with and without it; checked bitwise against the API's result
-    sfb_mn = finegemm.get_mn_major_tma_aligned_tensor(b[1])
     ring = make_config(desc, facts, 128, 128 if k > 1024 else 64, sfa_tma=True, sfb_tma=True)
     variants = dict(c_tma=dataclasses.replace(cfg, c_tma=True),
                     ring128=dataclasses.replace(ring, pipe_mma=True),

@@ -463,7 +463,7 @@ def test_pack_paged_kv_cache_layout():
 @pytest.mark.gpu
 @pytest.mark.parametrize("heads, head_dim, ranges, dtype", [
     (64, 128, "causal", torch.float32), (64, 128, "cp", torch.bfloat16), (32, 64, "cp", torch.float32),
-    (64, 32, "causal", torch.float32),
+    (64, 32, "causal", torch.float32), (128, 128, "cp", torch.float32), (16, 128, "causal", torch.float32),
 ])
 def test_gpu_mqa_logits_realistic(heads, head_dim, ranges, dtype):
     case = MqaCase(2048, 8192, heads, head_dim, ranges, dtype)

@@ -72,9 +72,12 @@ def test_untested_triton_is_refused(monkeypatch):
 
 
 def test_config_marks_the_transposed_fp8_operands():
-    assert kg.get_config(_desc(), H200) == kg.KGroupedConfig(H200, False, False)
-    assert kg.get_config(_desc(a_k_major=False, b_k_major=False), H200) == kg.KGroupedConfig(H200, True, True)
-    assert kg.get_config(_desc(a_k_major=True, b_k_major=False), H200) == kg.KGroupedConfig(H200, False, True)
+    # FP8 reads K at run time (one kernel per tile config, K_DYNAMIC_DEFAULT)
+    fp8 = dict(k_dynamic=kg.K_DYNAMIC_DEFAULT)
+    assert kg.get_config(_desc(), H200) == kg.KGroupedConfig(H200, False, False, **fp8)
+    assert kg.get_config(_desc(a_k_major=False, b_k_major=False), H200) == kg.KGroupedConfig(H200, True, True, **fp8)
+    assert kg.get_config(_desc(a_k_major=True, b_k_major=False), H200) == kg.KGroupedConfig(H200, False, True, **fp8)
+    assert kg.K_DYNAMIC_DEFAULT
     # BF16 reads MN-major operands in place
     assert kg.get_config(_desc("bf16", a_k_major=False, b_k_major=False), H200) == kg.KGroupedConfig(H200)
 
@@ -107,7 +110,9 @@ def test_plan_groups_offsets_and_dense_configs():
     assert plan.sfa_ready and not plan.sfb_ready
     for grp in plan.groups:
         want = GemmDesc("fp8_1d1d", 4096, 2048, grp.k, True, True, True, True)
-        assert grp.desc == want and grp.config == kg.fp8_group_config(want, H200)
+        dense = kg.fp8_group_config(want, H200)
+        # runtime K (the default) wherever the dense config has no split-K
+        assert grp.desc == want and grp.config == dataclasses.replace(dense, k_dynamic=dense.split_k == 1)
     assert kg._plan(desc, cfg, ks, sfa, sfb, True) is plan  # cached: a repeated call plans nothing
     # the tn form's row-major [sum(ks)/128, MN] scales are MN-major once transposed
     tn = kg._plan(desc, cfg, ks, torch.empty(sum(ks) // 128, 4096), torch.empty(sum(ks) // 128, 2048), False)

@@ -18,7 +18,8 @@ Method: one launch of the *dense* sm90 kernel per non-empty group, from a host l
 host list, so no device sync); an empty group gets ``d[g] = c[g]`` (a copy unless ``c`` is ``d``).
 
 - FP8: the dense 1d1d kernel (:mod:`.gemm_1d2d`, launches built by :mod:`.dispatch`) with C and FP32
-  out, its config from :func:`fp8_group_config` for ``(M, N, ks[g])``. Group g's A is a K-major
+  out, its config from :func:`fp8_group_config` for ``(M, N, ks[g])``, K read at run time
+  (``K_DYNAMIC_DEFAULT``). Group g's A is a K-major
   ``[M, ks[g]]`` view: in the nt form a slice of the flat buffer (row stride ``ks[g]`` bytes, a
   multiple of 128); in the tn form a column block of the ``[M, sum(ks)]`` K-major operand. FP8 WGMMA
   reads only K-major shared-memory operands, so an MN-major tn operand is first transposed into a
@@ -90,9 +91,12 @@ class KGroupedConfig:
     k_dynamic: bool = False
 
 
-# What get_config sets k_dynamic to. Off until the GPU tests and the k-grouped benchmark have run the
-# runtime-K kernel on the H200 (scripts/gpu_pending.sh); the CPU tests compile it.
-K_DYNAMIC_DEFAULT = False
+# What get_config sets k_dynamic to. On: one compiled kernel per tile config instead of one per distinct
+# group K (~1.3 s each, paid again whenever expert loads produce a new K). H200, f591c04 GPU tests pass
+# (test_fp8_nt_runtime_k); timing (results/k_grouped_sweep_h200_2026-12-03_kdyn_3253fb0.json) within
+# -4 .. +7 % of the compile-time-K kernel: G=16 4096x7168 2943 vs 3174 us, 7168x2048 1620 vs 1556,
+# G=4 4096x7168 1824 vs 1826.
+K_DYNAMIC_DEFAULT = True
 
 
 def unsupported_reason(desc: GemmDesc, facts: DeviceFacts) -> str | None:

@@ -1,9 +1,9 @@
 """Hopper MQA logits (full form of ``fp8_mqa_logits``) in Gluon: a TMA ring of key tiles, WGMMA, and the
 ReLU / head-sum epilogue, one tile at a time (the default) or with the next tile's WGMMA in flight.
 
-Dispatched by the API on sm_90 for head_dim 128 (:func:`prefill_supported`), where it measured 10-11 %
-faster than the Triton kernel (benchmarks/NOTES.md v6: H=64/D=128 causal 292.0 vs 325.4 us); at
-D <= 64 the Triton kernel is as fast, and the compact form stays on it. Why the one-tile-at-a-time
+Dispatched by the API on sm_90 for head_dim 128 and 32/64/128 heads (:func:`prefill_supported`): level
+with or faster than the Triton kernel there (1.14-1.16x at 128 heads); at D <= 64 and at 16 heads the
+Triton kernel is as fast or faster, and the compact form stays on it. Why the one-tile-at-a-time
 schedule: at 114 registers four CTAs share an SM and overlap each other's WGMMA and epilogue, which
 measured faster than the in-CTA overlap (two accumulators, 198 registers, two CTAs an SM).
 
@@ -212,9 +212,11 @@ def mqa_logits_kernel(q_desc, kv_desc, kv_sf_ptr, w_ptr, start_ptr, end_ptr, out
 
 def prefill_supported(heads: int, head_dim: int, max_seqlen_k: int) -> bool:
     """Whether the API runs this kernel (on sm_90, with contiguous 16-byte-aligned q, kv, ranges): the
-    full logits form at head_dim 128, heads 32 and 64 (the head counts it has run on the H200; 16 and
-    128 compile but stay on the Triton kernel until they have)."""
-    return head_dim == 128 and max_seqlen_k == 0 and heads in (32, 64)
+    full logits form at head_dim 128, heads 32, 64 and 128 (H200, S=2048, S_kv=8192, results/
+    mqa-sm90-probe-h200-2026-12-03-heads-3253fb0.json: level with the Triton kernel at 32 and 64 heads
+    (183.9 vs 184.1 us, 293.2 vs 293.4 causal), 1.14-1.16x faster at 128 (502.9 vs 583.6 causal, 284.8
+    vs 323.7 context-parallel); at 16 heads slower (143.0 vs 113.6), so 16 stays on Triton)."""
+    return head_dim == 128 and max_seqlen_k == 0 and heads in (32, 64, 128)
 
 
 def block_q_for(heads: int) -> int:

@@ -111,8 +111,11 @@ def test_plan_groups_offsets_and_dense_configs():
     for grp in plan.groups:
         want = GemmDesc("fp8_1d1d", 4096, 2048, grp.k, True, True, True, True)
         dense = kg.fp8_group_config(want, H200)
-        # runtime K (the default) wherever the dense config has no split-K
-        assert grp.desc == want and grp.config == dataclasses.replace(dense, k_dynamic=dense.split_k == 1)
+        # runtime K (the default) wherever the dense config has no split-K (then no C by TMA at 256 rows)
+        runtime = dense.split_k == 1
+        c_tma = dense.c_tma and not (runtime and dense.block_m == 256)
+        want_cfg = dataclasses.replace(dense, k_dynamic=runtime, c_tma=c_tma)
+        assert grp.desc == want and grp.config == want_cfg
     assert kg._plan(desc, cfg, ks, sfa, sfb, True) is plan  # cached: a repeated call plans nothing
     # the tn form's row-major [sum(ks)/128, MN] scales are MN-major once transposed
     tn = kg._plan(desc, cfg, ks, torch.empty(sum(ks) // 128, 4096), torch.empty(sum(ks) // 128, 2048), False)
@@ -120,16 +123,16 @@ def test_plan_groups_offsets_and_dense_configs():
 
 
 def test_fp8_group_config_rule():
-    """256-row tiles with TMA scales where they fill the GPU about as well as 128 rows; else the dense rule."""
-    tall = GemmDesc("fp8_1d1d", 4096, 7168, 2048, True, True, True, True)
-    cfg = kg.fp8_group_config(tall, H200)
-    assert (cfg.block_m, cfg.block_n, cfg.small_epi, cfg.sfa_tma, cfg.sfb_tma) == (256, 128, True, True, True)
-    assert cfg.stages >= 3 and not cfg.pipe_mma
-    wide = GemmDesc("fp8_1d1d", 7168, 2048, 2048, True, True, True, True)  # 448 tiles of 256 rows: 85 % busy
-    assert kg.fp8_group_config(wide, H200) == get_sm90_config(wide, H200)
-    for m, k in ((192, 4096), (4096, 1024)):  # small M; small K (the whole K fits the ring)
-        small = GemmDesc("fp8_1d1d", m, 7168, k, True, True, True, True)
-        assert kg.fp8_group_config(small, H200) == get_sm90_config(small, H200)
+    """The dense weight-gradient rule per group: 128-row pipelined tiles below K = 4096, 256 rows from
+    there where they fill the GPU, and C staged by TMA in both."""
+    mid = kg.fp8_group_config(GemmDesc("fp8_1d1d", 4096, 7168, 2048, True, True, True, True), H200)
+    assert (mid.block_m, mid.block_n, mid.pipe_mma, mid.sfa_tma, mid.sfb_tma, mid.c_tma) == (128, 128, True, True,
+                                                                                               True, True)
+    tall = kg.fp8_group_config(GemmDesc("fp8_1d1d", 4096, 7168, 7168, True, True, True, True), H200)
+    assert (tall.block_m, tall.small_epi, tall.c_tma) == (256, True, True) and tall.stages >= 3
+    for m, n, k in ((192, 7168, 4096), (4096, 7168, 1024), (7168, 2048, 2048)):
+        desc = GemmDesc("fp8_1d1d", m, n, k, True, True, True, True)
+        assert kg.fp8_group_config(desc, H200) == get_sm90_config(desc, H200)
 
 
 def test_bf16_plan_keeps_operand_majorness():
@@ -262,8 +265,9 @@ def test_k_dynamic_groups_share_one_kernel(monkeypatch):
     assert cfg.k_dynamic
     plan = kg._plan(desc, cfg, ks, torch.empty(4096, sum(ks) // 128), torch.empty(7168, sum(ks) // 128), True)
     assert all(g.config.k_dynamic for g in plan.groups)
-    tiles = {dataclasses.replace(g.config, k_dynamic=False) for g in plan.groups}
-    assert tiles == {kg.fp8_group_config(g.desc, H200) for g in plan.groups}  # otherwise the usual rule
+    tiles = {dataclasses.replace(g.config, k_dynamic=False, c_tma=False) for g in plan.groups}
+    # otherwise the usual rule
+    assert tiles == {dataclasses.replace(kg.fp8_group_config(g.desc, H200), c_tma=False) for g in plan.groups}
     grp = plan.groups[0]
     other = dataclasses.replace(grp.desc, k=grp.desc.k + 1024)
     one, two = (compile_variant(d, grp.config, "fp32") for d in (grp.desc, other))

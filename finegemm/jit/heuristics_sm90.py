@@ -220,7 +220,12 @@ def make_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int
     if desc.kind == "fp8_1d1d":
         regs += bn // 4 if sfb_tma else 2 * bn // 4
     pipe = regs <= 192 and bm < 256
-    return Sm90Config(bm, bn, stages, split, 8, facts.num_sms, pipe, small_epi, sfa_tma, sfb_tma)
+    # C by TMA into the D staging buffer wherever the kernel takes it (dispatch.c_tma_ok checks the tensors:
+    # FP32 C, row-major, aligned). H200, results/c-epilogue-probe-h200-2026-12-03-8d46235.json, c = d:
+    # 24576x4096x1536 536.8 -> 477.5 us, 7168x4096x2048 203.1 -> 181.9, 4096x7168x2048 209.2 -> 183.4,
+    # 2112x4096x7168 188.2 -> 178.2, 256 rows (first wave only) 4096x4096x7168 278.8 -> 272.4; bitwise equal.
+    c_tma = desc.with_c and out_fp32 and split == 1 and (bm < 256 or small_epi)
+    return Sm90Config(bm, bn, stages, split, 8, facts.num_sms, pipe, small_epi, sfa_tma, sfb_tma, c_tma=c_tma)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -33,6 +33,14 @@ def _desc_sig(dtype: str, block: list[int], gl_dtype, layout=None) -> str:
     return f"tensordesc<{dtype}[{', '.join(map(str, block))}],{layout!r}>"
 
 
+def c_tma_effective(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32") -> bool:
+    """Whether the launch of ``config`` stages C by TMA (what :func:`.dispatch.c_tma_ok` lets through for
+    a row-major aligned C of ``c_dtype``)."""
+    d_fp32 = desc.out_fp32 or config.split_k > 1
+    return (config.c_tma and desc.with_c and config.split_k == 1 and c_dtype == "fp32" and d_fp32
+            and (config.block_m < 256 or config.small_epi))
+
+
 def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32"):
     """The compiled kernel (``triton.compiler.CompiledKernel``) for ``desc`` under ``config``."""
     bm, bn, split = config.block_m, config.block_n, config.split_k
@@ -62,8 +70,7 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32"):
     )
     if not config.sfb_tma:
         constexprs["sfb_desc"] = None
-    c_tma = (config.c_tma and desc.with_c and split == 1 and c_dtype == "fp32" and d_fp32
-             and (bm < 256 or config.small_epi))  # what dispatch.c_tma_ok lets through
+    c_tma = c_tma_effective(desc, config, c_dtype)
     constexprs["C_TMA"] = c_tma
     if c_tma:
         sig["c_desc"] = _desc_sig("fp32", [64, bn], gl.float32)

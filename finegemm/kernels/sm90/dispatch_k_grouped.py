@@ -203,41 +203,25 @@ def _group_config(desc: GemmDesc, config: KGroupedConfig) -> Any:
         else:
             cfg = fp8_group_config(desc, config.facts)
         if config.k_dynamic and desc.kind != "bf16" and cfg.split_k == 1:
-            cfg = dataclasses.replace(cfg, k_dynamic=True)
+            # runtime K with C by TMA at 256 rows spills 8 bytes (CPU compile): there C keeps the global loads
+            cfg = dataclasses.replace(cfg, k_dynamic=True, c_tma=cfg.c_tma and cfg.block_m < 256)
         _group_configs[key] = cfg
     return cfg
 
 
-# 256-row tiles lose to 128-row ones once their last tile round idles this much more of the GPU
-# (the dense heuristic's rule; H200: 7168x2048 groups, 85 % vs 97 % busy, 547 vs 564 TFLOPS at G = 16).
-TALL_TILE_MAX_EFFICIENCY_LOSS = 0.1
-
-
-def _wave_efficiency(m: int, n: int, bm: int, bn: int, num_sms: int) -> float:
-    tiles = -(-m // bm) * -(-n // bn)
-    return tiles / (-(-tiles // num_sms) * num_sms)
-
-
 def fp8_group_config(desc: GemmDesc, facts: DeviceFacts) -> Any:
-    """The dense 1d1d config of one group (FP32 D with C, K = ``desc.k``): the dense heuristic, except that
-    at M > 256, BLOCK_N 128 and 1024 < K the tile is 256 rows (shared D staging, 3 stages, both scale
-    vectors by TMA in the ring: the dense heuristic's own 256-row config, which it picks at K >= 4096 only)
-    unless its wave efficiency is more than :data:`TALL_TILE_MAX_EFFICIENCY_LOSS` below 128-row tiles'.
+    """The dense 1d1d config of one group (FP32 D with C, K = ``desc.k``): the dense weight-gradient rule
+    (``heuristics_sm90``; C staged by TMA, 256-row tiles only from K = 4096).
 
-    Measured on the H200 per group of the anchor cases (nt, c = d; benchmarks/results/
-    k_grouped_sweep_h200_2026-12-03.json, against the v4 dense rule's 128x128 plain schedule): G = 16
-    4096x7168 (K 1536-2688) 3656 us plain, 3472 us 128 rows with TMA scales and two partials in flight,
-    3130 us 256 rows; G = 4 4096x7168 (K 6272-7808) 2413 / 2312 / 1804 us; 7168x2048 (256 rows 85 % busy
-    against 97 %) 1717 / 1768 / 1773 us, so there the dense rule stays. K <= 1024 keeps the dense rule too
-    (its measured plain schedule; not measured here).
+    History (H200, nt, c = d): before C was staged by TMA, 256-row tiles won from K > 1024 (results/
+    k_grouped_sweep_h200_2026-12-03.json: G = 16 4096x7168, K 1536-2688, 3130 us against 3472 for 128
+    rows pipelined), and this rule picked them there. C by TMA gains ~12 % on 128-row pipelined tiles at
+    K = 2048 (4096x7168x2048 209.2 -> 183.4 us) and ~2 % on 256-row ones (first wave only), whose margin
+    at K ~ 2048 was by then ~3 % the other way (f591c04 sweep: 3094 us 128 rows vs 3173), so below K = 4096
+    the dense rule's 128-row tiles run; from 4096 both rules take 256 rows (G = 4 4096x7168, K 6272-7808:
+    1804 vs 2312 us).
     """
-    base = dispatch.get_config(desc, facts)
-    if desc.m <= 256 or desc.k <= 1024 or base.block_n != 128 or base.split_k != 1:
-        return base
-    tall = _wave_efficiency(desc.m, desc.n, 256, 128, facts.num_sms)
-    if tall < _wave_efficiency(desc.m, desc.n, 128, 128, facts.num_sms) - TALL_TILE_MAX_EFFICIENCY_LOSS:
-        return base
-    return make_config(desc, facts, 256, 128, small_epi=True, sfa_tma=True, sfb_tma=True)
+    return dispatch.get_config(desc, facts)
 
 
 def _mn_major_ready(sf: torch.Tensor) -> bool:

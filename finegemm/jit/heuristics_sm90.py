@@ -126,7 +126,15 @@ def _weight_grad_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Conf
       release): 2112x4096x7168 184.4 us (206.9 unpipelined), 24576x4096x1536 534.7 (580.2 plain),
       7168x4096x2048 200.0 (226.6); at K <= 1024 as 128x64 (32768x4096x512: 410.2 vs 464.1 at 128x128,
       430.2 plain). The 256-row picks stay (7168x4096x16384: 990.5 vs 1063.1 for 128x128 pipelined).
+    - 64-row tiles (one math warpgroup, pipelined) where their last tile round is clearly fuller than
+      128 rows' (10 points) and no emptier than 256 rows': results/wgrad-tile-probe-h200-2026-12-03-
+      007e9ca.json, C by TMA: 2112x4096x7168 (1056 tiles: 8 full rounds) 169.0 us against 178.8 for
+      128 rows and 200.3 for 256; 576x4096x7168 66.6 against 70.1 (256) and 73.3 (128). At equal
+      efficiency 64 rows lose (4096x4096x7168 325.3 vs 274.0; 7168x4096x2048 196.6 vs 182.5).
     """
+    eff = {bm: _wave_efficiency(desc, facts, bm, bn) for bm in (64, 128, 256)}
+    if desc.k > 1024 and eff[64] >= eff[128] + 0.1 and eff[64] >= eff[256]:
+        return dataclasses.replace(make_config(desc, facts, 64, bn, sfa_tma=True, sfb_tma=True), pipe_mma=True)
     bm = 128
     if desc.k >= 4096 and _wave_efficiency(desc, facts, 256, bn) + 0.05 >= _wave_efficiency(desc, facts, 128, bn):
         bm = 256

@@ -33,7 +33,7 @@ MASKED = [(1, 1024, 4096, 7168), (4, 256, 7168, 2048), (16, 64, 4096, 7168), (16
 CONTIGUOUS_CFGS = [(128, 128, True, False), (128, 128, True, True), (64, 128, True, False), (64, 128, True, True),
                    (128, 64, True, True)]
 MASKED_CFGS = [(64, 128, True, False), (64, 128, False, False), (64, 128, True, True), (64, 64, True, True),
-               (128, 128, True, False), (128, 128, True, True)]
+               (128, 128, True, False), (128, 128, True, True), (128, 64, True, True), (64, 32, True, True)]
 
 
 def _weights(g, n, k, dev):
@@ -47,6 +47,8 @@ def main() -> None:
     ap.add_argument("out")
     ap.add_argument("--commit", default="unknown")
     ap.add_argument("--budget-s", type=float, default=120.0)
+    ap.add_argument("--masked-shapes", default=None,
+                    help="'G,m,N,K;...': these masked shapes only (no contiguous ones) instead of the issue's list")
     args = ap.parse_args()
     dev = torch.device("cuda")
     facts = device_facts(dev)
@@ -55,7 +57,10 @@ def main() -> None:
     rows = []
     doc = dict(what=__doc__.splitlines()[0], commit=args.commit, date=datetime.datetime.now(datetime.UTC).isoformat(),
                system=collect(dev), results=rows)
-    shapes = [("masked", s) for s in MASKED] + [("contiguous", s) for s in CONTIGUOUS]
+    if args.masked_shapes:
+        shapes = [("masked", tuple(int(v) for v in item.split(","))) for item in args.masked_shapes.split(";")]
+    else:
+        shapes = [("masked", s) for s in MASKED] + [("contiguous", s) for s in CONTIGUOUS]
     for kind, (g, mpg, n, k) in shapes:
         if time.time() - t0 > args.budget_s:
             break

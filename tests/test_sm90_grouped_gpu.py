@@ -205,10 +205,11 @@ def test_masked_packed_ue8m0(g, max_m, masked, expected_m):
     _run_masked(g, max_m, 7168, 2048, masked, expected_m, ue8m0=True)
 
 
-@pytest.mark.parametrize("bm,pipe", [(64, False), (64, True), (128, True)])
-def test_masked_other_config(bm, pipe):
+@pytest.mark.parametrize("bm,bn,pipe", [(64, 128, False), (64, 128, True), (128, 128, True), (128, 64, True),
+                                         (64, 32, True)])
+def test_masked_other_config(bm, bn, pipe):
     dev = sm90_device()
-    cfg = make_grouped_config(device_facts(dev), bm, 128, True, pipe_mma=pipe)
+    cfg = make_grouped_config(device_facts(dev), bm, bn, True, pipe_mma=pipe)
     _run_masked(4, 200, 7168, 2048, [200, 77, 0, 129], 64, cfg=cfg)
 
 

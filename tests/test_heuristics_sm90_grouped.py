@@ -43,6 +43,11 @@ def test_tile_rules():
     assert (decode.block_m, decode.block_n, decode.pipe_mma, decode.sfa_tma) == (64, 64, True, True)
     assert decode.stages == 13  # the shared memory of 64x64 stages beside the D tile
     assert not get_sm90_grouped_config(_masked(1024, 7168, 2048, 4, 256), H200).pipe_mma
+    # K >= 4096: 64x128 pipelined up to 256 rows a group, 128x128 pipelined above
+    mid = get_sm90_grouped_config(_masked(256, 4096, 7168, 4, 256), H200)
+    assert (mid.block_m, mid.block_n, mid.pipe_mma) == (64, 128, True)
+    big = get_sm90_grouped_config(_masked(512, 4096, 7168, 2, 512), H200)
+    assert (big.block_m, big.block_n, big.pipe_mma) == (128, 128, True)
     assert not get_sm90_grouped_config(_contig(32768, 4096, 7168, 4), H200).pipe_mma
     assert get_sm90_grouped_config(_masked(1024, 7168, 2048, 16, 512), H200).block_m == 128
     assert get_sm90_grouped_config(_masked(256, 64, 2048, 4, 256), H200).block_n == 64

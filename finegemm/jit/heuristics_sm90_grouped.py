@@ -26,6 +26,10 @@ configs on all 9 issue shapes):
   189.9 (285.9, 272.8), 32 x 64 at (7168, 2048) 137.2 (176.7, 161.3). 128-row tiles: within 1 % either
   way (1 x 1024 at (4096, 7168) 54.8 pipelined vs 55.4; 4 x 256 at (7168, 2048) 38.4 vs 38.1), so they stay
   plain. Contiguous likewise within 1 % (1654.7 vs 1661.7 us at 4 x 8192 x (4096, 7168)): plain.
+- Masked, more rows, K >= 4096 (results/grouped-sm90-masked-sweep-h200-2026-12-03-2c47859.json): at
+  up to 256 rows a group 64x128 pipelined (4 x 256 x (4096, 7168) 103.2 -> 68.8 us; 128x64 pipelined
+  72.7), above 128x128 pipelined (2 x 512 58.0 -> 55.2, 1 x 1024 54.9 -> 54.6). At K = 2048 the plain
+  128x128 tile stays (4 x 256 x (7168, 2048) 38.1 vs 38.4 pipelined and 43.6 for 64x128 pipelined).
 """
 
 from __future__ import annotations
@@ -79,6 +83,10 @@ def get_sm90_grouped_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Config:
         tiles_128 = math.ceil(desc.m / 128) * math.ceil(desc.n / bn)
         bm = 128 if tiles_128 >= facts.num_sms else 64
         return make_grouped_config(facts, bm, bn, sfa_tma=True)
-    if rows_per_group(desc) <= 64:
+    rows = rows_per_group(desc)
+    if rows <= 64:
         return make_grouped_config(facts, 64, min(bn, 64), sfa_tma=True, pipe_mma=True)
-    return make_grouped_config(facts, 128, bn, sfa_tma=True)
+    long_k = desc.k >= 4096
+    if rows <= 256 and long_k:
+        return make_grouped_config(facts, 64, bn, sfa_tma=True, pipe_mma=True)
+    return make_grouped_config(facts, 128, bn, sfa_tma=True, pipe_mma=long_k)

@@ -16,6 +16,7 @@ import datetime
 import json
 import os
 from pathlib import Path
+from typing import Callable
 
 import torch
 import triton
@@ -72,20 +73,22 @@ def probe(m: int, n: int, k: int, dev: torch.device, flush: L2Flush, facts) -> d
     return row
 
 
-def main() -> None:
+def run_shapes(what: str, probe_fn: Callable[..., dict], shapes: list[tuple[int, int, int]], out_name: str) -> None:
+    """``probe_fn(m, n, k, dev, flush, facts)`` for each shape on the GPU; the rows, with GPU, versions,
+    commit (``.commit``) and date, rewritten to ``$OUT/<out_name>`` after each shape."""
     dev = torch.device("cuda")
     flush = L2Flush(dev)
     facts = device_facts(dev)
     commit = Path(".commit").read_text().strip() if Path(".commit").exists() else "unknown"
-    result = dict(what=__doc__.splitlines()[0], gpu=torch.cuda.get_device_name(dev), torch=torch.__version__,
+    result = dict(what=what, gpu=torch.cuda.get_device_name(dev), torch=torch.__version__,
                   triton=triton.__version__, commit=commit,
                   date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                   method="CUDA events, 1 GiB L2 flush before each call, 3 warm-ups, median of 20", rows=[])
-    out = Path(os.environ.get("OUT", ".")) / "c_epilogue_probe.json"
-    for m, n, k in SHAPES:
-        result["rows"].append(probe(m, n, k, dev, flush, facts))
+    out = Path(os.environ.get("OUT", ".")) / out_name
+    for m, n, k in shapes:
+        result["rows"].append(probe_fn(m, n, k, dev, flush, facts))
         out.write_text(json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":
-    main()
+    run_shapes(__doc__.splitlines()[0], probe, SHAPES, "c_epilogue_probe.json")

@@ -11,23 +11,22 @@ Usage: PYTHONPATH=. python3 scripts/wgrad_tile_probe.py (JSON to $OUT/wgrad_tile
 from __future__ import annotations
 
 import dataclasses
-import datetime
-import json
 import os
-from pathlib import Path
+import sys
 
 import torch
-import triton
 
 import finegemm
 from finegemm.bench.inputs import make_inputs
 from finegemm.bench.suites import weight_grad_cases
 from finegemm.bench.timer import L2Flush, time_cuda
-from finegemm.jit.device import device_facts
 from finegemm.jit.heuristics import GemmDesc
 from finegemm.jit.heuristics_sm90 import make_config
 from finegemm.kernels.sm90 import dispatch
 from finegemm.reference.dense import calc_diff
+
+sys.path.insert(0, os.path.dirname(__file__))
+from c_epilogue_probe import run_shapes  # noqa: E402
 
 SHAPES = [(576, 4096, 7168), (2112, 4096, 7168), (4096, 4096, 7168), (7168, 4096, 2048)]
 # (BLOCK_M, BLOCK_N, split-K, shared D staging, PIPE_MMA); scales by TMA in the ring throughout
@@ -73,20 +72,5 @@ def probe(m: int, n: int, k: int, dev: torch.device, flush: L2Flush, facts) -> d
     return row
 
 
-def main() -> None:
-    dev = torch.device("cuda")
-    flush = L2Flush(dev)
-    facts = device_facts(dev)
-    commit = Path(".commit").read_text().strip() if Path(".commit").exists() else "unknown"
-    result = dict(what=__doc__.splitlines()[0], gpu=torch.cuda.get_device_name(dev), torch=torch.__version__,
-                  triton=triton.__version__, commit=commit,
-                  date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                  method="CUDA events, 1 GiB L2 flush before each call, 3 warm-ups, median of 20", rows=[])
-    out = Path(os.environ.get("OUT", ".")) / "wgrad_tile_probe.json"
-    for m, n, k in SHAPES:
-        result["rows"].append(probe(m, n, k, dev, flush, facts))
-        out.write_text(json.dumps(result, indent=1))
-
-
 if __name__ == "__main__":
-    main()
+    run_shapes(__doc__.splitlines()[0], probe, SHAPES, "wgrad_tile_probe.json")

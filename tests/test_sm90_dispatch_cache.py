@@ -165,3 +165,10 @@ def test_c_tma_only_where_the_kernel_can_stage_c():
     assert not dispatch.c_tma_ok(Sm90Config(128, 128, 4, split_k=2, c_tma=True), c, d)
     assert not dispatch.c_tma_ok(Sm90Config(256, 128, 3, c_tma=True), c, d)
     assert dispatch.c_tma_ok(Sm90Config(256, 128, 3, small_epi=True, c_tma=True), c, d)
+
+
+def test_can_stage_c_follows_the_kernel_limits():
+    assert Sm90Config(64, 128, 7).can_stage_c and Sm90Config(128, 128, 4, k_dynamic=True).can_stage_c
+    assert Sm90Config(256, 128, 3, small_epi=True).can_stage_c
+    assert not Sm90Config(256, 128, 3, small_epi=True, k_dynamic=True).can_stage_c  # spills (CPU compile)
+    assert not Sm90Config(256, 128, 3).can_stage_c and not Sm90Config(64, 128, 7, split_k=4).can_stage_c

@@ -113,8 +113,8 @@ def test_plan_groups_offsets_and_dense_configs():
         dense = kg.fp8_group_config(want, H200)
         # runtime K (the default) wherever the dense config has no split-K (then no C by TMA at 256 rows)
         runtime = dense.split_k == 1
-        c_tma = dense.c_tma and not (runtime and dense.block_m == 256)
-        want_cfg = dataclasses.replace(dense, k_dynamic=runtime, c_tma=c_tma)
+        want_cfg = dataclasses.replace(dense, k_dynamic=runtime)
+        want_cfg = dataclasses.replace(want_cfg, c_tma=dense.c_tma and want_cfg.can_stage_c)
         assert grp.desc == want and grp.config == want_cfg
     assert kg._plan(desc, cfg, ks, sfa, sfb, True) is plan  # cached: a repeated call plans nothing
     # the tn form's row-major [sum(ks)/128, MN] scales are MN-major once transposed

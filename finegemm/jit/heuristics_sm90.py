@@ -51,6 +51,13 @@ class Sm90Config:
         """Warps of the default partition (math warpgroup 0); the others are worker partitions."""
         return 4
 
+    @property
+    def can_stage_c(self) -> bool:
+        """Whether this tiling can stage C by TMA (``c_tma``; the tensors are checked at launch): no split-K
+        (its reduction adds C), BLOCK_M 256 only with the shared D staging (the kernel's static assert) and
+        not with runtime K (CPU compile: 8 bytes of stack)."""
+        return self.split_k == 1 and (self.block_m < 256 or (self.small_epi and not self.k_dynamic))
+
 
 def _split_for(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int) -> int:
     """Largest K split (1, 2, 4, 8) that keeps the work units within one wave and >= 12 K blocks each.
@@ -232,8 +239,8 @@ def make_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int
     # FP32 C, row-major, aligned). H200, results/c-epilogue-probe-h200-2026-12-03-8d46235.json, c = d:
     # 24576x4096x1536 536.8 -> 477.5 us, 7168x4096x2048 203.1 -> 181.9, 4096x7168x2048 209.2 -> 183.4,
     # 2112x4096x7168 188.2 -> 178.2, 256 rows (first wave only) 4096x4096x7168 278.8 -> 272.4; bitwise equal.
-    c_tma = desc.with_c and out_fp32 and split == 1 and (bm < 256 or small_epi)
-    return Sm90Config(bm, bn, stages, split, 8, facts.num_sms, pipe, small_epi, sfa_tma, sfb_tma, c_tma=c_tma)
+    cfg = Sm90Config(bm, bn, stages, split, 8, facts.num_sms, pipe, small_epi, sfa_tma, sfb_tma)
+    return dataclasses.replace(cfg, c_tma=desc.with_c and out_fp32 and cfg.can_stage_c)
 
 
 # ---------------------------------------------------------------------------------------------

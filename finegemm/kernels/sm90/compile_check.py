@@ -36,9 +36,7 @@ def _desc_sig(dtype: str, block: list[int], gl_dtype, layout=None) -> str:
 def c_tma_effective(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32") -> bool:
     """Whether the launch of ``config`` stages C by TMA (what :func:`.dispatch.c_tma_ok` lets through for
     a row-major aligned C of ``c_dtype``)."""
-    d_fp32 = desc.out_fp32 or config.split_k > 1
-    return (config.c_tma and desc.with_c and config.split_k == 1 and c_dtype == "fp32" and d_fp32
-            and (config.block_m < 256 or config.small_epi))
+    return config.c_tma and config.can_stage_c and desc.with_c and desc.out_fp32 and c_dtype == "fp32"
 
 
 def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32"):

@@ -99,12 +99,10 @@ def _scale_desc(sfa: torch.Tensor, bm: int, tma: bool) -> TensorDescriptor | Non
 
 
 def c_tma_ok(config: Sm90Config, c: torch.Tensor | None, d: torch.Tensor) -> bool:
-    """Whether C can be staged by TMA in the D buffer (``Sm90Config.c_tma``): FP32 C and D, C row-major
-    with 16-byte aligned base and rows, no split-K (whose reduction adds C), BLOCK_M 256 only with
-    ``small_epi`` (the kernel's static assert)."""
-    return (c is not None and config.split_k == 1 and (config.block_m < 256 or config.small_epi)
-            and c.dtype == torch.float32 and d.dtype == torch.float32 and c.dim() == 2 and c.stride(1) == 1
-            and c.data_ptr() % 16 == 0 and (c.stride(0) * 4) % 16 == 0)
+    """Whether C can be staged by TMA in the D buffer (``Sm90Config.c_tma``): a tiling that can
+    (``Sm90Config.can_stage_c``), FP32 C and D, C row-major with 16-byte aligned base and rows."""
+    return (c is not None and config.can_stage_c and c.dtype == torch.float32 and d.dtype == torch.float32
+            and c.dim() == 2 and c.stride(1) == 1 and c.data_ptr() % 16 == 0 and (c.stride(0) * 4) % 16 == 0)
 
 
 def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c):

@@ -203,8 +203,8 @@ def _group_config(desc: GemmDesc, config: KGroupedConfig) -> Any:
         else:
             cfg = fp8_group_config(desc, config.facts)
         if config.k_dynamic and desc.kind != "bf16" and cfg.split_k == 1:
-            # runtime K with C by TMA at 256 rows spills 8 bytes (CPU compile): there C keeps the global loads
-            cfg = dataclasses.replace(cfg, k_dynamic=True, c_tma=cfg.c_tma and cfg.block_m < 256)
+            cfg = dataclasses.replace(cfg, k_dynamic=True)
+            cfg = dataclasses.replace(cfg, c_tma=cfg.c_tma and cfg.can_stage_c)
         _group_configs[key] = cfg
     return cfg
 

@@ -21,7 +21,7 @@ from finegemm.reference import mqa as ref
 CASES = [(64, 128), (32, 128), (16, 128), (128, 128), (64, 64), (32, 64), (64, 32)]
 
 
-def _compile(heads, head_dim, out, clean, overlap=True):
+def _compile(heads, head_dim, out, clean, overlap=True, sf_after_sum=False):
     import triton
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
@@ -35,8 +35,8 @@ def _compile(heads, head_dim, out, clean, overlap=True):
            "kv_sf_ptr": "*fp32", "w_ptr": "*fp32", "start_ptr": "*i32", "end_ptr": "*i32", "out_ptr": f"*{out}",
            "seq_len": "i32", "seq_len_kv": "i32", "tiles_per_split": "i32", "stride_ws": "i32", "stride_out": "i32",
            "HEADS": "constexpr", "BLOCK_Q": "constexpr", "STAGES_": "constexpr", "CLEAN": "constexpr",
-           "OVERLAP": "constexpr"}
-    consts = dict(HEADS=heads, BLOCK_Q=bq, STAGES_=m.STAGES, CLEAN=clean, OVERLAP=overlap)
+           "OVERLAP": "constexpr", "SF_AFTER_SUM": "constexpr"}
+    consts = dict(HEADS=heads, BLOCK_Q=bq, STAGES_=m.STAGES, CLEAN=clean, OVERLAP=overlap, SF_AFTER_SUM=sf_after_sum)
     restore_language()  # interpreted CPU tests earlier in this process may have left tl patched
     return triton.compile(GluonASTSource(m.mqa_logits_kernel, sig, consts), target=TARGET, options={"num_warps": 4})
 
@@ -70,6 +70,32 @@ def test_dispatched_schedule_compiles(heads):
     assert not wgmma_serialization(kernel)
 
 
+@pytest.mark.parametrize("heads,head_dim", [(64, 128), (32, 64), (64, 32), (128, 128)])
+def test_scale_after_head_sum_compiles_to_fewer_multiplies(heads, head_dim):
+    """``SF_AFTER_SUM``: the per-score FMUL by kv_sf leaves the epilogue (SASS: 66 -> 6 FMUL a thread and key
+    tile at H=64), nothing else grows, no spills, WGMMAs still asynchronous."""
+    import collections
+    import subprocess
+    import tempfile
+
+    from finegemm.kernels.sm90.compile_check import _nvidia_tool
+
+    def ops(kernel):
+        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+            f.write(kernel.asm["cubin"])
+            f.flush()
+            sass = subprocess.run([_nvidia_tool("cuobjdump"), "-sass", f.name], capture_output=True, text=True,
+                                  check=True).stdout
+        return collections.Counter(re.findall(r"\b(FMUL|FMNMX|FFMA|FADD)\b", sass))
+
+    before, after = (_compile(heads, head_dim, "fp32", True, overlap=False, sf_after_sum=x) for x in (False, True))
+    a, b = ops(before), ops(after)
+    assert b["FMUL"] + 32 <= a["FMUL"] and b["FMNMX"] == a["FMNMX"] and b["FFMA"] <= a["FFMA"], (a, b)
+    usage = resource_usage(after)
+    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
+    assert not wgmma_serialization(after)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("heads,head_dim,ranges,dtype", [
     (64, 128, "causal", torch.float32), (64, 128, "cp", torch.bfloat16), (32, 64, "ragged", torch.float32),
@@ -91,6 +117,21 @@ def test_gpu_matches_reference(heads, head_dim, ranges, dtype, overlap):
     torch.cuda.synchronize()
     assert_logits_match(outs[0], expected, None, 1e-3 if dtype == torch.float32 else 5e-3)
     assert torch.equal(outs[0].nan_to_num(), outs[1].nan_to_num()), "repeat run differs"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("heads,head_dim,ranges", [(64, 128, "causal"), (32, 64, "ragged"), (128, 128, "cp")])
+def test_gpu_scale_after_head_sum(heads, head_dim, ranges):
+    """``sf_after_sum`` on the H200: the contract's logits for the cast's (non-negative) scales."""
+    sm90_device()
+    from finegemm.kernels.sm90 import mqa_logits as m
+
+    case = MqaCase(2048, 8192, heads, head_dim, ranges, torch.float32)
+    q, kv, sf, w, st, en = generate_mqa(case, seed=5, device="cuda")
+    out = torch.full((case.seq_len, case.seq_len_kv), float("nan"), device="cuda")
+    m.launch(q, kv, sf, w, st, en, out, clean_logits=True, sf_after_sum=True)
+    torch.cuda.synchronize()
+    assert_logits_match(out, ref.fp8_mqa_logits(q, (kv, sf), w, st, en), None, 1e-3)
 
 
 @pytest.mark.gpu

@@ -90,7 +90,7 @@ def _mqa_logits_kernel(
     seq_len, seq_len_kv, max_seqlen_k, tiles_per_split,
     stride_qs, stride_qh, stride_kv, stride_ws, stride_start, stride_end, stride_out,
     HEADS: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_KV: tl.constexpr,
-    CLEAN: tl.constexpr, COMPRESSED: tl.constexpr,
+    CLEAN: tl.constexpr, COMPRESSED: tl.constexpr, SF_AFTER_SUM: tl.constexpr = False,
 ):
     ROWS: tl.constexpr = BLOCK_Q * HEADS
     pid_q = tl.program_id(0)
@@ -142,8 +142,13 @@ def _mqa_logits_kernel(
                          other=0.0)
             sf = tl.load(kv_sf_ptr + kj, mask=kj_valid, other=0.0)
             scores = tl.dot(kv, q_t, out_dtype=tl.float32)  # [BLOCK_KV, ROWS]
-            scores = tl.maximum(scores * sf[:, None], 0.0) * w[None, :]
+            if SF_AFTER_SUM:  # kv_sf[j] * sum_h relu(score) * w: the contract's value for kv_sf[j] >= 0
+                scores = tl.maximum(scores, 0.0) * w[None, :]
+            else:
+                scores = tl.maximum(scores * sf[:, None], 0.0) * w[None, :]
             logits = tl.trans(tl.sum(tl.reshape(scores, (BLOCK_KV, BLOCK_Q, HEADS)), axis=2))  # [BLOCK_Q, BLOCK_KV]
+            if SF_AFTER_SUM:
+                logits = logits * sf[None, :]
             inside = (kj[None, :] >= st[:, None]) & (kj[None, :] < en[:, None])
             if COMPRESSED:
                 ptrs = out_ptr + q_rows64[:, None] * stride_out + (kj[None, :] - st[:, None])
@@ -165,8 +170,14 @@ def launch_mqa_logits(
     clean_logits: bool,
     max_seqlen_k: int,
     config: MqaLogitsConfig,
+    sf_after_sum: bool = False,
 ) -> None:
     """Launch on validated tensors (no value checks: the kernel clamps the ranges).
+
+    ``sf_after_sum``: multiply by ``kv_sf[j]`` once per logit after the head sum instead of once per score
+    before the ReLU: the same value for every ``kv_sf[j] >= 0`` (all scales a cast produces), one FP op
+    fewer per score; a negative scale gives ``kv_sf[j] * sum_h relu(q . kv) * w``. Not yet timed on the
+    H200, so the API does not set it.
 
     q: e4m3 ``[S, H, D]`` with ``stride(2) == 1``; kv: e4m3 ``[S_kv, D]`` with ``stride(1) == 1``; kv_sf:
     fp32 ``[S_kv]`` contiguous; weights: fp32 ``[S, H]`` with ``stride(1) == 1``; start/end: int32 ``[S]``;
@@ -181,6 +192,6 @@ def launch_mqa_logits(
         seq_len, seq_len_kv, max_seqlen_k, config.tiles_per_split,
         q.stride(0), q.stride(1), kv.stride(0), weights.stride(0), start.stride(0), end.stride(0), out.stride(0),
         HEADS=heads, HEAD_DIM=head_dim, BLOCK_Q=config.block_q, BLOCK_KV=config.block_kv,
-        CLEAN=bool(clean_logits), COMPRESSED=max_seqlen_k > 0,
+        CLEAN=bool(clean_logits), COMPRESSED=max_seqlen_k > 0, SF_AFTER_SUM=sf_after_sum,
         num_warps=config.num_warps, num_stages=config.num_stages,
     )

@@ -57,13 +57,23 @@ def _add(a, b):
 
 @gluon.jit
 def _tile_epilogue(acc, sf, w, col_q, t, q0, seq_len, seq_len_kv, start_ptr, end_ptr, out_ptr, stride_out,
-                   BLOCK_Q: gl.constexpr, BLOCK_KV_: gl.constexpr, row_layout: gl.constexpr):
-    """Logits of key tile ``t`` for queries ``q0 + [0, BLOCK_Q)`` from its ``[64, ROWS]`` scores."""
+                   BLOCK_Q: gl.constexpr, BLOCK_KV_: gl.constexpr, row_layout: gl.constexpr,
+                   SF_AFTER_SUM: gl.constexpr = False):
+    """Logits of key tile ``t`` for queries ``q0 + [0, BLOCK_Q)`` from its ``[64, ROWS]`` scores.
+
+    ``SF_AFTER_SUM``: ``kv_sf[j] * sum_h relu(score) * w`` (one multiply per logit instead of one per
+    score), equal to the contract's ``sum_h relu(score * kv_sf[j]) * w`` for every ``kv_sf[j] >= 0``
+    (all scales a cast produces); a negative scale gives that expression instead."""
     kj = t * BLOCK_KV_ + gl.arange(0, BLOCK_KV_, layout=row_layout)
-    s = gl.maximum(acc * sf[:, None], 0.0) * w[None, :]
+    if SF_AFTER_SUM:
+        s = gl.maximum(acc, 0.0) * w[None, :]
+    else:
+        s = gl.maximum(acc * sf[:, None], 0.0) * w[None, :]
     for qq in gl.static_range(BLOCK_Q):
         qi = q0 + qq
         logits = gl.reduce(gl.where((col_q == qq)[None, :], s, 0.0), 1, _add)  # [64]: this query's heads
+        if SF_AFTER_SUM:
+            logits = logits * sf
         st = gl.minimum(gl.maximum(gl.load(start_ptr + gl.minimum(qi, seq_len - 1)), 0), seq_len_kv)
         en = gl.maximum(gl.minimum(gl.load(end_ptr + gl.minimum(qi, seq_len - 1)), seq_len_kv), st)
         inside = (kj >= st) & (kj < en)
@@ -111,7 +121,7 @@ def _key_scales(kv_sf_ptr, t, seq_len_kv, BKV: gl.constexpr, row_layout: gl.cons
 def mqa_logits_kernel(q_desc, kv_desc, kv_sf_ptr, w_ptr, start_ptr, end_ptr, out_ptr,
                       seq_len, seq_len_kv, tiles_per_split, stride_ws, stride_out,
                       HEADS: gl.constexpr, BLOCK_Q: gl.constexpr, STAGES_: gl.constexpr, CLEAN: gl.constexpr,
-                      OVERLAP: gl.constexpr = True):
+                      OVERLAP: gl.constexpr = True, SF_AFTER_SUM: gl.constexpr = False):
     ROWS: gl.constexpr = BLOCK_Q * HEADS
     BKV: gl.constexpr = kv_desc.block_type.shape[0]
     gl.static_assert(ROWS <= 256, "BLOCK_Q * HEADS is the WGMMA N: at most 256")
@@ -180,26 +190,26 @@ def mqa_logits_kernel(q_desc, kv_desc, kv_sf_ptr, w_ptr, start_ptr, end_ptr, out
                 part = warpgroup_mma_wait(1, deps=(acc_a,))
                 _refill(kv_desc, kv_smem, bars, i - 1, c_begin, n, STAGES_)
                 _tile_epilogue(part, sf_a, w, col_q, c_begin + i - 1, q0, seq_len, seq_len_kv, start_ptr, end_ptr,
-                               out_ptr, stride_out, BLOCK_Q, BKV, row_layout)
+                               out_ptr, stride_out, BLOCK_Q, BKV, row_layout, SF_AFTER_SUM)
                 acc_a = _issue(kv_smem, q_t, zero, bars, i + 1, STAGES_)
                 sf_a = _key_scales(kv_sf_ptr, c_begin + i + 1, seq_len_kv, BKV, row_layout)
                 part = warpgroup_mma_wait(1, deps=(acc_b,))
                 _refill(kv_desc, kv_smem, bars, i, c_begin, n, STAGES_)
                 _tile_epilogue(part, sf_b, w, col_q, c_begin + i, q0, seq_len, seq_len_kv, start_ptr, end_ptr,
-                               out_ptr, stride_out, BLOCK_Q, BKV, row_layout)
+                               out_ptr, stride_out, BLOCK_Q, BKV, row_layout, SF_AFTER_SUM)
             if n % 2 == 0:  # one tile left to issue: n - 1
                 acc_b = _issue(kv_smem, q_t, zero, bars, n - 1, STAGES_)
                 sf_b = _key_scales(kv_sf_ptr, c_end - 1, seq_len_kv, BKV, row_layout)
                 part = warpgroup_mma_wait(1, deps=(acc_a,))
                 _tile_epilogue(part, sf_a, w, col_q, c_end - 2, q0, seq_len, seq_len_kv, start_ptr, end_ptr,
-                               out_ptr, stride_out, BLOCK_Q, BKV, row_layout)
+                               out_ptr, stride_out, BLOCK_Q, BKV, row_layout, SF_AFTER_SUM)
                 part = warpgroup_mma_wait(0, deps=(acc_b,))
                 _tile_epilogue(part, sf_b, w, col_q, c_end - 1, q0, seq_len, seq_len_kv, start_ptr, end_ptr,
-                               out_ptr, stride_out, BLOCK_Q, BKV, row_layout)
+                               out_ptr, stride_out, BLOCK_Q, BKV, row_layout, SF_AFTER_SUM)
             else:
                 part = warpgroup_mma_wait(0, deps=(acc_a,))
                 _tile_epilogue(part, sf_a, w, col_q, c_end - 1, q0, seq_len, seq_len_kv, start_ptr, end_ptr,
-                               out_ptr, stride_out, BLOCK_Q, BKV, row_layout)
+                               out_ptr, stride_out, BLOCK_Q, BKV, row_layout, SF_AFTER_SUM)
         else:  # one tile at a time (the overlap then comes only from the other CTAs on the SM)
             for i in range(0, n):
                 acc = _issue(kv_smem, q_t, zero, bars, i, STAGES_)
@@ -207,15 +217,16 @@ def mqa_logits_kernel(q_desc, kv_desc, kv_sf_ptr, w_ptr, start_ptr, end_ptr, out
                 part = warpgroup_mma_wait(0, deps=(acc,))
                 _refill(kv_desc, kv_smem, bars, i, c_begin, n, STAGES_)
                 _tile_epilogue(part, sf, w, col_q, c_begin + i, q0, seq_len, seq_len_kv, start_ptr, end_ptr,
-                               out_ptr, stride_out, BLOCK_Q, BKV, row_layout)
+                               out_ptr, stride_out, BLOCK_Q, BKV, row_layout, SF_AFTER_SUM)
 
 
 def prefill_supported(heads: int, head_dim: int, max_seqlen_k: int) -> bool:
     """Whether the API runs this kernel (on sm_90, with contiguous 16-byte-aligned q, kv, ranges): the
-    full logits form at head_dim 128, heads 32, 64 and 128 (H200, S=2048, S_kv=8192, results/
-    mqa-sm90-probe-h200-2026-12-03-heads-3253fb0.json: level with the Triton kernel at 32 and 64 heads
-    (183.9 vs 184.1 us, 293.2 vs 293.4 causal), 1.14-1.16x faster at 128 (502.9 vs 583.6 causal, 284.8
-    vs 323.7 context-parallel); at 16 heads slower (143.0 vs 113.6), so 16 stays on Triton)."""
+    full logits form at head_dim 128, heads 32, 64 and 128 (H200, S=2048, S_kv=8192: 1.11x the Triton
+    kernel at 64 heads, NOTES v6, 292.0 vs 325.4 us causal; results/mqa-sm90-probe-h200-2026-12-03-heads-
+    3253fb0.json: 1.14-1.16x at 128 heads, 502.9 vs 583.6 causal, 284.8 vs 323.7 context-parallel; 32
+    heads untimed against Triton (that probe's "triton" column went through the API, which already ran
+    this kernel there); at 16 heads slower, 143.0 vs 113.6, so 16 stays on Triton)."""
     return head_dim == 128 and max_seqlen_k == 0 and heads in (32, 64, 128)
 
 
@@ -226,12 +237,14 @@ def block_q_for(heads: int) -> int:
 
 def launch(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: torch.Tensor, start: torch.Tensor,
            end: torch.Tensor, out: torch.Tensor, clean_logits: bool, num_sms: int = 132, block_q: int | None = None,
-           overlap: bool = False) -> None:
+           overlap: bool = False, sf_after_sum: bool = False) -> None:
     """Launch on validated tensors (as api/attention.py's ``fp8_mqa_logits`` passes them, full form only).
 
     q: e4m3 ``[S, H, D]`` contiguous (seen as ``[S * H, D]``); kv: e4m3 ``[S_kv, D]`` row-major; kv_sf:
     fp32 ``[S_kv]``; weights: fp32 ``[S, H]`` (``stride(1) == 1``); start/end: int32 ``[S]`` contiguous;
     out: fp32 or bf16 ``[S, S_kv]`` (``stride(1) == 1``). D in {32, 64, 128}, H * block_q <= 256.
+    ``sf_after_sum``: apply ``kv_sf`` once per logit after the head sum (:func:`_tile_epilogue`; exact for
+    non-negative scales; not yet timed, so the API does not set it).
     """
     seq_len, heads, head_dim = q.shape
     seq_len_kv = kv.shape[0]
@@ -257,4 +270,5 @@ def launch(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: torc
     grid = (q_blocks, triton.cdiv(num_tiles, tiles_per_split))
     mqa_logits_kernel[grid](q_desc, kv_desc, kv_sf, weights, start, end, out, seq_len, seq_len_kv,
                             tiles_per_split, weights.stride(0), out.stride(0), HEADS=heads, BLOCK_Q=block_q,
-                            STAGES_=STAGES, CLEAN=bool(clean_logits), OVERLAP=overlap, num_warps=4)
+                            STAGES_=STAGES, CLEAN=bool(clean_logits), OVERLAP=overlap, SF_AFTER_SUM=sf_after_sum,
+                            num_warps=4)

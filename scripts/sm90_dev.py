@@ -8,6 +8,7 @@ shapes (recipe (1,1,128) weight gradients with C, FP32-out 1d2d at large M); eve
 compiled in parallel worker processes (disk cache), then checked against the float64 reference and
 timed; stops timing new configs past ``V4_DEADLINE_S`` (default 140 s) so a bounded run comes back.
 ``v5``: the weight-gradient shapes with the per-channel RHS scales in the ring (sfb_tma), 128 vs 256 rows.
+``v6``: PIPE_MMA on and off on every shape; ``v7``: BLOCK_N 16 / 32 / 64 at M <= 128.
 ``v4compile`` (CPU, no GPU): compiles every v4 candidate for sm_90 and prints registers/spills.
 Writes ``$OUT/sm90_dev.json`` (or ./sm90_dev.json) and prints a short table last.
 Timing: CUDA events around each call, a 1 GiB buffer zeroed before each timed call (L2 flush),
@@ -545,6 +546,21 @@ def v6_configs(desc, facts):
     return _distinct(out)
 
 
+def v7_shapes():
+    """The 12 decode shapes (M = 64 and 128, BF16 out) of the v7 narrow-tile sweep."""
+    return [("small", m, n, k, "1d2d", torch.bfloat16, False) for m in (64, 128) for n, k in SHAPES_NK]
+
+
+def v7_configs(desc, facts):
+    """v7: BLOCK_N 16 (DeepGEMM's 64x16, 16 stages at 64x2112x7168: 132 tiles, one full round, no split-K)
+    beside 32 / 64 and the heuristic's pick, all 64-row, pipelined, scales by TMA."""
+    out = [("heuristic", get_sm90_config(desc, facts))]
+    for bn in (16, 32, 64):
+        out.append((f"64x{bn} pipe", dataclasses.replace(make_config(desc, facts, 64, bn, 1, sfa_tma=True),
+                                                           pipe_mma=True)))
+    return _distinct(out)
+
+
 def phase_v4(result, path, shapes=None, configs=None, key="v4"):
     shapes, configs = shapes or v4_shapes, configs or v4_configs
     t_start = time.time()
@@ -663,6 +679,8 @@ def main():
         phase_v4(result, os.path.join(outdir, "sm90_v5_wgrad_sweep.json"), v5_shapes, v5_configs, "v5")
     if "v6" in args:
         phase_v4(result, os.path.join(outdir, "sm90_v6_pipe_sweep.json"), v6_shapes, v6_configs, "v6")
+    if "v7" in args:
+        phase_v4(result, os.path.join(outdir, "sm90_v7_narrow_sweep.json"), v7_shapes, v7_configs, "v7")
     json.dump(result, open(path, "w"), indent=1, default=str)
     if "check" in args:
         bad = [r for r in result["check"] if not r["ok"]]

@@ -76,6 +76,9 @@ def _variants():
     d = GemmDesc("fp8_1d1d", 4095, 2112, 7168, out_fp32=True, with_c=True, sf_packed=True)
     add(d, make_config(d, H200, 256, 128, small_epi=True, sfb_tma=True), "fp32")
     add(d, make_config(d, H200, 64, 128, 4, sfa_tma=True, sfb_tma=True), "fp32")
+    # v7 candidate: BLOCK_N 16 (132 tiles of 64x16 cover 64x2112 in one round, no split-K)
+    d = GemmDesc("fp8_1d2d", 64, 2112, 7168)
+    add(d, make_config(d, H200, 64, 16, sfa_tma=True))
     return list(seen.values())
 
 

@@ -3,7 +3,8 @@
 For weight-gradient shapes of the bench suite and a k-grouped per-group shape (K = 2048),
 times ``fp8_gemm_nt(..., d, c=d, recipe=(1, 1, 128))`` (the harness's in-place accumulate) against the
 same kernel config without C (``d = a @ b`` in FP32, through the sm90 dispatch: the API requires C) and
-with C staged by TMA (``Sm90Config.c_tma``), and prints the chosen config. The no-C time bounds what
+with C staged by TMA (``Sm90Config.c_tma``, and ``c_tma_late``: its load started after the first K-block
+pair), and prints the chosen config. The no-C time bounds what
 prefetching C (instead of the epilogue's blocking loads) can gain.
 Fresh random data (the harness's inputs), CUDA events, 1 GiB L2 flush before each call, median of 20.
 Usage: PYTHONPATH=. python3 scripts/c_epilogue_probe.py (JSON to $OUT/c_epilogue_probe.json).
@@ -54,8 +55,10 @@ def probe(m: int, n: int, k: int, dev: torch.device, flush: L2Flush, facts) -> d
     # reference the 128-row pipelined ring config with and without it; checked bitwise against the API's result
     ring = make_config(desc, facts, 128, 128 if k > 1024 else 64, sfa_tma=True, sfb_tma=True)
     variants = dict(c_tma=dataclasses.replace(cfg, c_tma=True),
-                    ring128=dataclasses.replace(ring, pipe_mma=True),
-                    ring128_c_tma=dataclasses.replace(ring, pipe_mma=True, c_tma=True))
+                    c_tma_late=dataclasses.replace(cfg, c_tma=True, c_tma_late=True),
+                    ring128=dataclasses.replace(ring, pipe_mma=True, c_tma=False),
+                    ring128_c_tma=dataclasses.replace(ring, pipe_mma=True, c_tma=True),
+                    ring128_c_tma_late=dataclasses.replace(ring, pipe_mma=True, c_tma=True, c_tma_late=True))
     d.copy_(t["c"])
     finegemm.fp8_gemm_nt(a, b, d, c=d, recipe=(1, 1, 128))
     expected = d.clone()
@@ -67,8 +70,8 @@ def probe(m: int, n: int, k: int, dev: torch.device, flush: L2Flush, facts) -> d
         row[name + "_us"] = round(time_cuda(lambda c=vcfg: dispatch.fp8_gemm(desc, c, a[0], a[1], b[0], sfb_mn, d, d),
                                             flush, 3, 20).median_us, 1)
     print(f"{m}x{n}x{k}: c=d {row['with_c_us']} us, no C {row['no_c_us']} us ({100 * row['c_share']:.1f} %), "
-          f"c_tma {row['c_tma_us']} ({row['c_tma_same']}), ring128 {row['ring128_us']} / c_tma "
-          f"{row['ring128_c_tma_us']} ({row['ring128_c_tma_same']}); "
+          f"c_tma {row['c_tma_us']} ({row['c_tma_same']}) / late {row['c_tma_late_us']} ({row['c_tma_late_same']}), "
+          f"ring128 {row['ring128_us']} / c_tma {row['ring128_c_tma_us']} / late {row['ring128_c_tma_late_us']}; "
           f"{cfg.block_m}x{cfg.block_n} st{cfg.stages} pipe={cfg.pipe_mma} se={cfg.small_epi}", flush=True)
     return row
 

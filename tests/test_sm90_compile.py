@@ -90,7 +90,9 @@ def _c_tma_variants():
            (d, make_config(d, H200, 64, 128, sfa_tma=True))]
     packed = GemmDesc("fp8_1d1d", 4095, 2112, 2048, out_fp32=True, with_c=True, sf_packed=True)
     out.append((packed, make_config(packed, H200, 256, 128, small_epi=True, sfb_tma=True)))
-    return [(desc, dataclasses.replace(cfg, c_tma=True)) for desc, cfg in out]
+    out = [(desc, dataclasses.replace(cfg, c_tma=True)) for desc, cfg in out]
+    # the C load started after the first K-block pair (c_tma_late), pipelined one-wave tiles
+    return out + [(d, dataclasses.replace(pipe, c_tma=True, c_tma_late=True))]
 
 
 C_TMA_VARIANTS = _c_tma_variants()
@@ -98,7 +100,7 @@ C_TMA_VARIANTS = _c_tma_variants()
 
 @pytest.mark.parametrize("desc,cfg", C_TMA_VARIANTS,
                          ids=[f"{c.block_m}x{c.block_n}{'-se' if c.small_epi else ''}{'-packed' if d.sf_packed else ''}"
-                              for d, c in C_TMA_VARIANTS])
+                              f"{'-late' if c.c_tma_late else ''}" for d, c in C_TMA_VARIANTS])
 def test_c_by_tma_compiles(desc, cfg):
     """Each math warpgroup loads its first wave's C rows by TMA and no longer by ld.global."""
     ptx = assert_fast_path_kernel(compile_variant(desc, cfg, "fp32"), H200.smem_per_block)
@@ -107,6 +109,12 @@ def test_c_by_tma_compiles(desc, cfg):
     assert loads[0] - loads[1] == gemm_1d2d.num_math_warpgroups(cfg.block_m), loads
     c_loads = [len(re.findall(r"\bld\.global\.", p)) for p in (ptx, plain)]
     assert c_loads[0] < c_loads[1], c_loads
+    # The C load (a wait for the D buffer to be read, R, then its expect-tx, E) comes before the math
+    # partition's WGMMAs (W), or with c_tma_late right after the first K-block pair's; the epilogue's own
+    # store waits come in runs (WRR..).
+    marks = "".join("W" if "wgmma.mma_async" in line else "R" if "wait_group.read" in line else
+                    "E" if "expect_tx" in line else "" for line in ptx.splitlines())
+    assert ("WRE" in marks) == cfg.c_tma_late, marks
 
 
 VARIANTS = _variants()

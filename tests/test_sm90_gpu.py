@@ -147,11 +147,14 @@ def test_1d1d_sfb_tma(m, n, k, packed, variant):
 C_TMA_VARIANTS = [dict(tile=(128, 128, 1), sfa_tma=True, sfb_tma=True, pipe_mma=True),
                   dict(tile=(256, 128, 1), small_epi=True, sfa_tma=True, sfb_tma=True),
                   dict(tile=(128, 64, 1), sfa_tma=True, sfb_tma=True, pipe_mma=True),
-                  dict(tile=(64, 128, 1), sfa_tma=True)]
+                  dict(tile=(64, 128, 1), sfa_tma=True),
+                  dict(tile=(128, 128, 1), sfa_tma=True, sfb_tma=True, pipe_mma=True, c_tma_late=True),
+                  dict(tile=(64, 128, 1), sfa_tma=True, sfb_tma=True, pipe_mma=True, c_tma_late=True)]
 
 
 @pytest.mark.parametrize("m,n,k", [(333, 576, 7168), (4095, 2112, 512), (77, 2112, 1536), (2112, 4096, 2048)])
-@pytest.mark.parametrize("variant", C_TMA_VARIANTS, ids=["128-pipe", "256-se", "128x64-pipe", "64"])
+@pytest.mark.parametrize("variant", C_TMA_VARIANTS,
+                         ids=["128-pipe", "256-se", "128x64-pipe", "64", "128-pipe-late", "64-pipe-late"])
 @pytest.mark.parametrize("in_place", [False, True])
 def test_1d1d_c_by_tma(m, n, k, variant, in_place):
     """C staged by TMA in the D buffer (``c_tma``): right against the reference, bitwise the result of the
@@ -171,8 +174,10 @@ def test_1d1d_c_by_tma(m, n, k, variant, in_place):
     desc = GemmDesc("fp8_1d1d", m, n, k, True, True, True, True, False)
     variant = dict(variant)
     pipe = variant.pop("pipe_mma", False)
+    late = variant.pop("c_tma_late", False)
     bm, bn, split = variant.pop("tile")
-    base = dataclasses.replace(make_config(desc, device_facts(dev), bm, bn, split, **variant), pipe_mma=pipe)
+    base = dataclasses.replace(make_config(desc, device_facts(dev), bm, bn, split, **variant), pipe_mma=pipe,
+                               c_tma_late=late)
     outs = {}
     for c_tma in (False, True):
         cfg = dataclasses.replace(base, c_tma=c_tma)

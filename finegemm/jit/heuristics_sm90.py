@@ -45,6 +45,9 @@ class Sm90Config:
     # FP32 C and D, no split-K: each tile's C is loaded by TMA into the D staging buffer before its main
     # loop instead of by blocking loads in the epilogue (with small_epi: the first wave's C only)
     c_tma: bool = False
+    # with c_tma on a pipelined one-wave tile: start the C load after the first K-block pair instead of
+    # before the main loop (its wait for the previous D store then runs under WGMMAs); not yet timed
+    c_tma_late: bool = False
 
     @property
     def num_warps(self) -> int:

@@ -70,6 +70,7 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32"):
         constexprs["sfb_desc"] = None
     c_tma = c_tma_effective(desc, config, c_dtype)
     constexprs["C_TMA"] = c_tma
+    constexprs["C_TMA_LATE"] = c_tma and config.c_tma_late
     if c_tma:
         sig["c_desc"] = _desc_sig("fp32", [64, bn], gl.float32)
     else:
@@ -105,7 +106,7 @@ def compile_grouped_variant(desc: GemmDesc, config: Sm90Config, use_psum: bool =
         SF_PACKED=desc.sf_packed, SFB_PER_CHANNEL=False, HAS_C=False, PIPE_MMA=config.pipe_mma,
         PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS, SMALL_EPI=False, SFA_TMA=config.sfa_tma,
         **dispatch_grouped.grouped_constexprs(desc, use_psum, align), sfb_desc=None, SFB_TMA=False,
-        K_DYN=False, c_desc=None, C_TMA=False,
+        K_DYN=False, c_desc=None, C_TMA=False, C_TMA_LATE=False,
     )
     for name in constexprs:
         sig[name] = "constexpr"

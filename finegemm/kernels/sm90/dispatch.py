@@ -142,7 +142,7 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c):
         SF_PACKED=sfa.dtype == torch.int32, SFB_PER_CHANNEL=per_channel, HAS_C=c is not None,
         PIPE_MMA=config.pipe_mma, PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS,
         SMALL_EPI=config.small_epi, SFA_TMA=config.sfa_tma, sfb_desc=sfb_desc, SFB_TMA=config.sfb_tma,
-        K_DYN=config.k_dynamic, c_desc=c_desc, C_TMA=config.c_tma,
+        K_DYN=config.k_dynamic, c_desc=c_desc, C_TMA=config.c_tma, C_TMA_LATE=config.c_tma and config.c_tma_late,
         num_warps=config.num_warps,
     )
     reduce = None

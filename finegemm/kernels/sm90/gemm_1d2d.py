@@ -432,12 +432,16 @@ def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
                    sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col, stride_sfa_k, stride_sfb,
                    mma_layout: gl.constexpr, NUM_NB: gl.constexpr, KB, STAGES: gl.constexpr,
                    SF_PACKED: gl.constexpr, SFB_PER_CHANNEL: gl.constexpr, SFB_UNIFORM: gl.constexpr,
-                   PIPE_MMA: gl.constexpr, SFA_TMA: gl.constexpr, sfb_bufs=None, SFB_TMA: gl.constexpr = False):
+                   PIPE_MMA: gl.constexpr, SFA_TMA: gl.constexpr, sfb_bufs=None, SFB_TMA: gl.constexpr = False,
+                   c_desc=None, c_bar=None, c_sub=None, c_row=0, c_col=0, C_LATE: gl.constexpr = False):
     """One 64-row wave over ``KB`` K blocks: returns (promoted [64, BLOCK_N] fp32 accumulator, ring counter).
 
     ``KB`` is a constexpr for dense tiles; grouped tiles pass a runtime count (0 for a skipped tile: a
-    zero accumulator, no barrier touched).
+    zero accumulator, no barrier touched). ``C_LATE`` (PIPE_MMA only): start the tile's C load
+    (:func:`_prefetch_c` of ``c_row, c_col`` into ``c_sub``) once the first K-block pair is issued, so
+    that its wait for the previous tile's D store to leave the buffer runs under those WGMMAs.
     """
+    gl.static_assert(PIPE_MMA or not C_LATE, "C_LATE: the paired PIPE_MMA loop only")
     BLOCK_N: gl.constexpr = b_bufs.shape[1]
     row_layout: gl.constexpr = gl.SliceLayout(1, mma_layout)
     col_layout: gl.constexpr = gl.SliceLayout(0, mma_layout)
@@ -455,6 +459,9 @@ def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
             tok_a, s_a = _issue_block(a_bufs, b_bufs, full_bars, it, row0, zero, STAGES)
             tok_b, s_b = _issue_block(a_bufs, b_bufs, full_bars, it + 1, row0, zero, STAGES)
             it += 2
+            if C_LATE:
+                if kk == 0:
+                    _prefetch_c(c_desc, c_bar, c_sub, c_row, c_col)
             nsa, nsb0, nsb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col,
                                       kb0 + kk + 1, stride_sfa_k, stride_sfb, NUM_NB,
                                       SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA, SFB_TMA)
@@ -467,6 +474,9 @@ def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
             acc = _retire_block(acc, tok_b, s_b, kb0 + kk + 1, 0, sfa_bufs, sfb_bufs, empty_bars, row0,
                                 row_layout, col_layout, nsa, nsb0, nsb1, second_col, SF_PACKED, SFA_TMA, SFB_TMA,
                                 SFB_PER_CHANNEL, SFB_UNIFORM)
+        if C_LATE:
+            if KB < 2:  # no pair issued
+                _prefetch_c(c_desc, c_bar, c_sub, c_row, c_col)
         if KB % 2 == 1:
             tok_a, s_a = _issue_block(a_bufs, b_bufs, full_bars, it, row0, zero, STAGES)
             it += 1
@@ -616,7 +626,8 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                     NUM_GROUPS: gl.constexpr = 1, GROUP_ROWS: gl.constexpr = 0, SFA_STRIDE_G: gl.constexpr = 0,
                     SFB_STRIDE_G: gl.constexpr = 0, USE_PSUM: gl.constexpr = False, ALIGN: gl.constexpr = 128,
                     sfb_bufs=None, SFB_TMA: gl.constexpr = False, a_desc=None,
-                    K_DYN: gl.constexpr = False, c_desc=None, c_bars=None, C_TMA: gl.constexpr = False):
+                    K_DYN: gl.constexpr = False, c_desc=None, c_bars=None, C_TMA: gl.constexpr = False,
+                    C_TMA_LATE: gl.constexpr = False):
     """One math warpgroup (4 warps). Its rows of each tile: wave ``w`` covers tile rows
     ``w * 64 * NUM_WG + 64 * WG + [0, 64)`` (BLOCK_M 64/128: one wave; 256: two, DeepGEMM's order).
     ``d_smem`` holds [BLOCK_M, BLOCK_N] (or, with ``SMALL_EPI``, [64 * NUM_WG, BLOCK_N] that both
@@ -630,7 +641,7 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
         _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr, sfb_ptr, c_ptr, M,
                     stride_sfa_k, stride_sfb, stride_cm, N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
                     SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, WG, sfb_bufs,
-                    SFB_TMA, a_desc, K_DYN, c_desc, c_bars, C_TMA)
+                    SFB_TMA, a_desc, K_DYN, c_desc, c_bars, C_TMA, C_TMA_LATE)
 
 
 @gluon.jit
@@ -641,7 +652,7 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                 SF_PACKED: gl.constexpr, SFB_PER_CHANNEL: gl.constexpr, HAS_C: gl.constexpr,
                 PIPE_MMA: gl.constexpr, SMALL_EPI: gl.constexpr, sfa_bufs, SFA_TMA: gl.constexpr,
                 WG: gl.constexpr, sfb_bufs, SFB_TMA: gl.constexpr, a_desc, K_DYN: gl.constexpr, c_desc, c_bars,
-                C_TMA: gl.constexpr):
+                C_TMA: gl.constexpr, C_TMA_LATE: gl.constexpr = False):
     """The dense math partition (GROUPING 0): persistent (tile, k-split) units.
 
     ``C_TMA`` (with C, no split-K, FP32 C and D): the C rows of each tile's first wave are loaded by TMA into
@@ -666,6 +677,8 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
     ADD_C: gl.constexpr = HAS_C and SPLIT_K == 1
     gl.static_assert(not C_TMA or ADD_C, "C_TMA: C added in the kernel (no split-K)")
     gl.static_assert(not C_TMA or WAVES == 1 or SMALL_EPI, "C_TMA at BLOCK_M 256 needs SMALL_EPI (else it spills)")
+    # C_TMA_LATE: the C load starts after the first K-block pair instead of before the main loop
+    C_LATE: gl.constexpr = C_TMA and C_TMA_LATE and WAVES == 1 and PIPE_MMA
 
     d_sub0 = d_smem.slice(row0, WG_M, dim=0)
     c_bar = c_bars.index(WG)
@@ -689,7 +702,7 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
         col_mask = cols < N
         nb0 = off_n // 128
         second_col = (cols // 128) != nb0
-        if C_TMA:
+        if C_TMA and not C_LATE:
             _prefetch_c(c_desc, c_bar, d_sub0, off_m + row0, off_n)
         c_phase = tcount & 1
         tcount += 1
@@ -697,7 +710,8 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
             acc, it = _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row0,
                                      sfa_ptr, sfb_ptr, rows0, cols, mask0, col_mask, nb0, second_col,
                                      stride_sfa_k, stride_sfb, mma_layout, NUM_NB, kb_per_split, STAGES,
-                                     SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, PIPE_MMA, SFA_TMA, sfb_bufs, SFB_TMA)
+                                     SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, PIPE_MMA, SFA_TMA, sfb_bufs, SFB_TMA,
+                                     c_desc, c_bar, d_sub0, off_m + row0, off_n, C_LATE)
             _store_wave(acc, d_desc, d_sub0, c_ptr, rows0, cols, mask0, col_mask, stride_cm,
                         out_m + row0, off_n, 0, ADD_C, C_TMA, c_bar, c_phase)
         else:
@@ -848,7 +862,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                     GROUP_ROWS: gl.constexpr = 0, SFK_ROWS: gl.constexpr = 0, SFA_STRIDE_G: gl.constexpr = 0,
                     SFB_STRIDE_G: gl.constexpr = 0, USE_PSUM: gl.constexpr = False, ALIGN: gl.constexpr = 128,
                     sfb_desc=None, SFB_TMA: gl.constexpr = False, K_DYN: gl.constexpr = False,
-                    c_desc=None, C_TMA: gl.constexpr = False):
+                    c_desc=None, C_TMA: gl.constexpr = False, C_TMA_LATE: gl.constexpr = False):
     """Entry: carve shared memory, init barriers, fork producer and math partitions.
 
     ``c_desc`` (``C_TMA`` only, else None): TMA descriptor of the FP32 C ``[M, N]``, box [64, BLOCK_N], the
@@ -924,14 +938,14 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, 0,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
-                               c_tma_desc, c_bars, C_TMA)),
+                               c_tma_desc, c_bars, C_TMA, C_TMA_LATE)),
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                                sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
                                SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, 1,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
-                               c_tma_desc, c_bars, C_TMA)),
+                               c_tma_desc, c_bars, C_TMA, C_TMA_LATE)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
                                SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,
@@ -945,7 +959,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, 0,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
-                               c_tma_desc, c_bars, C_TMA)),
+                               c_tma_desc, c_bars, C_TMA, C_TMA_LATE)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
                                SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,

@@ -146,7 +146,7 @@ def _weight_grad_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Conf
     if desc.k > 1024 and eff[64] >= eff[128] + 0.1 and eff[64] >= eff[256]:
         return dataclasses.replace(make_config(desc, facts, 64, bn, sfa_tma=True, sfb_tma=True), pipe_mma=True)
     bm = 128
-    if desc.k >= 4096 and _wave_efficiency(desc, facts, 256, bn) + 0.05 >= _wave_efficiency(desc, facts, 128, bn):
+    if desc.k >= 4096 and eff[256] + 0.05 >= eff[128]:
         bm = 256
     if bm == 256:
         cfg = make_config(desc, facts, bm, bn, small_epi=True, sfa_tma=True, sfb_tma=True)

@@ -75,18 +75,11 @@ def test_scale_after_head_sum_compiles_to_fewer_multiplies(heads, head_dim):
     """``SF_AFTER_SUM``: the per-score FMUL by kv_sf leaves the epilogue (SASS: 66 -> 6 FMUL a thread and key
     tile at H=64), nothing else grows, no spills, WGMMAs still asynchronous."""
     import collections
-    import subprocess
-    import tempfile
 
-    from finegemm.kernels.sm90.compile_check import _nvidia_tool
+    from finegemm.kernels.sm90.compile_check import sass
 
     def ops(kernel):
-        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-            f.write(kernel.asm["cubin"])
-            f.flush()
-            sass = subprocess.run([_nvidia_tool("cuobjdump"), "-sass", f.name], capture_output=True, text=True,
-                                  check=True).stdout
-        return collections.Counter(re.findall(r"\b(FMUL|FMNMX|FFMA|FADD)\b", sass))
+        return collections.Counter(re.findall(r"\b(FMUL|FMNMX|FFMA|FADD)\b", sass(kernel)))
 
     before, after = (_compile(heads, head_dim, "fp32", True, overlap=False, sf_after_sum=x) for x in (False, True))
     a, b = ops(before), ops(after)

@@ -115,17 +115,27 @@ def compile_grouped_variant(desc: GemmDesc, config: Sm90Config, use_psum: bool =
     return triton.compile(src, target=TARGET, options={"num_warps": config.num_warps})
 
 
-def resource_usage(kernel) -> dict[str, int]:
-    """{'REG', 'STACK', 'SHARED', 'LOCAL'} of the cubin, from ``cuobjdump --dump-resource-usage``."""
-    tool = _nvidia_tool("cuobjdump")
+def _cuobjdump(kernel, flag: str) -> str:
+    """Triton's cuobjdump ``flag`` over the kernel's cubin (written to a temporary file)."""
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
         f.write(kernel.asm["cubin"])
         path = f.name
     try:
-        out = subprocess.run([tool, "--dump-resource-usage", path], capture_output=True, text=True, check=True).stdout
+        return subprocess.run([_nvidia_tool("cuobjdump"), flag, path], capture_output=True, text=True,
+                              check=True).stdout
     finally:
         os.unlink(path)
+
+
+def resource_usage(kernel) -> dict[str, int]:
+    """{'REG', 'STACK', 'SHARED', 'LOCAL'} of the cubin, from ``cuobjdump --dump-resource-usage``."""
+    out = _cuobjdump(kernel, "--dump-resource-usage")
     return {k: int(v) for k, v in re.findall(r"(REG|STACK|SHARED|LOCAL):(\d+)", out)}
+
+
+def sass(kernel) -> str:
+    """The cubin's SASS (``cuobjdump -sass``), e.g. to count the instructions of an epilogue."""
+    return _cuobjdump(kernel, "-sass")
 
 
 def _nvidia_tool(name: str) -> str:

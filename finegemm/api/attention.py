@@ -7,9 +7,9 @@ query heads, FP8 e4m3 inputs, FP32 math) with ``-inf`` where key ``j`` is outsid
 Backends: one Triton kernel per op (kernels/portable/mqa_logits.py, kernels/portable/paged_mqa_logits.py)
 whose configs come from a heuristic: Hopper tiles (``tl.dot`` compiles to WGMMA there) on sm_90 with
 ``FINEGEMM_BACKEND`` ``auto`` or ``sm90``, portable tiles elsewhere or with ``portable``; CPU tensors run
-through Triton's interpreter. On sm_90 the full form of ``fp8_mqa_logits`` at head dim 128 (32 or 64
-heads, contiguous inputs) runs the Gluon kernel of kernels/sm90/mqa_logits.py instead (10-11 % faster
-there, benchmarks/NOTES.md v6). ``FINEGEMM_PRINT_CONFIGS=1`` prints each choice once.
+through Triton's interpreter. On sm_90 the full form of ``fp8_mqa_logits`` at head dim 128 (32, 64 or
+128 heads, contiguous inputs) runs the Gluon kernel of kernels/sm90/mqa_logits.py instead (the rule and
+its measurements: ``mqa_logits.prefill_supported``). ``FINEGEMM_PRINT_CONFIGS=1`` prints each choice once.
 
 Values inside tensors (ranges, context lengths, block tables, the schedule) are checked on the host only
 where that needs no device sync: always for CPU tensors, and for CUDA tensors when ``FINEGEMM_DEBUG=1``

@@ -1,11 +1,12 @@
 """Hopper MQA logits (full form of ``fp8_mqa_logits``) in Gluon: a TMA ring of key tiles, WGMMA, and the
 ReLU / head-sum epilogue, one tile at a time (the default) or with the next tile's WGMMA in flight.
 
-Dispatched by the API on sm_90 for head_dim 128 and 32/64/128 heads (:func:`prefill_supported`): level
-with or faster than the Triton kernel there (1.14-1.16x at 128 heads); at D <= 64 and at 16 heads the
-Triton kernel is as fast or faster, and the compact form stays on it. Why the one-tile-at-a-time
-schedule: at 114 registers four CTAs share an SM and overlap each other's WGMMA and epilogue, which
-measured faster than the in-CTA overlap (two accumulators, 198 registers, two CTAs an SM).
+Dispatched by the API on sm_90 for head_dim 128 and 32/64/128 heads (:func:`prefill_supported`, which
+lists the measurements: 1.11x the Triton kernel at 64 heads, 1.14-1.16x at 128, 32 not yet timed against
+it); at D <= 64 and at 16 heads the Triton kernel is as fast or faster, and the compact form stays on it.
+Why the one-tile-at-a-time schedule: at 114 registers four CTAs share an SM and overlap each other's
+WGMMA and epilogue, which measured faster than the in-CTA overlap (two accumulators, 198 registers, two
+CTAs an SM).
 
 ``out[i, j] = sum_h relu(q[i, h] . kv[j] * kv_sf[j]) * w[i, h]`` for ``j`` in ``[start[i], end[i])``,
 ``-inf`` elsewhere in the key tiles a query block computes (and, with ``CLEAN``, in all others).

@@ -90,7 +90,7 @@ def _c_tma_variants():
            (d, make_config(d, H200, 64, 128, sfa_tma=True))]
     packed = GemmDesc("fp8_1d1d", 4095, 2112, 2048, out_fp32=True, with_c=True, sf_packed=True)
     out.append((packed, make_config(packed, H200, 256, 128, small_epi=True, sfb_tma=True)))
-    out = [(desc, dataclasses.replace(cfg, c_tma=True)) for desc, cfg in out]
+    out = [(desc, dataclasses.replace(cfg, c_tma=True, c_tma_late=False)) for desc, cfg in out]
     # the C load started after the first K-block pair (c_tma_late), pipelined one-wave tiles
     return out + [(d, dataclasses.replace(pipe, c_tma=True, c_tma_late=True))]
 

@@ -207,23 +207,29 @@ def test_mqa_logits_splits_and_small_tiles():
 
 
 def test_mqa_logits_scale_after_head_sum():
-    """``sf_after_sum``: kv_sf applied once per logit after the head sum. The contract's value for the
-    non-negative scales every cast produces; for a negative scale the documented expression
-    ``kv_sf[j] * sum_h relu(q . kv) * w`` (the reference with kv_sf = 1, times kv_sf)."""
+    """``sf_after_sum``: kv_sf applied once per logit after the head sum, through
+    ``relu(x * sf) = sf * (x + sign(sf) |x|) / 2``: the contract's logits for the non-negative scales a cast
+    produces and for negative ones, as the default per-score form gives them."""
     case = MqaCase(12, 200, 32, 64, "ragged")
     q, kv, sf, w, st, en = generate_mqa(case, seed=21)
-    assert (sf >= 0).all()
     config = get_mqa_logits_config(12, 200, 32, 64, CPU_INTERPRETER, False)
-    out = torch.full((12, 200), float("nan"))
-    launch_mqa_logits(q, kv, sf, w, st, en, out, True, 0, config, sf_after_sum=True)
-    assert_logits_match(out, ref.fp8_mqa_logits(q, (kv, sf), w, st, en))
     signed = sf * torch.where(torch.arange(200) % 3 == 0, -1.0, 1.0)
-    launch_mqa_logits(q, kv, signed, w, st, en, out, True, 0, config, sf_after_sum=True)
-    unit = ref.fp8_mqa_logits(q, (kv, torch.ones_like(sf)), w, st, en)
-    assert_logits_match(out, torch.where(torch.isneginf(unit), unit, unit * signed.double()[None, :]))
-    # the default (scale before the ReLU) follows the contract for negative scales too
-    launch_mqa_logits(q, kv, signed, w, st, en, out, True, 0, config)
-    assert_logits_match(out, ref.fp8_mqa_logits(q, (kv, signed), w, st, en))
+    signed[7] = 0.0
+    out = torch.full((12, 200), float("nan"))
+    for scales in (sf, signed):
+        want = ref.fp8_mqa_logits(q, (kv, scales), w, st, en)
+        for after in (False, True):
+            out.fill_(float("nan"))
+            launch_mqa_logits(q, kv, scales, w, st, en, out, True, 0, config, sf_after_sum=after)
+            assert_logits_match(out, want)
+
+
+def test_mqa_config_scales_after_the_sum_from_32_heads():
+    """The rule measured on the H200 (get_mqa_logits_config): after the head sum from 32 heads, per score
+    at 16."""
+    for heads in (16, 32, 64, 128):
+        for facts in (CPU_INTERPRETER, H200):
+            assert get_mqa_logits_config(2048, 8192, heads, 128, facts, facts is H200).sf_after_sum == (heads >= 32)
 
 
 def test_mqa_logits_bitwise_repeatable():

@@ -46,6 +46,8 @@ class MqaLogitsConfig:
     tiles_per_split: int
     num_warps: int
     num_stages: int
+    # kv_sf applied once per logit after the head sum (the kernel's SF_AFTER_SUM; exact for either sign)
+    sf_after_sum: bool = False
 
 
 def get_mqa_logits_config(seq_len: int, seq_len_kv: int, heads: int, head_dim: int, facts: DeviceFacts,
@@ -60,6 +62,9 @@ def get_mqa_logits_config(seq_len: int, seq_len_kv: int, heads: int, head_dim: i
     - Other GPUs: the same 128 x 64 tiles, 2 stages. Interpreter: N=64, M=64 (fewer numpy ops).
     - Splits of the key axis: enough programs for ~4 per SM (``4 * num_sms``), never fewer than one
       tile per split; one split on the interpreter, where a program is only overhead.
+    - ``sf_after_sum`` from 32 heads (H200, S=2048, S_kv=8192, results/mqa-sm90-probe-h200-2026-12-03-
+      signed-12ec969.json): H=64/D=128 causal 325.7 -> 300.6 us, H=32/D=64 108.8 -> 101.7, H=64/D=32
+      234.6 -> 207.6, H=128 586.6 -> 524.2; at 16 heads 113.8 -> 115.4, so not there.
     """
     if facts.interpreter:
         block_q, block_kv, warps, stages = max(1, 64 // heads), 64, 4, 1
@@ -72,7 +77,7 @@ def get_mqa_logits_config(seq_len: int, seq_len_kv: int, heads: int, head_dim: i
     num_tiles = max(1, triton.cdiv(seq_len_kv, block_kv))
     num_q_blocks = max(1, triton.cdiv(seq_len, block_q))
     splits = 1 if facts.interpreter else min(num_tiles, max(1, triton.cdiv(4 * facts.num_sms, num_q_blocks)))
-    return MqaLogitsConfig(block_q, block_kv, triton.cdiv(num_tiles, splits), warps, stages)
+    return MqaLogitsConfig(block_q, block_kv, triton.cdiv(num_tiles, splits), warps, stages, heads >= 32)
 
 
 @triton.jit
@@ -142,13 +147,14 @@ def _mqa_logits_kernel(
                          other=0.0)
             sf = tl.load(kv_sf_ptr + kj, mask=kj_valid, other=0.0)
             scores = tl.dot(kv, q_t, out_dtype=tl.float32)  # [BLOCK_KV, ROWS]
-            if SF_AFTER_SUM:  # kv_sf[j] * sum_h relu(score) * w: the contract's value for kv_sf[j] >= 0
-                scores = tl.maximum(scores, 0.0) * w[None, :]
+            if SF_AFTER_SUM:  # relu(x * sf) = sf * (x + sign(sf) * |x|) / 2, either sign of sf
+                sgn = tl.where(sf >= 0.0, 1.0, -1.0)
+                scores = tl.fma(tl.abs(scores), sgn[:, None], scores) * w[None, :]
             else:
                 scores = tl.maximum(scores * sf[:, None], 0.0) * w[None, :]
             logits = tl.trans(tl.sum(tl.reshape(scores, (BLOCK_KV, BLOCK_Q, HEADS)), axis=2))  # [BLOCK_Q, BLOCK_KV]
             if SF_AFTER_SUM:
-                logits = logits * sf[None, :]
+                logits = logits * (sf * 0.5)[None, :]
             inside = (kj[None, :] >= st[:, None]) & (kj[None, :] < en[:, None])
             if COMPRESSED:
                 ptrs = out_ptr + q_rows64[:, None] * stride_out + (kj[None, :] - st[:, None])
@@ -170,14 +176,13 @@ def launch_mqa_logits(
     clean_logits: bool,
     max_seqlen_k: int,
     config: MqaLogitsConfig,
-    sf_after_sum: bool = False,
+    sf_after_sum: bool | None = None,
 ) -> None:
     """Launch on validated tensors (no value checks: the kernel clamps the ranges).
 
-    ``sf_after_sum``: multiply by ``kv_sf[j]`` once per logit after the head sum instead of once per score
-    before the ReLU: the same value for every ``kv_sf[j] >= 0`` (all scales a cast produces), one FP op
-    fewer per score; a negative scale gives ``kv_sf[j] * sum_h relu(q . kv) * w``. Not yet timed on the
-    H200, so the API does not set it.
+    ``sf_after_sum``: ``None`` takes ``config.sf_after_sum``; True multiplies by ``kv_sf[j]`` once per logit
+    after the head sum (``relu(x * sf) = sf * (x + sign(sf) * |x|) / 2``: the same logits for either sign
+    of ``kv_sf``, one FFMA a score instead of an FMUL and an FMNMX); False once per score before the ReLU.
 
     q: e4m3 ``[S, H, D]`` with ``stride(2) == 1``; kv: e4m3 ``[S_kv, D]`` with ``stride(1) == 1``; kv_sf:
     fp32 ``[S_kv]`` contiguous; weights: fp32 ``[S, H]`` with ``stride(1) == 1``; start/end: int32 ``[S]``;
@@ -192,6 +197,7 @@ def launch_mqa_logits(
         seq_len, seq_len_kv, max_seqlen_k, config.tiles_per_split,
         q.stride(0), q.stride(1), kv.stride(0), weights.stride(0), start.stride(0), end.stride(0), out.stride(0),
         HEADS=heads, HEAD_DIM=head_dim, BLOCK_Q=config.block_q, BLOCK_KV=config.block_kv,
-        CLEAN=bool(clean_logits), COMPRESSED=max_seqlen_k > 0, SF_AFTER_SUM=sf_after_sum,
+        CLEAN=bool(clean_logits), COMPRESSED=max_seqlen_k > 0,
+        SF_AFTER_SUM=config.sf_after_sum if sf_after_sum is None else sf_after_sum,
         num_warps=config.num_warps, num_stages=config.num_stages,
     )

@@ -2,8 +2,8 @@
 ReLU / head-sum epilogue, one tile at a time (the default) or with the next tile's WGMMA in flight.
 
 Dispatched by the API on sm_90 for head_dim 128 and 32/64/128 heads (:func:`prefill_supported`, which
-lists the measurements: 1.11x the Triton kernel at 64 heads, 1.14-1.16x at 128, 32 not yet timed against
-it); at D <= 64 and at 16 heads the Triton kernel is as fast or faster, and the compact form stays on it.
+lists the measurements: 1.09-1.14x the Triton kernel); at D <= 64 and at 16 heads the Triton kernel is
+faster, and the compact form stays on it.
 Why the one-tile-at-a-time schedule: at 114 registers four CTAs share an SM and overlap each other's
 WGMMA and epilogue, which measured faster than the in-CTA overlap (two accumulators, 198 registers, two
 CTAs an SM).
@@ -19,8 +19,9 @@ One CTA (one warpgroup) owns ``BLOCK_Q`` queries (``ROWS = BLOCK_Q * H`` rows of
   warps, so no empty barrier is needed (WGMMA and TMA are both async-proxy accesses);
 - per tile: ``wgmma(kv_tile [64, D], q^T [D, ROWS])`` into a fresh ``[64, ROWS]`` fp32 accumulator
   (keys along M, query-heads along N), issued before the previous tile's epilogue, which then runs
-  while it computes: ``relu(acc * kv_sf) * w``, one masked row sum over the ``H`` columns of each query,
-  range mask, store of ``BLOCK_Q`` rows of 64 logits.
+  while it computes: ``relu(acc * kv_sf) * w`` (by default as ``(acc + sign(kv_sf) |acc|) * w``, then
+  ``kv_sf / 2`` after the sum), one masked row sum over the ``H`` columns of each query, range mask,
+  store of ``BLOCK_Q`` rows of 64 logits.
 """
 
 from __future__ import annotations
@@ -62,12 +63,14 @@ def _tile_epilogue(acc, sf, w, col_q, t, q0, seq_len, seq_len_kv, start_ptr, end
                    SF_AFTER_SUM: gl.constexpr = False):
     """Logits of key tile ``t`` for queries ``q0 + [0, BLOCK_Q)`` from its ``[64, ROWS]`` scores.
 
-    ``SF_AFTER_SUM``: ``kv_sf[j] * sum_h relu(score) * w`` (one multiply per logit instead of one per
-    score), equal to the contract's ``sum_h relu(score * kv_sf[j]) * w`` for every ``kv_sf[j] >= 0``
-    (all scales a cast produces); a negative scale gives that expression instead."""
+    ``SF_AFTER_SUM``: the same logits with ``kv_sf[j]`` applied once per logit after the head sum, through
+    ``relu(x * sf) = sf * (x + sign(sf) * |x|) / 2`` (exact for either sign of ``sf``): one FFMA a score
+    (``|x|`` is an operand modifier) where the default spends an FMUL and a half-rate FMNMX."""
     kj = t * BLOCK_KV_ + gl.arange(0, BLOCK_KV_, layout=row_layout)
     if SF_AFTER_SUM:
-        s = gl.maximum(acc, 0.0) * w[None, :]
+        sgn = gl.where(sf >= 0.0, 1.0, -1.0)
+        s = gl.fma(gl.abs(acc), sgn[:, None], acc) * w[None, :]
+        sf = sf * 0.5
     else:
         s = gl.maximum(acc * sf[:, None], 0.0) * w[None, :]
     for qq in gl.static_range(BLOCK_Q):
@@ -223,11 +226,11 @@ def mqa_logits_kernel(q_desc, kv_desc, kv_sf_ptr, w_ptr, start_ptr, end_ptr, out
 
 def prefill_supported(heads: int, head_dim: int, max_seqlen_k: int) -> bool:
     """Whether the API runs this kernel (on sm_90, with contiguous 16-byte-aligned q, kv, ranges): the
-    full logits form at head_dim 128, heads 32, 64 and 128 (H200, S=2048, S_kv=8192: 1.11x the Triton
-    kernel at 64 heads, NOTES v6, 292.0 vs 325.4 us causal; results/mqa-sm90-probe-h200-2026-12-03-heads-
-    3253fb0.json: 1.14-1.16x at 128 heads, 502.9 vs 583.6 causal, 284.8 vs 323.7 context-parallel; 32
-    heads untimed against Triton (that probe's "triton" column went through the API, which already ran
-    this kernel there); at 16 heads slower, 143.0 vs 113.6, so 16 stays on Triton)."""
+    full logits form at head_dim 128, heads 32, 64 and 128. H200, S=2048, S_kv=8192, both kernels with kv_sf
+    after the head sum (results/mqa-sm90-probe-h200-2026-12-03-signed-12ec969.json), Gluon vs Triton:
+    H=64 causal 272.9 vs 300.6 us, context-parallel 163.8 vs 182.2; H=32 175.1 vs 191.2; H=128 458.5 vs
+    524.2; at 16 heads slower (157.0 vs Triton's 113.8 with its per-score scale), so 16 stays on Triton.
+    At D <= 64 Triton is ahead too (H=32/D=64 109.0 vs 101.7, H=64/D=32 212.2 vs 207.6)."""
     return head_dim == 128 and max_seqlen_k == 0 and heads in (32, 64, 128)
 
 
@@ -238,14 +241,16 @@ def block_q_for(heads: int) -> int:
 
 def launch(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: torch.Tensor, start: torch.Tensor,
            end: torch.Tensor, out: torch.Tensor, clean_logits: bool, num_sms: int = 132, block_q: int | None = None,
-           overlap: bool = False, sf_after_sum: bool = False) -> None:
+           overlap: bool = False, sf_after_sum: bool = True) -> None:
     """Launch on validated tensors (as api/attention.py's ``fp8_mqa_logits`` passes them, full form only).
 
     q: e4m3 ``[S, H, D]`` contiguous (seen as ``[S * H, D]``); kv: e4m3 ``[S_kv, D]`` row-major; kv_sf:
     fp32 ``[S_kv]``; weights: fp32 ``[S, H]`` (``stride(1) == 1``); start/end: int32 ``[S]`` contiguous;
     out: fp32 or bf16 ``[S, S_kv]`` (``stride(1) == 1``). D in {32, 64, 128}, H * block_q <= 256.
-    ``sf_after_sum``: apply ``kv_sf`` once per logit after the head sum (:func:`_tile_epilogue`; exact for
-    non-negative scales; not yet timed, so the API does not set it).
+    ``sf_after_sum`` (the default): ``kv_sf`` applied once per logit after the head sum
+    (:func:`_tile_epilogue`; the same logits for either sign of ``kv_sf``). H200, S=2048, S_kv=8192,
+    results/mqa-sm90-probe-h200-2026-12-03-signed-12ec969.json: H=64/D=128 causal 292.1 -> 272.9 us,
+    context-parallel 173.4 -> 163.8, H=32 184.5 -> 175.1, H=128 506.7 -> 458.5.
     """
     seq_len, heads, head_dim = q.shape
     seq_len_kv = kv.shape[0]

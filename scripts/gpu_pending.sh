@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# What is still unmeasured (benchmarks/NOTES.md v7), in two H200 calls of under 10 minutes each:
-#   bash scripts/gpu_pending.sh 1   timings, alone on the GPU: the grouped harness suite (the m-grouped masked
-#                                   rule of d40e2b0: 64x128 / 128x128 pipelined at K >= 4096), the C-epilogue
-#                                   probe (c_tma_late), the v7 sweep of BLOCK_N 16 at M <= 128, the MQA
-#                                   variants (sf_after_sum in both kernels; Triton timed directly)
-#   bash scripts/gpu_pending.sh 2   the k-grouped bench, then the GPU tests of everything above
+# What is still unmeasured (benchmarks/NOTES.md), in H200 calls of under 10 minutes each:
+#   bash scripts/gpu_pending.sh 1   the Gluon paged MQA kernel: its GPU tests and the API's MQA tests, then
+#                                   scripts/paged_mqa_sm90_probe.py (Gluon vs Triton on DeepGEMM's paged anchors),
+#                                   then scripts/mqa_sm90_probe.py
+#   bash scripts/gpu_pending.sh 2   c_tma_late by default: the dense / weight-gradient harness, the k-grouped
+#                                   bench, the harness mqa suite, then tests/test_sm90_gpu.py and the k-grouped tests
 # Logs and JSON in $OUT/pending<part>.tgz (the device tool returns only a few files).
 # Here first: git rev-parse --short HEAD > .commit (and carry ".commit").
 set -uo pipefail
@@ -15,18 +15,29 @@ LOGS="$(mktemp -d)"
 status=0
 pack() { tar -czf "$OUT/pending$PART.tgz" -C "$LOGS" .; }  # after every step: a cut-off run keeps what it has
 commit="$(cat .commit 2>/dev/null || echo unknown)"
-if [ "$PART" = 1 ]; then
-    timeout 60 python3 -m finegemm.bench --plain --no-progress --suite grouped --peers finegemm-sm90 \
-        --commit "$commit" --json "$LOGS/bench-grouped.json" > "$LOGS/bench-grouped.log" 2>&1 || status=1
-    tail -22 "$LOGS/bench-grouped.log"; pack
-    OUT="$LOGS" timeout 150 python3 scripts/c_epilogue_probe.py 2>&1 | tee "$LOGS/c_probe.log" | cut -c1-300; pack
-    OUT="$LOGS" V4_DEADLINE_S=90 timeout 150 python3 scripts/sm90_dev.py v7 2>&1 | tail -5 | cut -c1-200; pack
-    OUT="$LOGS" timeout 150 python3 scripts/mqa_sm90_probe.py 2>&1 | tee "$LOGS/mqa_probe.log" | cut -c1-300; pack
-else
-    timeout 150 python3 scripts/k_grouped_bench.py --out "$LOGS" 2>&1 | tee "$LOGS/k_grouped_bench.log" | cut -c1-150
+pytest_gpu() {  # log name, then test paths
+    local log="$1"; shift
+    timeout 300 python3 -m pytest -m gpu -q -p no:cacheprovider "$@" 2>&1 | tee "$LOGS/$log" | tail -4
+    [ "${PIPESTATUS[0]}" = 0 ] || status=1
     pack
-    timeout 300 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_sm90_grouped_gpu.py tests/test_sm90_mqa.py \
-        tests/test_sm90_gpu.py 2>&1 \
-        | tee "$LOGS/pytest.log" | tail -6; [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
+}
+if [ "$PART" = 1 ]; then
+    pytest_gpu pytest-paged.log tests/test_sm90_paged_mqa.py tests/test_mqa.py tests/test_sm90_mqa.py
+    OUT="$LOGS" timeout 300 python3 scripts/paged_mqa_sm90_probe.py 2>&1 | tee "$LOGS/paged_probe.log" | cut -c1-240
+    pack
+    OUT="$LOGS" timeout 150 python3 scripts/mqa_sm90_probe.py > "$LOGS/mqa_probe.log" 2>&1; tail -2 "$LOGS/mqa_probe.log" | cut -c1-200
+    pack
+else
+    timeout 60 python3 -m finegemm.bench --plain --no-progress --suite dense,weight-grad \
+        --peers finegemm-sm90,cublas-block --commit "$commit" --json "$LOGS/bench.json" > "$LOGS/bench.log" 2>&1 \
+        || status=1
+    tail -3 "$LOGS/bench.log"; pack
+    timeout 90 python3 -m finegemm.bench --plain --no-progress --suite mqa --peers finegemm-sm90 \
+        --commit "$commit" --json "$LOGS/bench-mqa.json" > "$LOGS/bench-mqa.log" 2>&1 || status=1
+    tail -3 "$LOGS/bench-mqa.log"; pack
+    timeout 150 python3 scripts/k_grouped_bench.py --out "$LOGS" 2>&1 | tee "$LOGS/k_grouped_bench.log" | cut -c1-110
+    pack
+    pytest_gpu pytest.log tests/test_sm90_gpu.py tests/test_sm90_k_grouped_gpu.py tests/test_sm90_paged_mqa.py \
+        tests/test_sm90_mqa.py tests/test_mqa.py
 fi
 exit $status

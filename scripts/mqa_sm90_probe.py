@@ -4,8 +4,7 @@ Prefill anchor shapes (S=2048, S_kv=8192; H/D as in the anchors' ``mqa`` field),
 CUDA events, 1 GiB L2 flush before each call, 3 warm-ups, median of 20; every variant checked against
 the API's logits first. Both kernels are called directly (the API picks one per shape). Variants: the
 Triton kernel with kv_sf before the ReLU and after the head sum (``sf_after_sum``); the Gluon kernel
-with kv_sf before the ReLU, and after the sum with the default queries per CTA, with the in-CTA overlap,
-and with twice the queries (one accumulator of 256 columns).
+with kv_sf before the ReLU, and after the sum with and without the in-CTA overlap.
 Usage: PYTHONPATH=. python3 scripts/mqa_sm90_probe.py (JSON to $OUT/mqa_sm90_probe.json).
 """
 
@@ -69,7 +68,7 @@ for heads, dim, ranges in ((64, 128, "causal"), (64, 128, "cp"), (32, 128, "caus
     # Gluon variants: (queries per CTA, next tile's WGMMA issued before this tile's epilogue, kv_sf after
     # the head sum)
     base = gluon_mqa.block_q_for(heads)
-    for bq, overlap, after in ((base, False, False), (base, False, True), (base, True, True), (2 * base, False, True)):
+    for bq, overlap, after in ((base, False, False), (base, False, True), (base, True, True)):
         if bq * heads > 256:
             continue
         out.fill_(float("nan"))

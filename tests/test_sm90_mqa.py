@@ -118,7 +118,7 @@ def test_gpu_matches_reference(heads, head_dim, ranges, dtype, overlap):
 @pytest.mark.parametrize("heads,head_dim,ranges", [(64, 128, "causal"), (32, 64, "ragged"), (128, 128, "cp")])
 def test_gpu_scale_after_head_sum(heads, head_dim, ranges):
     """``sf_after_sum`` on the H200, both schedules: the contract's logits for the cast's (non-negative)
-    scales and for negative ones, against the default per-score form too."""
+    scales and for negative ones (every third key), against the default per-score form too."""
     sm90_device()
     from finegemm.kernels.sm90 import mqa_logits as m
 

@@ -9,7 +9,10 @@ whose configs come from a heuristic: Hopper tiles (``tl.dot`` compiles to WGMMA 
 ``FINEGEMM_BACKEND`` ``auto`` or ``sm90``, portable tiles elsewhere or with ``portable``; CPU tensors run
 through Triton's interpreter. On sm_90 the full form of ``fp8_mqa_logits`` at head dim 128 (32, 64 or
 128 heads, contiguous inputs) runs the Gluon kernel of kernels/sm90/mqa_logits.py instead (the rule and
-its measurements: ``mqa_logits.prefill_supported``). ``FINEGEMM_PRINT_CONFIGS=1`` prints each choice once.
+its measurements: ``mqa_logits.prefill_supported``), and ``fp8_paged_mqa_logits`` at head dim 128 with
+pages of 64-key multiples runs kernels/sm90/paged_mqa_logits.py where that measured faster
+(``paged_mqa_logits.preferred``: 128 query rows a sequence or 2**23 keys of work).
+``FINEGEMM_PRINT_CONFIGS=1`` prints each choice once.
 
 Values inside tensors (ranges, context lengths, block tables, the schedule) are checked on the host only
 where that needs no device sync: always for CPU tensors, and for CUDA tensors when ``FINEGEMM_DEBUG=1``
@@ -33,11 +36,12 @@ from ..kernels.portable.paged_mqa_logits import (
     SPLIT_KV,
     PagedMqaLogitsConfig,
     get_paged_mqa_logits_config,
+    launch_paged_clean,
     launch_paged_mqa_logits,
     schedule_paged_mqa_logits,
 )
 from .checks import E4M3, check_dim, check_dtype, check_same_device, check_tensor, describe
-from .dispatch import BackendError, check_device_usable, sm90_mqa_module
+from .dispatch import BackendError, check_device_usable, sm90_mqa_module, sm90_paged_mqa_module
 from .plan_cache import dispatch_state, new_cache, plan_for, scalar_key, tensor_key
 
 SUPPORTED_HEADS = (16, 32, 64, 128)
@@ -134,7 +138,7 @@ class _LogitsPlan:
     prefill: bool = False  # fp8_mqa_logits' compact form with clean_logits: every position starts at -inf
     sf_reshape: bool = False  # fp8_mqa_logits' kv_sf is [S_kv, 1]: viewed as [S_kv]
     sf_copy: bool = False  # ... and not unit-strided: copied (S_kv floats)
-    gluon_sms: int = 0  # > 0: fp8_mqa_logits runs the sm90 Gluon kernel (kernels/sm90/mqa_logits.py) on that many SMs
+    gluon_sms: int = 0  # > 0: the op runs its sm90 Gluon kernel (kernels/sm90/mqa_logits.py, paged_mqa_logits.py)
 
 
 # Host overhead per call on this CPU (python 3.11, torch 2.13), launches patched to no-ops, best of 5 x 4000
@@ -408,8 +412,13 @@ def fp8_paged_mqa_logits(
     out = _alloc_logits(plan)
     if plan.config is None:
         return out
-    launch_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, out, clean_logits,
-                            plan.config)
+    if plan.gluon_sms and q.data_ptr() % 16 == 0 and kv_cache.data_ptr() % 16 == 0:  # TMA needs 16-byte bases
+        sm90_paged_mqa_module().launch(q, kv_cache, weights, context_lens, block_table, schedule_meta, out)
+        if clean_logits:
+            launch_paged_clean(context_lens, out, q.shape[1])
+    else:
+        launch_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, out, clean_logits,
+                                plan.config)
     return out
 
 
@@ -488,10 +497,18 @@ def _plan_paged(q: object, kv_cache: object, weights: object, context_lens: obje
 
     rows = batch * next_n
     config = None
+    gluon_sms = 0
     if rows > 0 and max_context_len > 0:
         facts = device_facts(device)
-        config = _paged_config(next_n, heads, head_dim, facts, _wants_hopper(facts))
-    return _LogitsPlan(rows, max_context_len, _row_stride(max_context_len), logits_dtype, device, config)
+        hopper = _wants_hopper(facts)
+        config = _paged_config(next_n, heads, head_dim, facts, hopper)
+        sm90_paged = sm90_paged_mqa_module() if hopper and q.is_contiguous() else None
+        if (sm90_paged is not None and sm90_paged.supported(next_n, heads, head_dim, kv_cache)
+                and sm90_paged.preferred(next_n, heads, batch, max_context_len)):
+            gluon_sms = facts.num_sms
+            report_config(("fp8_paged_mqa_logits", next_n, heads, head_dim), "sm90", "gluon")
+    return _LogitsPlan(rows, max_context_len, _row_stride(max_context_len), logits_dtype, device, config,
+                       gluon_sms=gluon_sms)
 
 
 __all__ = ["fp8_mqa_logits", "fp8_paged_mqa_logits", "get_paged_mqa_logits_metadata", "pack_paged_kv_cache",

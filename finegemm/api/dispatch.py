@@ -67,6 +67,16 @@ def sm90_mqa_module() -> Any | None:
 
 
 @functools.cache
+def sm90_paged_mqa_module() -> Any | None:
+    """kernels/sm90/paged_mqa_logits.py (the Gluon paged MQA-logits kernel), or None where it cannot be imported."""
+    try:
+        from ..kernels.sm90 import paged_mqa_logits
+    except ImportError:
+        return None
+    return paged_mqa_logits
+
+
+@functools.cache
 def _sm90_k_grouped_module() -> Any | None:
     """kernels/sm90/dispatch_k_grouped.py (k-grouped FP8 and BF16), or None where it cannot be imported."""
     try:

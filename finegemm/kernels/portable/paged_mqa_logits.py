@@ -195,7 +195,17 @@ def launch_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: to
             PAGE=block_kv, SPLIT=SPLIT_KV, BLOCK_N=block_n, SUBS=config.subs, CTX_2D=ctx_2d,
             num_warps=config.num_warps, num_stages=config.num_stages,
         )
-    if clean_logits and out.numel() > 0:
+    if clean_logits:
+        launch_paged_clean(context_lens, out, next_n)
+
+
+def launch_paged_clean(context_lens: torch.Tensor, out: torch.Tensor, next_n: int) -> None:
+    """``-inf`` at every column ``>= ctx(b, t)`` of ``out`` ``[B * next_n, max_context_len]`` (``clean_logits``;
+    the main kernels leave the splits past a sequence's largest context unwritten)."""
+    max_context_len = out.shape[1]
+    ctx_2d = context_lens.dim() == 2
+    stride_ctx_t = context_lens.stride(1) if ctx_2d else 0
+    if out.numel() > 0:
         chunk = 1024
         _paged_clean_kernel[(out.shape[0], triton.cdiv(max_context_len, chunk))](
             context_lens, out, max_context_len, context_lens.stride(0), stride_ctx_t, out.stride(0),

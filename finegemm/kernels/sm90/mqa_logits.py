@@ -58,26 +58,38 @@ def _add(a, b):
 
 
 @gluon.jit
-def _tile_epilogue(acc, sf, w, col_q, t, q0, seq_len, seq_len_kv, start_ptr, end_ptr, out_ptr, stride_out,
-                   BLOCK_Q: gl.constexpr, BLOCK_KV_: gl.constexpr, row_layout: gl.constexpr,
-                   SF_AFTER_SUM: gl.constexpr = False):
-    """Logits of key tile ``t`` for queries ``q0 + [0, BLOCK_Q)`` from its ``[64, ROWS]`` scores.
+def weighted_relu(acc, sf, w, SF_AFTER_SUM: gl.constexpr):
+    """``(s, post)``: ``[64, ROWS]`` terms whose head sums times ``post`` [64] (per key, ``SF_AFTER_SUM``
+    only) are the logits.
 
-    ``SF_AFTER_SUM``: the same logits with ``kv_sf[j]`` applied once per logit after the head sum, through
-    ``relu(x * sf) = sf * (x + sign(sf) * |x|) / 2`` (exact for either sign of ``sf``): one FFMA a score
-    (``|x|`` is an operand modifier) where the default spends an FMUL and a half-rate FMNMX."""
-    kj = t * BLOCK_KV_ + gl.arange(0, BLOCK_KV_, layout=row_layout)
+    Default: ``s = relu(acc * sf) * w``. ``SF_AFTER_SUM``: ``kv_sf`` applied once per logit after the head
+    sum, through ``relu(x * sf) = sf * (x + sign(sf) * |x|) / 2`` (exact for either sign of ``sf``): one
+    FFMA a score (``|x|`` is an operand modifier) where the default spends an FMUL and a half-rate FMNMX.
+    (A per-tile branch to ``relu(x) * w`` when all 64 scales are >= 0 measured slower: its cross-warp
+    minimum costs more than the FFMA, NOTES v7 outcomes.)"""
     if SF_AFTER_SUM:
         sgn = gl.where(sf >= 0.0, 1.0, -1.0)
         s = gl.fma(gl.abs(acc), sgn[:, None], acc) * w[None, :]
-        sf = sf * 0.5
+        post = sf * 0.5
     else:
         s = gl.maximum(acc * sf[:, None], 0.0) * w[None, :]
+        post = sf
+    return s, post
+
+
+@gluon.jit
+def _tile_epilogue(acc, sf, w, col_q, t, q0, seq_len, seq_len_kv, start_ptr, end_ptr, out_ptr, stride_out,
+                   BLOCK_Q: gl.constexpr, BLOCK_KV_: gl.constexpr, row_layout: gl.constexpr,
+                   SF_AFTER_SUM: gl.constexpr = False):
+    """Logits of key tile ``t`` for queries ``q0 + [0, BLOCK_Q)`` from its ``[64, ROWS]`` scores
+    (:func:`weighted_relu` says how ``kv_sf`` is applied)."""
+    kj = t * BLOCK_KV_ + gl.arange(0, BLOCK_KV_, layout=row_layout)
+    s, post = weighted_relu(acc, sf, w, SF_AFTER_SUM)
     for qq in gl.static_range(BLOCK_Q):
         qi = q0 + qq
         logits = gl.reduce(gl.where((col_q == qq)[None, :], s, 0.0), 1, _add)  # [64]: this query's heads
         if SF_AFTER_SUM:
-            logits = logits * sf
+            logits = logits * post
         st = gl.minimum(gl.maximum(gl.load(start_ptr + gl.minimum(qi, seq_len - 1)), 0), seq_len_kv)
         en = gl.maximum(gl.minimum(gl.load(end_ptr + gl.minimum(qi, seq_len - 1)), seq_len_kv), st)
         inside = (kj >= st) & (kj < en)

@@ -1,0 +1,124 @@
+"""The Gluon paged MQA-logits kernel (finegemm/kernels/sm90/paged_mqa_logits.py).
+
+CPU: it compiles for sm_90 for each supported (next_n, heads) and logits dtype with TMA loads, WGMMA,
+mbarriers, no spills and registers for four CTAs an SM; :func:`supported` takes what it should. GPU
+(``-m gpu``): against the float64 reference on DeepSeek V3.2 decode sizes with shuffled block tables,
+both context-length forms, pages of 64 and 128 keys, and the API's dispatch to it.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+from generators import sm90_device
+from test_mqa import PagedCase, assert_logits_match, generate_paged
+
+from finegemm.kernels.sm90.compile_check import TARGET, _desc_sig, resource_usage, wgmma_serialization
+from finegemm.reference import mqa as ref
+
+CASES = [(1, 32), (1, 64), (2, 32), (2, 64), (1, 128), (2, 128), (4, 64)]
+
+
+def _compile(next_n, heads, out, ctx_2d=False, page=64):
+    import triton
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    from finegemm.jit.interpret import restore_language
+    from finegemm.kernels.sm90 import paged_mqa_logits as m
+
+    sig = {"q_desc": _desc_sig("fp8e4nv", [next_n * heads, 128], gl.float8e4nv),
+           "kv_desc": _desc_sig("fp8e4nv", [m.BLOCK_KV, 128], gl.float8e4nv),
+           "sf_ptr": "*fp32", "w_ptr": "*fp32", "ctx_ptr": "*i32", "table_ptr": "*i32", "meta_ptr": "*i32",
+           "out_ptr": f"*{out}"}
+    for name in ("batch", "num_blocks", "max_blocks", "max_context_len", "rows_per_page", "stride_page_sf",
+                 "sf_offset", "stride_ws", "stride_ctx_b", "stride_ctx_t", "stride_table", "stride_out"):
+        sig[name] = "i32"
+    consts = dict(NEXT_N=next_n, HEADS=heads, PAGE=page, SUBS_=m.SUBS, CTX_2D=ctx_2d)
+    sig.update({k: "constexpr" for k in consts})
+    restore_language()  # interpreted CPU tests earlier in this process may have left tl patched
+    return triton.compile(GluonASTSource(m.paged_mqa_logits_kernel, sig, consts), target=TARGET,
+                          options={"num_warps": 4})
+
+
+@pytest.mark.parametrize("next_n,heads", CASES)
+@pytest.mark.parametrize("out,ctx_2d", [("fp32", False), ("bf16", True)])
+def test_compiles(next_n, heads, out, ctx_2d):
+    kernel = _compile(next_n, heads, out, ctx_2d)
+    ptx = kernel.asm["ptx"]
+    assert re.search(rf"wgmma\.mma_async\.sync\.aligned\.m64n{next_n * heads}k32\.f32\.e4m3\.e4m3", ptx)
+    assert re.search(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global", ptx)
+    assert "mbarrier.try_wait" in ptx
+    usage = resource_usage(kernel)
+    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
+    assert not wgmma_serialization(kernel)
+    if next_n * heads <= 128:  # four CTAs an SM (65536 / (4 * 128 threads)); [B, next_n] lens: three
+        assert usage["REG"] <= (168 if ctx_2d else 128), usage
+
+
+def test_supported_shapes():
+    from finegemm.kernels.sm90.paged_mqa_logits import supported
+
+    def cache(blocks, block_kv, d=128, pad=0):
+        rows = torch.empty(blocks, block_kv * (d + 4) + pad, dtype=torch.uint8)[:, :block_kv * (d + 4)]
+        return rows.unflatten(1, (block_kv, 1, d + 4))
+
+    assert supported(2, 64, 128, cache(8, 64)) and supported(1, 32, 128, cache(8, 128))
+    assert supported(4, 64, 128, cache(8, 256)) and supported(2, 64, 128, cache(8, 64, pad=128))
+    assert not supported(3, 64, 128, cache(8, 64))  # N = 192: not a power of two
+    assert not supported(1, 16, 128, cache(8, 64))  # N = 16
+    assert not supported(4, 128, 128, cache(8, 64))  # N = 512
+    assert not supported(2, 64, 64, cache(8, 64, d=64))  # D = 64
+    assert not supported(2, 64, 128, cache(8, 32))  # pages smaller than a tile
+    assert not supported(2, 64, 128, cache(8, 64, pad=4))  # page starts not on a 128-byte row
+
+
+def test_preferred_where_measured_faster():
+    from finegemm.kernels.sm90.paged_mqa_logits import preferred
+
+    assert preferred(2, 64, 256, 10000) and preferred(1, 128, 8, 100)  # 128 rows
+    assert preferred(1, 64, 256, 80000) and preferred(1, 32, 4096, 10000)  # >= 2**23 keys
+    assert not preferred(1, 64, 256, 10000) and not preferred(1, 32, 256, 10000)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("batch,next_n,heads,avg,block_kv,ctx_2d,dtype", [
+    (64, 2, 64, 4096, 64, False, torch.float32), (64, 1, 64, 4096, 64, False, torch.bfloat16),
+    (32, 1, 32, 8192, 64, True, torch.float32), (32, 2, 32, 3000, 128, False, torch.float32),
+    (16, 2, 128, 2048, 64, True, torch.float32), (16, 4, 64, 1000, 256, False, torch.float32),
+    (200, 2, 64, 300, 64, False, torch.float32)])
+def test_gpu_matches_reference(batch, next_n, heads, avg, block_kv, ctx_2d, dtype):
+    """The kernel against the float64 reference, shuffled block tables, ragged contexts (some empty),
+    output poisoned first, directly and through the API (this kernel where ``preferred``, else Triton);
+    bitwise repeat."""
+    sm90_device()
+    import finegemm
+    from finegemm.kernels.sm90 import paged_mqa_logits as m
+
+    gen = torch.Generator().manual_seed(batch + next_n)
+    lens = torch.randint(int(0.7 * avg), int(1.3 * avg), (batch,), generator=gen).tolist()
+    lens[1] = 0  # an empty context
+    max_len = max(lens)
+    case = PagedCase(batch, next_n, heads, 128, block_kv, ctx_2d, max_len, dtype)
+    q, kv_cache, w, ctx, table = generate_paged(case, seed=11, lens=lens, device="cuda")
+    meta = finegemm.get_paged_mqa_logits_metadata(ctx, block_kv, finegemm.get_num_sms())
+    expected = ref.fp8_paged_mqa_logits(q, kv_cache, w, ctx, table, meta, max_len)
+    assert m.supported(next_n, heads, 128, kv_cache)
+    api = finegemm.fp8_paged_mqa_logits(q, kv_cache, w, ctx, table, meta, max_len, clean_logits=True,
+                                        logits_dtype=dtype)
+    outs = []
+    for _ in range(2):
+        out = torch.full((batch * next_n, max_len), float("nan"), device="cuda", dtype=dtype)
+        m.launch(q, kv_cache, w, ctx, table, meta, out)
+        outs.append(out)
+    torch.cuda.synchronize()
+    tol = 1e-3 if dtype == torch.float32 else 5e-3
+    assert_logits_match(api, expected, None, tol)
+    # direct launch: every in-context value written; past the largest context of a split left as is
+    written = ~torch.isnan(outs[0])
+    fin = ~torch.isneginf(expected)
+    assert bool(written[fin].all()), "an in-context logit was not written"
+    assert_logits_match(torch.where(written, outs[0], expected.to(dtype)), expected, None, tol)
+    assert torch.equal(outs[0].nan_to_num(), outs[1].nan_to_num()), "repeat run differs"

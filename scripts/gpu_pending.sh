@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # What is still unmeasured (benchmarks/NOTES.md), in H200 calls of under 10 minutes each:
 #   bash scripts/gpu_pending.sh 1   the Gluon paged MQA kernel: its GPU tests and the API's MQA tests, then
-#                                   scripts/paged_mqa_sm90_probe.py (Gluon vs Triton on DeepGEMM's paged anchors),
-#                                   then scripts/mqa_sm90_probe.py
-#   bash scripts/gpu_pending.sh 2   c_tma_late by default: the dense / weight-gradient harness, the k-grouped
-#                                   bench, the harness mqa suite, then tests/test_sm90_gpu.py and the k-grouped tests
+#                                   scripts/paged_mqa_sm90_probe.py (Gluon vs Triton on DeepGEMM's paged anchors)
+#   bash scripts/gpu_pending.sh 2   c_tma_late by default: the dense / weight-gradient harness, the harness mqa
+#                                   suite, the GPU tests (dense, k-grouped, MQA), then the k-grouped bench
 # Logs and JSON in $OUT/pending<part>.tgz (the device tool returns only a few files).
 # Here first: git rev-parse --short HEAD > .commit (and carry ".commit").
 set -uo pipefail
@@ -22,10 +21,8 @@ pytest_gpu() {  # log name, then test paths
     pack
 }
 if [ "$PART" = 1 ]; then
-    pytest_gpu pytest-paged.log tests/test_sm90_paged_mqa.py tests/test_mqa.py tests/test_sm90_mqa.py
+    pytest_gpu pytest-paged.log tests/test_sm90_paged_mqa.py
     OUT="$LOGS" timeout 300 python3 scripts/paged_mqa_sm90_probe.py 2>&1 | tee "$LOGS/paged_probe.log" | cut -c1-240
-    pack
-    OUT="$LOGS" timeout 150 python3 scripts/mqa_sm90_probe.py > "$LOGS/mqa_probe.log" 2>&1; tail -2 "$LOGS/mqa_probe.log" | cut -c1-200
     pack
 else
     timeout 60 python3 -m finegemm.bench --plain --no-progress --suite dense,weight-grad \
@@ -35,9 +32,9 @@ else
     timeout 90 python3 -m finegemm.bench --plain --no-progress --suite mqa --peers finegemm-sm90 \
         --commit "$commit" --json "$LOGS/bench-mqa.json" > "$LOGS/bench-mqa.log" 2>&1 || status=1
     tail -3 "$LOGS/bench-mqa.log"; pack
+    pytest_gpu pytest.log tests/test_sm90_gpu.py tests/test_sm90_k_grouped_gpu.py tests/test_sm90_mqa.py \
+        tests/test_mqa.py
     timeout 150 python3 scripts/k_grouped_bench.py --out "$LOGS" 2>&1 | tee "$LOGS/k_grouped_bench.log" | cut -c1-110
     pack
-    pytest_gpu pytest.log tests/test_sm90_gpu.py tests/test_sm90_k_grouped_gpu.py tests/test_sm90_paged_mqa.py \
-        tests/test_sm90_mqa.py tests/test_mqa.py
 fi
 exit $status

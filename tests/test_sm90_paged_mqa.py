@@ -75,14 +75,6 @@ def test_supported_shapes():
     assert not supported(2, 64, 128, cache(8, 64, pad=4))  # page starts not on a 128-byte row
 
 
-def test_preferred_where_measured_faster():
-    from finegemm.kernels.sm90.paged_mqa_logits import preferred
-
-    assert preferred(2, 64, 256, 10000) and preferred(1, 128, 8, 100)  # 128 rows
-    assert preferred(1, 64, 256, 80000) and preferred(1, 32, 4096, 10000)  # >= 2**23 keys
-    assert not preferred(1, 64, 256, 10000) and not preferred(1, 32, 256, 10000)
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("batch,next_n,heads,avg,block_kv,ctx_2d,dtype", [
     (64, 2, 64, 4096, 64, False, torch.float32), (64, 1, 64, 4096, 64, False, torch.bfloat16),
@@ -91,7 +83,7 @@ def test_preferred_where_measured_faster():
     (200, 2, 64, 300, 64, False, torch.float32)])
 def test_gpu_matches_reference(batch, next_n, heads, avg, block_kv, ctx_2d, dtype):
     """The kernel against the float64 reference, shuffled block tables, ragged contexts (some empty),
-    output poisoned first, directly and through the API (this kernel where ``preferred``, else Triton);
+    output poisoned first, directly and through the API (which dispatches it);
     bitwise repeat."""
     sm90_device()
     import finegemm

@@ -9,15 +9,21 @@ paged_mqa_logits.py, whose docstring states them): program ``(slot, sub)`` walks
   are rows ``p * stride(0) / D + [0, block_kv)`` (the scales follow as ``4 * block_kv / D`` more rows,
   never loaded as values), so each 64-key tile is one TMA box ``[64, D]`` at a page looked up in the
   block table; the ``[next_n * H, D]`` query rows of the item's sequence are one more box;
-- all of an item's (up to four) tiles are requested at once into a ring of four slots, then each runs
-  ``wgmma(kv_tile [64, D], q^T [D, next_n * H])`` and its epilogue while the later tiles land; four
-  CTAs an SM (``SUBS``) overlap each other's loads, WGMMAs and epilogues;
+- a ring of four slots, one per 64-key tile of an item: each tile runs ``wgmma(kv_tile [64, D],
+  q^T [D, next_n * H])`` and its epilogue, and its slot is refilled at once with the same tile of the
+  program's next item (the schedule walked one item ahead), so loads run under the math; the query
+  rows are reloaded only when the sequence changes; four CTAs an SM (``SUBS``) overlap each other too;
 - the epilogue applies ``kv_sf`` after the head sum as the prefill kernel does
   (:func:`.mqa_logits.weighted_relu`: ``relu(x sf) = sf (x + sign(sf)|x|) / 2``, exact for either sign).
 
 Takes next_n * H in {32, 64, 128, 256} (a power of two: the WGMMA N), D = 128 and block_kv a multiple
-of 64 (:func:`supported`); the API takes it where it measured faster (:func:`preferred`) and runs the
-Triton kernel elsewhere.
+of 64 (:func:`supported`); the API runs the Triton kernel elsewhere. H200, DeepGEMM's paged anchors
+(results/paged-mqa-sm90-probe-h200-2026-12-03-8813cb8-prefetch.json, pages of 64, contexts avg x
+U(0.7, 1.3), no clean-up pass), this kernel vs the Triton one vs DeepGEMM, us: B=256 ctx 8192 n=1 H=64
+103.1 / 113.8 / 79, n=2 H=64 124.1 / 207.2 / 87, n=1 H=32 95.6 / 102.6 / 78; B=256 ctx 65536 n=2 H=32
+700.4 / 1376.3 / 566, n=1 H=64 666.4 / 844.9 / 556, n=2 H=64 807.2 / 1558.4 / 588; B=4096 ctx 8192 n=1
+H=32 1242.3 / 1476.6 / 1102, n=2 H=64 1619.8 / 3078.8 / 1195, n=2 H=32 1384.4 / 2553.0 / 1129 (without
+the next item's prefetch, the first version: 6-16 % slower, and behind Triton on the first and third).
 """
 
 from __future__ import annotations
@@ -75,11 +81,62 @@ def _tile_logits(acc, sf, w, col_t, k, b64, ctx_ptr, b, stride_ctx_b, stride_ctx
 
 
 @gluon.jit
+def _item_keys(ctx_ptr, b, stride_ctx_b, stride_ctx_t, cap, NEXT_N: gl.constexpr, CTX_2D: gl.constexpr):
+    """The largest context of sequence ``b``'s tokens, capped at ``cap``."""
+    n = _row_context(ctx_ptr, b, NEXT_N - 1, stride_ctx_b, stride_ctx_t, cap, NEXT_N, CTX_2D)
+    if CTX_2D:  # 2-D lens need not grow with the token
+        for t in gl.static_range(NEXT_N - 1):
+            n = gl.maximum(n, _row_context(ctx_ptr, b, t, stride_ctx_b, stride_ctx_t, cap, NEXT_N, CTX_2D))
+    return n
+
+
+@gluon.jit
+def _next_owned(b, s, item, batch, b_stop, s_stop, sub, ctx_ptr, stride_ctx_b, stride_ctx_t,
+                SUBS_: gl.constexpr, NEXT_N: gl.constexpr, CTX_2D: gl.constexpr):
+    """From schedule position ``(b, s)``, item number ``item`` (not yet looked at), the first item this
+    program owns (``item % SUBS_ == sub``) within its slot's run: ``(b, s, item, found)``."""
+    found = b * 0  # an int32 tensor (a plain 0 would be a constexpr the loop cannot reassign)
+    while (found == 0) & (b < batch) & ((b < b_stop) | (s < s_stop)):
+        # the schedule's item count for b counts the uncapped lens; items past the cap write nothing
+        if s < gl.cdiv(_item_keys(ctx_ptr, b, stride_ctx_b, stride_ctx_t, 2147483647, NEXT_N, CTX_2D), _SPLIT):
+            if item % SUBS_ == sub:
+                found = 1
+            else:
+                item += 1
+                s += 1
+        else:
+            b += 1
+            s = 0
+    return b, s, item, found
+
+
+@gluon.jit
+def _load_tiles(kv_desc, kv_smem, bars, j_lo, n_tiles, b, s, table_ptr, stride_table, num_blocks, rows_per_page,
+                PAGE: gl.constexpr, TILES: gl.constexpr):
+    """Slots ``j_lo .. TILES - 1`` for item ``(b, s)``: a TMA load of tile ``j`` where ``j < n_tiles``, else a
+    plain arrive (every slot's barrier completes once an item, so all share one phase)."""
+    BKV: gl.constexpr = kv_desc.block_type.shape[0]
+    for j in gl.static_range(TILES):
+        if j >= j_lo:
+            if j < n_tiles:
+                key = s * _SPLIT + j * BKV
+                row = _page(table_ptr, b.to(gl.int64), stride_table, key, num_blocks, PAGE) * rows_per_page
+                mbarrier.expect(bars.index(j), kv_desc.block_type.nbytes)
+                tma.async_copy_global_to_shared(kv_desc, [row + key % PAGE, 0], bars.index(j), kv_smem.index(j))
+            else:
+                mbarrier.arrive(bars.index(j))
+
+
+@gluon.jit
 def paged_mqa_logits_kernel(q_desc, kv_desc, sf_ptr, w_ptr, ctx_ptr, table_ptr, meta_ptr, out_ptr,
                             batch, num_blocks, max_blocks, max_context_len, rows_per_page, stride_page_sf,
                             sf_offset, stride_ws, stride_ctx_b, stride_ctx_t, stride_table, stride_out,
                             NEXT_N: gl.constexpr, HEADS: gl.constexpr, PAGE: gl.constexpr,
                             SUBS_: gl.constexpr, CTX_2D: gl.constexpr):
+    """Program ``(slot, sub)``: the items of its schedule slot's run numbered ``sub`` mod ``SUBS_``. Tile
+    ``j`` of the next owned item is loaded into slot ``j`` as soon as this item's tile ``j`` is reduced (and
+    the slots this item leaves unused right after it), so the next item's pages arrive under this one's
+    WGMMAs and epilogues; the query rows are reloaded only when the sequence changes."""
     ROWS: gl.constexpr = NEXT_N * HEADS
     BKV: gl.constexpr = kv_desc.block_type.shape[0]
     TILES: gl.constexpr = _SPLIT // BKV
@@ -89,8 +146,8 @@ def paged_mqa_logits_kernel(q_desc, kv_desc, sf_ptr, w_ptr, ctx_ptr, table_ptr, 
     col_layout: gl.constexpr = gl.SliceLayout(0, acc_layout)
     slot = gl.program_id(0)
     sub = gl.program_id(1)
-    b = gl.minimum(gl.maximum(gl.load(meta_ptr + 2 * slot), 0), batch)
-    s = gl.maximum(gl.load(meta_ptr + 2 * slot + 1), 0)
+    b0 = gl.minimum(gl.maximum(gl.load(meta_ptr + 2 * slot), 0), batch)
+    s0 = gl.maximum(gl.load(meta_ptr + 2 * slot + 1), 0)
     b_stop = gl.minimum(gl.maximum(gl.load(meta_ptr + 2 * slot + 2), 0), batch)
     s_stop = gl.maximum(gl.load(meta_ptr + 2 * slot + 3), 0)
     key_cap = gl.minimum(max_context_len, max_blocks * PAGE)
@@ -107,58 +164,61 @@ def paged_mqa_logits_kernel(q_desc, kv_desc, sf_ptr, w_ptr, ctx_ptr, table_ptr, 
     r = gl.arange(0, ROWS, layout=col_layout)
     col_t = r // HEADS  # which of the NEXT_N tokens column r scores
     kt = gl.arange(0, BKV, layout=row_layout)
+    w = gl.zeros([ROWS], gl.float32, col_layout)
 
-    item = 0
-    done = 0  # items this program ran: the phase of every barrier
-    while (b < batch) & ((b < b_stop) | (s < s_stop)):
-        n_keys = _row_context(ctx_ptr, b, NEXT_N - 1, stride_ctx_b, stride_ctx_t, key_cap, NEXT_N, CTX_2D)
-        if CTX_2D:  # 2-D lens need not grow with the token
-            for t in gl.static_range(NEXT_N - 1):
-                n_keys = gl.maximum(n_keys, _row_context(ctx_ptr, b, t, stride_ctx_b, stride_ctx_t, key_cap,
-                                                         NEXT_N, CTX_2D))
-        # the schedule's item count for b counts the uncapped lens; items past the cap write nothing
-        b_keys = _row_context(ctx_ptr, b, NEXT_N - 1, stride_ctx_b, stride_ctx_t, 2147483647, NEXT_N, CTX_2D)
-        if CTX_2D:
-            for t in gl.static_range(NEXT_N - 1):
-                b_keys = gl.maximum(b_keys, _row_context(ctx_ptr, b, t, stride_ctx_b, stride_ctx_t, 2147483647,
-                                                         NEXT_N, CTX_2D))
-        if s < gl.cdiv(b_keys, _SPLIT):
-            if item % SUBS_ == sub:
-                b64 = b.to(gl.int64)
-                k0 = s * _SPLIT
-                n_tiles = gl.minimum(gl.maximum(gl.cdiv(n_keys - k0, BKV), 0), TILES)
-                phase = done & 1
-                mbarrier.expect(q_bar, q_desc.block_type.nbytes)
-                tma.async_copy_global_to_shared(q_desc, [b * ROWS, 0], q_bar, q_smem)
-                for j in gl.static_range(TILES):
-                    if j < n_tiles:
-                        mbarrier.expect(bars.index(j), kv_desc.block_type.nbytes)
-                        row = _page(table_ptr, b64, stride_table, k0 + j * BKV, num_blocks, PAGE) * rows_per_page
-                        tma.async_copy_global_to_shared(kv_desc, [row + (k0 + j * BKV) % PAGE, 0], bars.index(j),
-                                                        kv_smem.index(j))
-                w = gl.load(w_ptr + (b64 * NEXT_N + col_t) * stride_ws + (r % HEADS))
-                mbarrier.wait(q_bar, phase)
-                for j in range(n_tiles):  # a runtime loop: unrolled it took 150 registers, not 127
-                    mbarrier.wait(bars.index(j), phase)
-                    acc = warpgroup_mma(kv_smem.index(j), q_t, zero, use_acc=False, is_async=True)
-                    k = k0 + j * BKV + kt
-                    inside = (k0 + j * BKV) % PAGE + kt
-                    page = _page(table_ptr, b64, stride_table, k0 + j * BKV, num_blocks, PAGE)
-                    sf = gl.load(sf_ptr + page.to(gl.int64) * stride_page_sf + sf_offset + inside,
-                                 mask=k < n_keys, other=0.0)
-                    acc = warpgroup_mma_wait(0, deps=(acc,))
-                    _tile_logits(acc, sf, w, col_t, k, b64, ctx_ptr, b, stride_ctx_b, stride_ctx_t, key_cap,
-                                 max_context_len, out_ptr, stride_out, NEXT_N, CTX_2D)
-                # barriers the skipped tiles did not use are re-armed to keep one phase for all
-                for j in gl.static_range(TILES):
-                    if j >= n_tiles:
-                        mbarrier.arrive(bars.index(j))
-                done += 1
-            item += 1
-            s += 1
-        else:
-            b += 1
-            s = 0
+    b, s, item, ok = _next_owned(b0, s0, b0 * 0, batch, b_stop, s_stop, sub, ctx_ptr, stride_ctx_b, stride_ctx_t,
+                                 SUBS_, NEXT_N, CTX_2D)
+    # (past the run b can be batch: the lens read is clamped to a real row, the result unused)
+    n_keys = _item_keys(ctx_ptr, gl.minimum(b, batch - 1), stride_ctx_b, stride_ctx_t, key_cap, NEXT_N, CTX_2D)
+    n_tiles = gl.minimum(gl.maximum(gl.cdiv(n_keys - s * _SPLIT, BKV), 0), TILES)
+    if ok == 1:
+        _load_tiles(kv_desc, kv_smem, bars, 0, n_tiles, b, s, table_ptr, stride_table, num_blocks, rows_per_page,
+                    PAGE, TILES)
+    q_b = b0 * 0 - 1  # the sequence whose query rows q_smem holds
+    done = b0 * 0  # items this program ran: the phase of every kv barrier
+    q_loads = b0 * 0
+    while ok == 1:
+        nb, ns, nitem, nok = _next_owned(b, s + 1, item + 1, batch, b_stop, s_stop, sub, ctx_ptr, stride_ctx_b,
+                                         stride_ctx_t, SUBS_, NEXT_N, CTX_2D)
+        nn_keys = _item_keys(ctx_ptr, gl.minimum(nb, batch - 1), stride_ctx_b, stride_ctx_t, key_cap, NEXT_N, CTX_2D)
+        nn_tiles = gl.where(nok == 1, gl.minimum(gl.maximum(gl.cdiv(nn_keys - ns * _SPLIT, BKV), 0), TILES), 0)
+        b64 = b.to(gl.int64)
+        if b != q_b:  # the previous item's WGMMAs, the last readers of q_smem, are complete
+            mbarrier.expect(q_bar, q_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(q_desc, [b * ROWS, 0], q_bar, q_smem)
+            w = gl.load(w_ptr + (b64 * NEXT_N + col_t) * stride_ws + (r % HEADS))
+            mbarrier.wait(q_bar, q_loads & 1)
+            q_loads += 1
+            q_b = b
+        phase = done & 1
+        k0 = s * _SPLIT
+        for j in range(n_tiles):
+            mbarrier.wait(bars.index(j), phase)
+            acc = warpgroup_mma(kv_smem.index(j), q_t, zero, use_acc=False, is_async=True)
+            k = k0 + j * BKV + kt
+            page = _page(table_ptr, b64, stride_table, k0 + j * BKV, num_blocks, PAGE)
+            sf = gl.load(sf_ptr + page.to(gl.int64) * stride_page_sf + sf_offset + (k0 + j * BKV) % PAGE + kt,
+                         mask=k < n_keys, other=0.0)
+            acc = warpgroup_mma_wait(0, deps=(acc,))
+            if j < nn_tiles:  # slot j is free: the next item's tile j
+                key = ns * _SPLIT + j * BKV
+                row = _page(table_ptr, nb.to(gl.int64), stride_table, key, num_blocks, PAGE) * rows_per_page
+                mbarrier.expect(bars.index(j), kv_desc.block_type.nbytes)
+                tma.async_copy_global_to_shared(kv_desc, [row + key % PAGE, 0], bars.index(j), kv_smem.index(j))
+            else:
+                mbarrier.arrive(bars.index(j))
+            _tile_logits(acc, sf, w, col_t, k, b64, ctx_ptr, b, stride_ctx_b, stride_ctx_t, key_cap,
+                         max_context_len, out_ptr, stride_out, NEXT_N, CTX_2D)
+        # the slots this item did not use (its barriers completed by an arrive last round) serve the next
+        _load_tiles(kv_desc, kv_smem, bars, n_tiles, nn_tiles, nb, ns, table_ptr, stride_table, num_blocks,
+                    rows_per_page, PAGE, TILES)
+        done += 1
+        b = nb
+        s = ns
+        item = nitem
+        ok = nok
+        n_keys = nn_keys
+        n_tiles = nn_tiles
 
 
 def supported(next_n: int, heads: int, head_dim: int, kv_cache: torch.Tensor) -> bool:
@@ -170,17 +230,6 @@ def supported(next_n: int, heads: int, head_dim: int, kv_cache: torch.Tensor) ->
     return (head_dim == 128 and rows in (32, 64, 128, 256) and block_kv % BLOCK_KV == 0
             and kv_cache.stride(0) % head_dim == 0 and kv_cache.data_ptr() % 16 == 0
             and kv_cache.shape[0] * (kv_cache.stride(0) // head_dim) < 2 ** 31)  # int32 TMA row coordinates
-
-
-def preferred(next_n: int, heads: int, batch: int, max_context_len: int) -> bool:
-    """Whether the API takes this kernel over the Triton one where :func:`supported`: from 128 query rows a
-    sequence (``next_n * H``), or from 2**23 keys of work (``batch * max_context_len``). H200, pages of 64,
-    contexts avg x U(0.7, 1.3), no clean-up pass (results/paged-mqa-sm90-probe-h200-2026-12-03-760302a-wip.json),
-    Gluon vs Triton, us: B=256 ctx 8192 n=2 H=64 132.4 vs 208.8; B=256 ctx 65536 n=2 H=32 775.9 vs 1338.1,
-    n=1 H=64 741.5 vs 844.7, n=2 H=64 898.2 vs 1571.2; B=4096 ctx 8192 n=1 H=32 1380.5 vs 1474.6, n=2
-    H=64 1740.9 vs 3126.0, n=2 H=32 1525.7 vs 2592.5; but B=256 ctx 8192 n=1 H=64 121.5 vs 114.8 and n=1
-    H=32 156.8 vs 102.8 (32-64 rows, few items: the Triton kernel's one 256-key dot an item wins)."""
-    return next_n * heads >= 128 or batch * max_context_len >= 2 ** 23
 
 
 def launch(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, context_lens: torch.Tensor,

@@ -128,8 +128,12 @@ def test_v5_weight_grad_rules():
     for m in (2112, 576):
         c = cfg(m, 7168)
         assert (c.block_m, c.block_n, c.sfa_tma, c.sfb_tma, c.pipe_mma, c.c_tma) == (64, 128, True, True, True, True)
-    # every weight-gradient pick stages C by TMA
+    # every weight-gradient pick stages C by TMA, and the pipelined one-wave ones start its load after the
+    # first K-block pair (c_tma_late; the rule turns PIPE_MMA on after make_config, which must keep it)
     assert all(cfg(m, k).c_tma for m, k in ((4096, 7168), (24576, 1536), (32768, 512)))
+    for m, k in ((24576, 1536), (7168, 2048), (2112, 7168), (32768, 512)):
+        c = cfg(m, k)
+        assert c.c_tma and c.c_tma_late and c.pipe_mma and c.block_m < 256, c
 
 
 def test_v3_keeps_v2_where_unmeasured():

@@ -45,10 +45,10 @@ class Sm90Config:
     # FP32 C and D, no split-K: each tile's C is loaded by TMA into the D staging buffer before its main
     # loop instead of by blocking loads in the epilogue (with small_epi: the first wave's C only)
     c_tma: bool = False
-    # with c_tma on a pipelined one-wave tile: start the C load after the first K-block pair instead of
-    # before the main loop (its wait for the previous D store then runs under WGMMAs); make_config turns
-    # it on wherever it applies
-    c_tma_late: bool = False
+    # with c_tma on a pipelined one-wave tile (the kernel ignores it elsewhere): start the C load after the
+    # first K-block pair instead of before the main loop (its wait for the previous D store then runs
+    # under WGMMAs). On by default: a rule that turns PIPE_MMA on after make_config gets it too.
+    c_tma_late: bool = True
 
     @property
     def num_warps(self) -> int:
@@ -243,13 +243,13 @@ def make_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int
     # FP32 C, row-major, aligned). H200, results/c-epilogue-probe-h200-2026-12-03-8d46235.json, c = d:
     # 24576x4096x1536 536.8 -> 477.5 us, 7168x4096x2048 203.1 -> 181.9, 4096x7168x2048 209.2 -> 183.4,
     # 2112x4096x7168 188.2 -> 178.2, 256 rows (first wave only) 4096x4096x7168 278.8 -> 272.4; bitwise equal.
-    # On pipelined one-wave tiles the C load starts after the first K-block pair (c_tma_late), its wait for
-    # the previous D store then under WGMMAs. H200, results/c-epilogue-probe-h200-2026-12-03-12ec969.json:
+    # On pipelined one-wave tiles the C load starts after the first K-block pair (c_tma_late, the field's
+    # default), its wait for the previous D store then under WGMMAs. H200, results/c-epilogue-probe-h200-
+    # 2026-12-03-12ec969.json:
     # 24576x4096x1536 472.8 -> 447.4 us, 7168x4096x2048 181.6 -> 173.5, 4096x7168x2048 182.4 -> 175.1,
     # 2112x4096x7168 (64x128) 169.0 -> 168.5; the 256-row tiles (two waves) keep the early load.
     cfg = Sm90Config(bm, bn, stages, split, 8, facts.num_sms, pipe, small_epi, sfa_tma, sfb_tma)
-    c_tma = desc.with_c and out_fp32 and cfg.can_stage_c
-    return dataclasses.replace(cfg, c_tma=c_tma, c_tma_late=c_tma and pipe)
+    return dataclasses.replace(cfg, c_tma=desc.with_c and out_fp32 and cfg.can_stage_c)
 
 
 # ---------------------------------------------------------------------------------------------

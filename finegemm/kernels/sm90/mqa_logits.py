@@ -134,6 +134,19 @@ def _key_scales(kv_sf_ptr, t, seq_len_kv, BKV: gl.constexpr, row_layout: gl.cons
 
 
 @gluon.jit
+def alloc_ring(q_desc, kv_desc, STAGES_: gl.constexpr):
+    """Shared memory of one query box and a ring of ``STAGES_`` key tiles, with ``STAGES_ + 1`` initialized
+    mbarriers (one per tile, then the query's): ``(q_smem, kv_smem, bars)``."""
+    q_smem = gl.allocate_shared_memory(q_desc.dtype, q_desc.block_type.shape, q_desc.layout)
+    kv_smem = gl.allocate_shared_memory(kv_desc.dtype, [STAGES_] + kv_desc.block_type.shape, kv_desc.layout)
+    bars = gl.allocate_shared_memory(gl.int64, [STAGES_ + 1, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES_ + 1):
+        mbarrier.init(bars.index(i), count=1)
+    fence_async_shared()
+    return q_smem, kv_smem, bars
+
+
+@gluon.jit
 def mqa_logits_kernel(q_desc, kv_desc, kv_sf_ptr, w_ptr, start_ptr, end_ptr, out_ptr,
                       seq_len, seq_len_kv, tiles_per_split, stride_ws, stride_out,
                       HEADS: gl.constexpr, BLOCK_Q: gl.constexpr, STAGES_: gl.constexpr, CLEAN: gl.constexpr,
@@ -170,12 +183,7 @@ def mqa_logits_kernel(q_desc, kv_desc, kv_sf_ptr, w_ptr, start_ptr, end_ptr, out
             _store_neg_inf(t, q0, seq_len, seq_len_kv, out_ptr, stride_out, BLOCK_Q, BKV, row_layout)
     n = c_end - c_begin
 
-    q_smem = gl.allocate_shared_memory(q_desc.dtype, q_desc.block_type.shape, q_desc.layout)
-    kv_smem = gl.allocate_shared_memory(kv_desc.dtype, [STAGES_] + kv_desc.block_type.shape, kv_desc.layout)
-    bars = gl.allocate_shared_memory(gl.int64, [STAGES_ + 1, 1], mbarrier.MBarrierLayout())
-    for b in gl.static_range(STAGES_ + 1):
-        mbarrier.init(bars.index(b), count=1)
-    fence_async_shared()
+    q_smem, kv_smem, bars = alloc_ring(q_desc, kv_desc, STAGES_)
     q_bar = bars.index(STAGES_)
     if n > 0:
         mbarrier.expect(q_bar, q_desc.block_type.nbytes)

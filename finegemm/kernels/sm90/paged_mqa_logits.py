@@ -32,7 +32,6 @@ import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
-    fence_async_shared,
     mbarrier,
     tma,
     warpgroup_mma,
@@ -41,7 +40,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from ..portable.paged_mqa_logits import SPLIT_KV
-from .mqa_logits import _acc_layout, _add, weighted_relu
+from .mqa_logits import _acc_layout, _add, alloc_ring, weighted_relu
 
 BLOCK_KV = 64  # keys per WGMMA tile (the M of the instruction)
 _SPLIT = gl.constexpr(SPLIT_KV)  # keys per schedule item, readable inside the kernel
@@ -111,20 +110,27 @@ def _next_owned(b, s, item, batch, b_stop, s_stop, sub, ctx_ptr, stride_ctx_b, s
 
 
 @gluon.jit
+def _fill_slot(kv_desc, kv_smem, bars, j, load, b, s, table_ptr, stride_table, num_blocks,
+               rows_per_page, PAGE: gl.constexpr):
+    """Complete slot ``j``'s barrier once for item ``(b, s)``: a TMA load of its tile ``j`` where ``load``,
+    else a plain arrive (every slot's barrier completes once an item, so all share one phase)."""
+    if load:
+        key = s * _SPLIT + j * kv_desc.block_type.shape[0]
+        row = _page(table_ptr, b.to(gl.int64), stride_table, key, num_blocks, PAGE) * rows_per_page
+        mbarrier.expect(bars.index(j), kv_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(kv_desc, [row + key % PAGE, 0], bars.index(j), kv_smem.index(j))
+    else:
+        mbarrier.arrive(bars.index(j))
+
+
+@gluon.jit
 def _load_tiles(kv_desc, kv_smem, bars, j_lo, n_tiles, b, s, table_ptr, stride_table, num_blocks, rows_per_page,
                 PAGE: gl.constexpr, TILES: gl.constexpr):
-    """Slots ``j_lo .. TILES - 1`` for item ``(b, s)``: a TMA load of tile ``j`` where ``j < n_tiles``, else a
-    plain arrive (every slot's barrier completes once an item, so all share one phase)."""
-    BKV: gl.constexpr = kv_desc.block_type.shape[0]
+    """:func:`_fill_slot` for slots ``j_lo .. TILES - 1`` of item ``(b, s)``, which has ``n_tiles`` tiles."""
     for j in gl.static_range(TILES):
         if j >= j_lo:
-            if j < n_tiles:
-                key = s * _SPLIT + j * BKV
-                row = _page(table_ptr, b.to(gl.int64), stride_table, key, num_blocks, PAGE) * rows_per_page
-                mbarrier.expect(bars.index(j), kv_desc.block_type.nbytes)
-                tma.async_copy_global_to_shared(kv_desc, [row + key % PAGE, 0], bars.index(j), kv_smem.index(j))
-            else:
-                mbarrier.arrive(bars.index(j))
+            _fill_slot(kv_desc, kv_smem, bars, j, j < n_tiles, b, s, table_ptr, stride_table, num_blocks,
+                       rows_per_page, PAGE)
 
 
 @gluon.jit
@@ -152,12 +158,7 @@ def paged_mqa_logits_kernel(q_desc, kv_desc, sf_ptr, w_ptr, ctx_ptr, table_ptr, 
     s_stop = gl.maximum(gl.load(meta_ptr + 2 * slot + 3), 0)
     key_cap = gl.minimum(max_context_len, max_blocks * PAGE)
 
-    q_smem = gl.allocate_shared_memory(q_desc.dtype, q_desc.block_type.shape, q_desc.layout)
-    kv_smem = gl.allocate_shared_memory(kv_desc.dtype, [TILES] + kv_desc.block_type.shape, kv_desc.layout)
-    bars = gl.allocate_shared_memory(gl.int64, [TILES + 1, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(TILES + 1):
-        mbarrier.init(bars.index(i), count=1)
-    fence_async_shared()
+    q_smem, kv_smem, bars = alloc_ring(q_desc, kv_desc, TILES)
     q_bar = bars.index(TILES)
     q_t = q_smem.permute((1, 0))
     zero = gl.zeros([BKV, ROWS], gl.float32, acc_layout)
@@ -200,13 +201,9 @@ def paged_mqa_logits_kernel(q_desc, kv_desc, sf_ptr, w_ptr, ctx_ptr, table_ptr, 
             sf = gl.load(sf_ptr + page.to(gl.int64) * stride_page_sf + sf_offset + (k0 + j * BKV) % PAGE + kt,
                          mask=k < n_keys, other=0.0)
             acc = warpgroup_mma_wait(0, deps=(acc,))
-            if j < nn_tiles:  # slot j is free: the next item's tile j
-                key = ns * _SPLIT + j * BKV
-                row = _page(table_ptr, nb.to(gl.int64), stride_table, key, num_blocks, PAGE) * rows_per_page
-                mbarrier.expect(bars.index(j), kv_desc.block_type.nbytes)
-                tma.async_copy_global_to_shared(kv_desc, [row + key % PAGE, 0], bars.index(j), kv_smem.index(j))
-            else:
-                mbarrier.arrive(bars.index(j))
+            # slot j is free: the next item's tile j
+            _fill_slot(kv_desc, kv_smem, bars, j, j < nn_tiles, nb, ns, table_ptr, stride_table, num_blocks,
+                       rows_per_page, PAGE)
             _tile_logits(acc, sf, w, col_t, k, b64, ctx_ptr, b, stride_ctx_b, stride_ctx_t, key_cap,
                          max_context_len, out_ptr, stride_out, NEXT_N, CTX_2D)
         # the slots this item did not use (its barriers completed by an arrive last round) serve the next

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# What is still unmeasured (benchmarks/NOTES.md), in H200 calls of under 10 minutes each:
-#   bash scripts/gpu_pending.sh 1   the Gluon paged MQA kernel: its GPU tests and the API's MQA tests, then
-#                                   scripts/paged_mqa_sm90_probe.py (Gluon vs Triton on DeepGEMM's paged anchors)
-#   bash scripts/gpu_pending.sh 2   c_tma_late by default: the dense / weight-gradient harness, the harness mqa
-#                                   suite, the GPU tests (dense, k-grouped, MQA), then the k-grouped bench
+# What is still unmeasured at the end of the 5th session of 2026-12-03 (benchmarks/NOTES.md), in H200 calls of
+# under 10 minutes each:
+#   bash scripts/gpu_pending.sh 1   the paged MQA GPU tests and scripts/paged_mqa_sm90_probe.py at the final tree
+#                                   (its last edit, 3b735b2, left the PTX unchanged; rerun to confirm)
+#   bash scripts/gpu_pending.sh 2   the dense / weight-gradient harness, the harness mqa suite, the GPU tests
+#                                   (dense, k-grouped, MQA), then the k-grouped bench with c_tma_late reaching
+#                                   its groups (run 9 at 8813cb8 predates 8e46a1d; prediction: 2-4 % at K ~ 2048)
 # Logs and JSON in $OUT/pending<part>.tgz (the device tool returns only a few files).
 # Here first: git rev-parse --short HEAD > .commit (and carry ".commit").
 set -uo pipefail

@@ -75,6 +75,15 @@ def test_supported_shapes():
     assert not supported(2, 64, 128, cache(8, 64, pad=4))  # page starts not on a 128-byte row
 
 
+def test_dispatched_up_to_the_measured_rows():
+    from finegemm.kernels.sm90.paged_mqa_logits import dispatched
+
+    blocks = torch.empty(8, 64 * 132, dtype=torch.uint8).unflatten(1, (64, 1, 132))
+    assert dispatched(2, 64, 128, blocks) and dispatched(1, 32, 128, blocks) and dispatched(1, 128, 128, blocks)
+    assert not dispatched(2, 128, 128, blocks) and not dispatched(4, 64, 128, blocks)  # 256 rows: untimed
+    assert not dispatched(3, 64, 128, blocks)  # not supported
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("batch,next_n,heads,avg,block_kv,ctx_2d,dtype", [
     (64, 2, 64, 4096, 64, False, torch.float32), (64, 1, 64, 4096, 64, False, torch.bfloat16),
@@ -83,7 +92,7 @@ def test_supported_shapes():
     (200, 2, 64, 300, 64, False, torch.float32)])
 def test_gpu_matches_reference(batch, next_n, heads, avg, block_kv, ctx_2d, dtype):
     """The kernel against the float64 reference, shuffled block tables, ragged contexts (some empty),
-    output poisoned first, directly and through the API (which dispatches it);
+    output poisoned first, directly and through the API (which dispatches it up to 128 rows);
     bitwise repeat."""
     sm90_device()
     import finegemm

@@ -10,8 +10,9 @@ whose configs come from a heuristic: Hopper tiles (``tl.dot`` compiles to WGMMA 
 through Triton's interpreter. On sm_90 the full form of ``fp8_mqa_logits`` at head dim 128 (32, 64 or
 128 heads, contiguous inputs) runs the Gluon kernel of kernels/sm90/mqa_logits.py instead (the rule and
 its measurements: ``mqa_logits.prefill_supported``), and ``fp8_paged_mqa_logits`` at head dim 128 with
-pages of 64-key multiples runs kernels/sm90/paged_mqa_logits.py (``paged_mqa_logits.supported``; faster
-than the Triton kernel on every DeepGEMM anchor case, its docstring lists them).
+pages of 64-key multiples and up to 128 query rows a sequence runs kernels/sm90/paged_mqa_logits.py
+(``paged_mqa_logits.dispatched``; faster than the Triton kernel on every DeepGEMM anchor case, its
+docstring lists them).
 ``FINEGEMM_PRINT_CONFIGS=1`` prints each choice once.
 
 Values inside tensors (ranges, context lengths, block tables, the schedule) are checked on the host only
@@ -503,7 +504,7 @@ def _plan_paged(q: object, kv_cache: object, weights: object, context_lens: obje
         hopper = _wants_hopper(facts)
         config = _paged_config(next_n, heads, head_dim, facts, hopper)
         sm90_paged = sm90_paged_mqa_module() if hopper and q.is_contiguous() else None
-        if sm90_paged is not None and sm90_paged.supported(next_n, heads, head_dim, kv_cache):
+        if sm90_paged is not None and sm90_paged.dispatched(next_n, heads, head_dim, kv_cache):
             gluon_sms = facts.num_sms
             report_config(("fp8_paged_mqa_logits", next_n, heads, head_dim), "sm90", "gluon")
     return _LogitsPlan(rows, max_context_len, _row_stride(max_context_len), logits_dtype, device, config,

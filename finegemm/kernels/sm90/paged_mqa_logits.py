@@ -17,7 +17,8 @@ paged_mqa_logits.py, whose docstring states them): program ``(slot, sub)`` walks
   (:func:`.mqa_logits.weighted_relu`: ``relu(x sf) = sf (x + sign(sf)|x|) / 2``, exact for either sign).
 
 Takes next_n * H in {32, 64, 128, 256} (a power of two: the WGMMA N), D = 128 and block_kv a multiple
-of 64 (:func:`supported`); the API runs the Triton kernel elsewhere. H200, DeepGEMM's paged anchors
+of 64 (:func:`supported`); the API takes it up to 128 rows (:func:`dispatched`) and runs the Triton
+kernel elsewhere. H200, DeepGEMM's paged anchors
 (results/paged-mqa-sm90-probe-h200-2026-12-03-8813cb8-prefetch.json, pages of 64, contexts avg x
 U(0.7, 1.3), no clean-up pass), this kernel vs the Triton one vs DeepGEMM, us: B=256 ctx 8192 n=1 H=64
 103.1 / 113.8 / 79, n=2 H=64 124.1 / 207.2 / 87, n=1 H=32 95.6 / 102.6 / 78; B=256 ctx 65536 n=2 H=32
@@ -227,6 +228,13 @@ def supported(next_n: int, heads: int, head_dim: int, kv_cache: torch.Tensor) ->
     return (head_dim == 128 and rows in (32, 64, 128, 256) and block_kv % BLOCK_KV == 0
             and kv_cache.stride(0) % head_dim == 0 and kv_cache.data_ptr() % 16 == 0
             and kv_cache.shape[0] * (kv_cache.stride(0) // head_dim) < 2 ** 31)  # int32 TMA row coordinates
+
+
+def dispatched(next_n: int, heads: int, head_dim: int, kv_cache: torch.Tensor) -> bool:
+    """Whether the API runs this kernel: :func:`supported` and at most 128 query rows a sequence, the range
+    measured against the Triton kernel (the module docstring's nine cases; 256 rows, e.g. H=128 with
+    next_n=2, run correctly here but at two CTAs an SM and are untimed)."""
+    return next_n * heads <= 128 and supported(next_n, heads, head_dim, kv_cache)
 
 
 def launch(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, context_lens: torch.Tensor,

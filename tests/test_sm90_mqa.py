@@ -15,7 +15,12 @@ import torch
 from generators import sm90_device
 from test_mqa import MqaCase, assert_logits_match, generate_mqa
 
-from finegemm.kernels.sm90.compile_check import TARGET, _desc_sig, resource_usage, wgmma_serialization
+from finegemm.kernels.sm90.compile_check import (
+    PTX_MUST_CONTAIN,
+    TARGET,
+    _desc_sig,
+    assert_async_wgmma_kernel,
+)
 from finegemm.reference import mqa as ref
 
 CASES = [(64, 128), (32, 128), (16, 128), (128, 128), (64, 64), (32, 64), (64, 32)]
@@ -41,33 +46,27 @@ def _compile(heads, head_dim, out, clean, overlap=True, sf_after_sum=True):
     return triton.compile(GluonASTSource(m.mqa_logits_kernel, sig, consts), target=TARGET, options={"num_warps": 4})
 
 
+def mqa_ptx_must_contain(wgmma_n: int) -> dict[str, str]:
+    """What an MQA-logits kernel's PTX must show (for :func:`assert_async_wgmma_kernel`): e4m3 WGMMAs of
+    N = ``wgmma_n`` (query-head rows), TMA loads and mbarrier waits."""
+    return {f"wgmma e4m3 m64n{wgmma_n}": rf"wgmma\.mma_async\.sync\.aligned\.m64n{wgmma_n}k32\.f32\.e4m3\.e4m3",
+            "TMA load": PTX_MUST_CONTAIN["TMA load"], "mbarrier": PTX_MUST_CONTAIN["mbarrier"]}
+
+
 @pytest.mark.parametrize("heads,head_dim", CASES)
 @pytest.mark.parametrize("out,clean", [("fp32", True), ("bf16", False)])
 def test_compiles_with_the_overlapped_pipeline(heads, head_dim, out, clean):
-    kernel = _compile(heads, head_dim, out, clean)
-    ptx = kernel.asm["ptx"]
-    assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n128k32\.f32\.e4m3\.e4m3", ptx)
-    assert re.search(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global", ptx)
-    assert "mbarrier.try_wait" in ptx
+    ptx, _ = assert_async_wgmma_kernel(_compile(heads, head_dim, out, clean), mqa_ptx_must_contain(128))
     # the previous tile's epilogue runs while exactly one WGMMA group (the current tile's) is in flight
     assert re.search(r"wgmma\.wait_group\.sync\.aligned\s+1;", ptx)
-    usage = resource_usage(kernel)
-    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
-    # ptxas keeps the WGMMAs asynchronous (a copy of the in-flight accumulator made it wait after each)
-    assert not wgmma_serialization(kernel)
 
 
 @pytest.mark.parametrize("heads", [16, 32, 64, 128])
 def test_dispatched_schedule_compiles(heads):
     """What the API launches (D=128, one key tile at a time): WGMMA, TMA, <= 128 registers (4 CTAs an SM;
     H=16's 8-query epilogue: <= 168, 3 CTAs)."""
-    kernel = _compile(heads, 128, "fp32", True, overlap=False)
-    ptx = kernel.asm["ptx"]
-    assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n128k32\.f32\.e4m3\.e4m3", ptx)
-    assert re.search(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global", ptx)
-    usage = resource_usage(kernel)
-    assert usage["LOCAL"] == 0 and usage["STACK"] == 0 and usage["REG"] <= (128 if heads >= 32 else 168), usage
-    assert not wgmma_serialization(kernel)
+    _, usage = assert_async_wgmma_kernel(_compile(heads, 128, "fp32", True, overlap=False), mqa_ptx_must_contain(128))
+    assert usage["REG"] <= (128 if heads >= 32 else 168), usage
 
 
 @pytest.mark.parametrize("heads,head_dim", [(64, 128), (32, 64), (64, 32), (128, 128)])
@@ -86,9 +85,7 @@ def test_scale_after_head_sum_compiles_to_fewer_multiplies(heads, head_dim):
     a, b = ops(before), ops(after)
     assert b["FMUL"] + 32 <= a["FMUL"] and b["FMNMX"] + 32 <= a["FMNMX"], (a, b)
     assert b["FMUL"] + b["FMNMX"] + b["FFMA"] + 32 <= a["FMUL"] + a["FMNMX"] + a["FFMA"], (a, b)
-    usage = resource_usage(after)
-    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
-    assert not wgmma_serialization(after)
+    assert_async_wgmma_kernel(after, mqa_ptx_must_contain(128))  # block_q_for: 128 query-head rows
 
 
 @pytest.mark.gpu

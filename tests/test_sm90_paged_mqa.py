@@ -8,14 +8,13 @@ both context-length forms, pages of 64 and 128 keys, and the API's dispatch to i
 
 from __future__ import annotations
 
-import re
-
 import pytest
 import torch
 from generators import sm90_device
 from test_mqa import PagedCase, assert_logits_match, generate_paged
+from test_sm90_mqa import mqa_ptx_must_contain
 
-from finegemm.kernels.sm90.compile_check import TARGET, _desc_sig, resource_usage, wgmma_serialization
+from finegemm.kernels.sm90.compile_check import TARGET, _desc_sig, assert_async_wgmma_kernel
 from finegemm.reference import mqa as ref
 
 CASES = [(1, 32), (1, 64), (2, 32), (2, 64), (1, 128), (2, 128), (4, 64)]
@@ -46,14 +45,7 @@ def _compile(next_n, heads, out, ctx_2d=False, page=64):
 @pytest.mark.parametrize("next_n,heads", CASES)
 @pytest.mark.parametrize("out,ctx_2d", [("fp32", False), ("bf16", True)])
 def test_compiles(next_n, heads, out, ctx_2d):
-    kernel = _compile(next_n, heads, out, ctx_2d)
-    ptx = kernel.asm["ptx"]
-    assert re.search(rf"wgmma\.mma_async\.sync\.aligned\.m64n{next_n * heads}k32\.f32\.e4m3\.e4m3", ptx)
-    assert re.search(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global", ptx)
-    assert "mbarrier.try_wait" in ptx
-    usage = resource_usage(kernel)
-    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
-    assert not wgmma_serialization(kernel)
+    _, usage = assert_async_wgmma_kernel(_compile(next_n, heads, out, ctx_2d), mqa_ptx_must_contain(next_n * heads))
     if next_n * heads <= 128:  # four CTAs an SM (65536 / (4 * 128 threads)); [B, next_n] lens: three
         assert usage["REG"] <= (168 if ctx_2d else 128), usage
 

@@ -169,19 +169,27 @@ PTX_MUST_CONTAIN = {
 }
 
 
-def assert_fast_path_kernel(kernel, smem_per_block: int, must_contain: dict[str, str] = PTX_MUST_CONTAIN) -> str:
-    """Assert what every compiled warp-specialized sm90 kernel must show; returns its PTX.
-
-    The PTX has each of ``must_contain``'s instructions, the cubin spills no register (no local memory,
-    no stack), ptxas keeps the WGMMAs asynchronous (:func:`wgmma_serialization`), the shared memory fits
-    ``smem_per_block``, and the producer gives registers back (40) while the math warpgroups take them.
-    """
+def assert_async_wgmma_kernel(kernel, must_contain: dict[str, str]) -> tuple[str, dict[str, int]]:
+    """Assert what every compiled sm90 TMA + WGMMA kernel must show; returns its PTX and
+    :func:`resource_usage`: the PTX has each of ``must_contain``'s instructions, the cubin spills no
+    register (no local memory, no stack), and ptxas keeps the WGMMAs asynchronous
+    (:func:`wgmma_serialization`)."""
     ptx = kernel.asm["ptx"]
     for what, pattern in must_contain.items():
         assert re.search(pattern, ptx), f"PTX lacks {what} ({pattern})"
     usage = resource_usage(kernel)
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, f"register spills: {usage}"
     assert not (notes := wgmma_serialization(kernel)), notes
+    return ptx, usage
+
+
+def assert_fast_path_kernel(kernel, smem_per_block: int, must_contain: dict[str, str] = PTX_MUST_CONTAIN) -> str:
+    """Assert what every compiled warp-specialized sm90 kernel must show; returns its PTX.
+
+    :func:`assert_async_wgmma_kernel` with ``must_contain``, and the shared memory fits ``smem_per_block``,
+    and the producer gives registers back (40) while the math warpgroups take them.
+    """
+    ptx, _ = assert_async_wgmma_kernel(kernel, must_contain)
     assert kernel.metadata.shared <= smem_per_block
     assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+40", ptx)
     assert re.search(r"setmaxnreg\.inc\.sync\.aligned\.u32\s+2(32|40|48|56)", ptx)

@@ -91,6 +91,16 @@ def _item_keys(ctx_ptr, b, stride_ctx_b, stride_ctx_t, cap, NEXT_N: gl.constexpr
 
 
 @gluon.jit
+def _item_tiles(ctx_ptr, b, s, batch, stride_ctx_b, stride_ctx_t, key_cap, BKV: gl.constexpr, TILES: gl.constexpr,
+                NEXT_N: gl.constexpr, CTX_2D: gl.constexpr):
+    """``(n_keys, n_tiles)`` of item ``(b, s)``: its sequence's largest context capped at ``key_cap``, and how
+    many of the item's ``TILES`` key tiles hold keys below it. Past the run ``b`` can be ``batch``: the
+    lens read is clamped to a real row, and the caller does not use the result."""
+    n_keys = _item_keys(ctx_ptr, gl.minimum(b, batch - 1), stride_ctx_b, stride_ctx_t, key_cap, NEXT_N, CTX_2D)
+    return n_keys, gl.minimum(gl.maximum(gl.cdiv(n_keys - s * _SPLIT, BKV), 0), TILES)
+
+
+@gluon.jit
 def _next_owned(b, s, item, batch, b_stop, s_stop, sub, ctx_ptr, stride_ctx_b, stride_ctx_t,
                 SUBS_: gl.constexpr, NEXT_N: gl.constexpr, CTX_2D: gl.constexpr):
     """From schedule position ``(b, s)``, item number ``item`` (not yet looked at), the first item this
@@ -170,9 +180,8 @@ def paged_mqa_logits_kernel(q_desc, kv_desc, sf_ptr, w_ptr, ctx_ptr, table_ptr, 
 
     b, s, item, ok = _next_owned(b0, s0, b0 * 0, batch, b_stop, s_stop, sub, ctx_ptr, stride_ctx_b, stride_ctx_t,
                                  SUBS_, NEXT_N, CTX_2D)
-    # (past the run b can be batch: the lens read is clamped to a real row, the result unused)
-    n_keys = _item_keys(ctx_ptr, gl.minimum(b, batch - 1), stride_ctx_b, stride_ctx_t, key_cap, NEXT_N, CTX_2D)
-    n_tiles = gl.minimum(gl.maximum(gl.cdiv(n_keys - s * _SPLIT, BKV), 0), TILES)
+    n_keys, n_tiles = _item_tiles(ctx_ptr, b, s, batch, stride_ctx_b, stride_ctx_t, key_cap, BKV, TILES, NEXT_N,
+                                  CTX_2D)
     if ok == 1:
         _load_tiles(kv_desc, kv_smem, bars, 0, n_tiles, b, s, table_ptr, stride_table, num_blocks, rows_per_page,
                     PAGE, TILES)
@@ -182,8 +191,9 @@ def paged_mqa_logits_kernel(q_desc, kv_desc, sf_ptr, w_ptr, ctx_ptr, table_ptr, 
     while ok == 1:
         nb, ns, nitem, nok = _next_owned(b, s + 1, item + 1, batch, b_stop, s_stop, sub, ctx_ptr, stride_ctx_b,
                                          stride_ctx_t, SUBS_, NEXT_N, CTX_2D)
-        nn_keys = _item_keys(ctx_ptr, gl.minimum(nb, batch - 1), stride_ctx_b, stride_ctx_t, key_cap, NEXT_N, CTX_2D)
-        nn_tiles = gl.where(nok == 1, gl.minimum(gl.maximum(gl.cdiv(nn_keys - ns * _SPLIT, BKV), 0), TILES), 0)
+        nn_keys, nn_tiles = _item_tiles(ctx_ptr, nb, ns, batch, stride_ctx_b, stride_ctx_t, key_cap, BKV, TILES,
+                                        NEXT_N, CTX_2D)
+        nn_tiles = gl.where(nok == 1, nn_tiles, 0)
         b64 = b.to(gl.int64)
         if b != q_b:  # the previous item's WGMMAs, the last readers of q_smem, are complete
             mbarrier.expect(q_bar, q_desc.block_type.nbytes)

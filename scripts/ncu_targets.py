@@ -1,0 +1,62 @@
+"""One launch of each sm90 kernel whose gap to DeepGEMM is open, for Nsight Compute to profile on the H200.
+
+Run under ``ncu`` (``scripts/ncu_profile.sh``); outside it, this just calls each kernel once. Inputs are the
+harness's fresh random data. Targets: dense 1d2d 4096x7168x16384 (compute-bound main loop, 0.85x) and
+4096x2112x7168 (0.79x), MQA prefill H64/D128 S=2048 S_kv=8192 causal (0.82x), paged MQA B=256 ctx 8192
+next_n 2 H64 (0.70x), masked decode 16 groups x 64 rows x (7168, 2048) (0.98x).
+Usage: PYTHONPATH=. python3 scripts/ncu_targets.py [target ...]
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+
+from mqa_bench import paged_inputs  # noqa: E402
+from test_mqa import MqaCase, generate_mqa  # noqa: E402
+
+import finegemm  # noqa: E402
+from finegemm.bench.inputs import make_inputs  # noqa: E402
+from finegemm.bench.suites import dense_cases, grouped_cases  # noqa: E402
+
+DEV = torch.device("cuda")
+
+
+def dense(m: int, n: int, k: int) -> None:
+    t = make_inputs(dense_cases([(m, n, k)])[0], DEV, seed=1).t
+    d = torch.empty(m, n, device=DEV, dtype=torch.bfloat16)
+    finegemm.fp8_gemm_nt(t["a"], t["b"], d)
+
+
+def mqa() -> None:
+    q, kv, sf, w, st, en = generate_mqa(MqaCase(2048, 8192, 64, 128, "causal"), seed=0, device="cuda")
+    finegemm.fp8_mqa_logits(q, (kv, sf), w, st, en)
+
+
+def paged() -> None:
+    q, cache, w, ctx, table, max_len = paged_inputs(256, 2, 64, 128, 8192)
+    meta = finegemm.get_paged_mqa_logits_metadata(ctx, 64, torch.cuda.get_device_properties(0).multi_processor_count)
+    finegemm.fp8_paged_mqa_logits(q, cache, w, ctx, table, meta, max_len, clean_logits=False)
+
+
+def masked() -> None:
+    case = next(c for c in grouped_cases() if c.kind == "m_grouped_masked" and c.groups == 16 and c.n == 7168
+                and min(c.ms) > 0)
+    t = make_inputs(case, DEV, seed=2).t
+    d = torch.empty(case.groups, t["a"][0].shape[1], case.n, device=DEV, dtype=torch.bfloat16)
+    finegemm.m_grouped_fp8_gemm_nt_masked(t["a"], t["b"], d, t["masked_m"], case.ms[0])
+
+
+TARGETS = {"dense16384": lambda: dense(4096, 7168, 16384), "dense2112": lambda: dense(4096, 2112, 7168),
+           "mqa": mqa, "paged": paged, "masked": masked}
+
+if __name__ == "__main__":
+    for name in sys.argv[1:] or list(TARGETS):
+        TARGETS[name]()
+        torch.cuda.synchronize()
+        print("ran", name, flush=True)

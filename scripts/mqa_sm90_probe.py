@@ -2,9 +2,10 @@
 
 Prefill anchor shapes (S=2048, S_kv=8192; H/D as in the anchors' ``mqa`` field), fresh random data,
 CUDA events, 1 GiB L2 flush before each call, 3 warm-ups, median of 20; every variant checked against
-the API's logits first. Both kernels are called directly (the API picks one per shape). Variants: the
-Triton kernel with kv_sf before the ReLU and after the head sum (``sf_after_sum``); the Gluon kernel
-with kv_sf before the ReLU, and after the sum with and without the in-CTA overlap.
+the float64 reference first (-inf positions and calc_diff). Both kernels are called directly (the API
+picks one per shape). Variants: the Triton kernel (kv_sf after the head sum); the Gluon kernel with the
+head sum on the CUDA cores and on the tensor cores (``head_sum_mma``; at H=64/D=128 also with negative
+scales, its signed path).
 Usage: PYTHONPATH=. python3 scripts/mqa_sm90_probe.py (JSON to $OUT/mqa_sm90_probe.json).
 """
 
@@ -20,11 +21,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 
 from test_mqa import MqaCase, generate_mqa  # noqa: E402
 
-import finegemm  # noqa: E402
 from finegemm.bench.timer import L2Flush, time_cuda  # noqa: E402
 from finegemm.jit.device import device_facts  # noqa: E402
 from finegemm.kernels.portable.mqa_logits import get_mqa_logits_config, launch_mqa_logits  # noqa: E402
 from finegemm.kernels.sm90 import mqa_logits as gluon_mqa  # noqa: E402
+from finegemm.reference import mqa as ref  # noqa: E402
 from finegemm.reference.dense import calc_diff  # noqa: E402
 
 FLUSH = L2Flush(torch.device("cuda"))
@@ -44,43 +45,47 @@ def check(row, name, out, ref, fin):
 
 
 for heads, dim, ranges in ((64, 128, "causal"), (64, 128, "cp"), (32, 128, "causal"), (16, 128, "causal"),
-                           (128, 128, "causal"), (128, 128, "cp"), (32, 64, "cp"), (64, 32, "causal")):
+                           (128, 128, "causal"), (128, 128, "cp"), (32, 64, "cp"), (64, 32, "causal"),
+                           (64, 64, "causal")):
     case = MqaCase(2048, 8192, heads, dim, ranges)
     q, kv, sf, w, st, en = generate_mqa(case, seed=0, device="cuda")
     out = torch.empty(2048, 8192, device="cuda")
-    ref = finegemm.fp8_mqa_logits(q, (kv, sf), w, st, en)
-    fin = ~torch.isneginf(ref)
+    ref64 = ref.fp8_mqa_logits(q, (kv, sf), w, st, en)
+    fin = ~torch.isneginf(ref64)
     args = (q, kv, sf, w, st, en)
     row = dict(heads=heads, head_dim=dim, ranges=ranges)
     # the Triton kernel called directly (the API dispatches the Gluon one where prefill_supported says so)
     tcfg = get_mqa_logits_config(2048, 8192, heads, dim, FACTS, True)
-    for after in (False, True):
-        name = "triton" + ("_sf_after_sum" if after else "")
 
-        def triton_call(a=args, o=out, after=after, cfg=tcfg):
-            launch_mqa_logits(*a, o, True, 0, cfg, sf_after_sum=after)
+    def triton_call(a=args, o=out, cfg=tcfg):
+        launch_mqa_logits(*a, o, True, 0, cfg, sf_after_sum=True)
+
+    out.fill_(float("nan"))
+    triton_call()
+    torch.cuda.synchronize()
+    check(row, "triton", out, ref64, fin)
+    row["triton_us"] = time_us(triton_call)
+    # Gluon: the CUDA-core head sum (one tile at a time, kv_sf after the sum) and the tensor-core one
+    for name, extra in (("gluon", {}), ("gluon_mma_sum", dict(head_sum_mma=True))):
+        def gluon_call(a=args, o=out, extra=extra):
+            gluon_mqa.launch(*a, o, True, **extra)
 
         out.fill_(float("nan"))
-        triton_call()
+        gluon_call()
         torch.cuda.synchronize()
-        check(row, name, out, ref, fin)
-        row[name + "_us"] = time_us(triton_call)
-    # Gluon variants: (queries per CTA, next tile's WGMMA issued before this tile's epilogue, kv_sf after
-    # the head sum)
-    base = gluon_mqa.block_q_for(heads)
-    for bq, overlap, after in ((base, False, False), (base, False, True), (base, True, True)):
-        if bq * heads > 256:
-            continue
-        out.fill_(float("nan"))
-        gluon_mqa.launch(q, kv, sf, w, st, en, out, True, block_q=bq, overlap=overlap, sf_after_sum=after)
-        torch.cuda.synchronize()
-        name = f"gluon_q{bq}{'_overlap' if overlap else ''}{'_sf_after_sum' if after else ''}"
-        check(row, name, out, ref, fin)
-
-        def gluon_call(a=args, o=out, bq=bq, overlap=overlap, after=after):
-            gluon_mqa.launch(*a, o, True, block_q=bq, overlap=overlap, sf_after_sum=after)
-
+        check(row, name, out, ref64, fin)
         row[name + "_us"] = time_us(gluon_call)
+    if (heads, dim) == (64, 128):  # the signed path of the tensor-core head sum: every third scale negated
+        signed = sf * torch.where(torch.arange(sf.numel(), device="cuda") % 3 == 0, -1.0, 1.0)
+        want = ref.fp8_mqa_logits(q, (kv, signed), w, st, en)
+        out.fill_(float("nan"))
+        gluon_mqa.launch(q, kv, signed, w, st, en, out, True, head_sum_mma=True)
+        torch.cuda.synchronize()
+        check(row, "gluon_mma_sum_signed", out, want, ~torch.isneginf(want))
+        row["gluon_mma_sum_signed_us"] = time_us(
+            lambda a=(q, kv, signed, w, st, en), o=out: gluon_mqa.launch(*a, o, True, head_sum_mma=True))
+        del want
+    del ref64, fin
     rows.append(row)
     print(json.dumps(row), flush=True)
 json.dump(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows,

@@ -50,6 +50,28 @@ def _acc_layout(rows):
     return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, rows, 32])
 
 
+# columns of the head-sum WGMMA (one per query of the block; WGMMA's smallest N)
+SUM_N = gl.constexpr(8)
+
+
+@gluon.constexpr_function
+def _sum_layout():
+    """[64 keys, SUM_N queries] accumulator of the head-sum WGMMA (bf16, K = 16 a step)."""
+    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, SUM_N, 16])
+
+
+@gluon.jit
+def _relu_bf16(x):
+    """``relu(x)`` rounded to bf16, two values an instruction (``cvt.rn.relu.bf16x2.f32``: the ReLU is free)."""
+    return gl.inline_asm_elementwise("cvt.rn.relu.bf16x2.f32 $0, $2, $1;", "=r,r,r", [x], dtype=gl.bfloat16,
+                                     is_pure=True, pack=2)
+
+
+@gluon.jit
+def _min(a, b):
+    return gl.minimum(a, b)
+
+
 @gluon.jit
 def _add(a, b):
     # the reduction's own combine function: gl.sum's lives in triton.language.standard, which on a
@@ -96,6 +118,76 @@ def _tile_epilogue(acc, sf, w, col_q, t, q0, seq_len, seq_len_kv, start_ptr, end
         logits = gl.where(inside, logits, float("-inf"))
         ptrs = out_ptr + qi.to(gl.int64) * stride_out + kj
         gl.store(ptrs, logits.to(out_ptr.dtype.element_ty), mask=(kj < seq_len_kv) & (qi < seq_len))
+
+
+@gluon.jit
+def _head_sum_weights(w_ptr, q0, seq_len, stride_ws, HEADS: gl.constexpr, BLOCK_Q: gl.constexpr, dtype: gl.constexpr):
+    """The head-sum WGMMA's B operand in shared memory, K-major ``[SUM_N, ROWS]`` bf16 (seen as ``[ROWS, SUM_N]``
+    through ``permute``): column ``c`` holds query ``q0 + c``'s weights on its ``HEADS`` rows, zeros elsewhere."""
+    ROWS: gl.constexpr = BLOCK_Q * HEADS
+    blk: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
+    c = gl.arange(0, SUM_N, layout=gl.SliceLayout(1, blk))[:, None]
+    r = gl.arange(0, ROWS, layout=gl.SliceLayout(0, blk))[None, :]
+    qi = q0 + c
+    mine = (r // HEADS == c) & (c < BLOCK_Q) & (qi < seq_len)
+    w = gl.load(w_ptr + qi.to(gl.int64) * stride_ws + (r % HEADS), mask=mine, other=0.0)
+    layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([SUM_N, ROWS], dtype)
+    w_smem = gl.allocate_shared_memory(dtype, [SUM_N, ROWS], layout, w.to(dtype))
+    fence_async_shared()
+    return w_smem.permute((1, 0))
+
+
+@gluon.jit
+def _tile_logits_mma(acc, sf, sgn, w_t, st, en, t, q0, seq_len, seq_len_kv, out_ptr, stride_out,
+                     BLOCK_Q: gl.constexpr, BKV: gl.constexpr, NONNEG: gl.constexpr):
+    """Logits of key tile ``t`` from its ``[64, ROWS]`` scores with the head sum on the tensor cores:
+    ``relu(acc * sign(kv_sf))`` rounded to bf16 (the A operand, from registers) times the weights
+    (:func:`_head_sum_weights`), then ``* |kv_sf|`` (``relu(x * sf) = |sf| relu(x sign(sf))``).
+    ``NONNEG``: every key scale of the CTA is >= 0, so the sign multiply is left out. ``sf`` [64] is in the
+    head-sum accumulator's row layout, ``sgn`` [64] in ``acc``'s; ``st``/``en`` [SUM_N] the queries' ranges."""
+    sum_layout: gl.constexpr = _sum_layout()
+    if NONNEG:
+        p = _relu_bf16(acc)
+    else:
+        p = _relu_bf16(acc * sgn[:, None])
+    p = gl.convert_layout(p, gl.DotOperandLayout(operand_index=0, parent=sum_layout, k_width=2))
+    zero = gl.zeros([BKV, SUM_N], gl.float32, sum_layout)
+    s = warpgroup_mma(p, w_t, zero, use_acc=False)
+    kj = t * BKV + gl.arange(0, BKV, layout=gl.SliceLayout(1, sum_layout))
+    qc = gl.arange(0, SUM_N, layout=gl.SliceLayout(0, sum_layout))
+    qi = q0 + qc
+    if NONNEG:
+        logits = s * sf[:, None]
+    else:
+        logits = s * gl.abs(sf)[:, None]
+    inside = (kj[:, None] >= st[None, :]) & (kj[:, None] < en[None, :])
+    logits = gl.where(inside, logits, float("-inf"))
+    ptrs = out_ptr + qi.to(gl.int64)[None, :] * stride_out + kj[:, None]
+    mask = (kj < seq_len_kv)[:, None] & ((qc < BLOCK_Q) & (qi < seq_len))[None, :]
+    gl.store(ptrs, logits.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@gluon.jit
+def _mma_sum_tiles(kv_desc, kv_smem, q_t, bars, w_t, kv_sf_ptr, st, en, c_begin, n, q0, seq_len, seq_len_kv,
+                   out_ptr, stride_out, ROWS: gl.constexpr, BLOCK_Q: gl.constexpr, STAGES_: gl.constexpr,
+                   NONNEG: gl.constexpr):
+    """The CTA's ``n`` key tiles from ``c_begin``, one at a time, with :func:`_tile_logits_mma`."""
+    BKV: gl.constexpr = kv_desc.block_type.shape[0]
+    acc_layout: gl.constexpr = _acc_layout(ROWS)
+    sum_rows: gl.constexpr = gl.SliceLayout(1, _sum_layout())
+    zero = gl.zeros([BKV, ROWS], gl.float32, acc_layout)
+    for i in range(0, n):
+        acc = _issue(kv_smem, q_t, zero, bars, i, STAGES_)
+        sf = _key_scales(kv_sf_ptr, c_begin + i, seq_len_kv, BKV, sum_rows)
+        if NONNEG:
+            sgn = sf  # unused
+        else:
+            sf_acc = _key_scales(kv_sf_ptr, c_begin + i, seq_len_kv, BKV, gl.SliceLayout(1, acc_layout))
+            sgn = gl.where(sf_acc >= 0.0, 1.0, -1.0)
+        part = warpgroup_mma_wait(0, deps=(acc,))
+        _refill(kv_desc, kv_smem, bars, i, c_begin, n, STAGES_)
+        _tile_logits_mma(part, sf, sgn, w_t, st, en, c_begin + i, q0, seq_len, seq_len_kv, out_ptr, stride_out,
+                         BLOCK_Q, BKV, NONNEG)
 
 
 @gluon.jit
@@ -150,7 +242,8 @@ def alloc_ring(q_desc, kv_desc, STAGES_: gl.constexpr):
 def mqa_logits_kernel(q_desc, kv_desc, kv_sf_ptr, w_ptr, start_ptr, end_ptr, out_ptr,
                       seq_len, seq_len_kv, tiles_per_split, stride_ws, stride_out,
                       HEADS: gl.constexpr, BLOCK_Q: gl.constexpr, STAGES_: gl.constexpr, CLEAN: gl.constexpr,
-                      OVERLAP: gl.constexpr = True, SF_AFTER_SUM: gl.constexpr = False):
+                      OVERLAP: gl.constexpr = True, SF_AFTER_SUM: gl.constexpr = False,
+                      HEAD_SUM_MMA: gl.constexpr = False):
     ROWS: gl.constexpr = BLOCK_Q * HEADS
     BKV: gl.constexpr = kv_desc.block_type.shape[0]
     gl.static_assert(ROWS <= 256, "BLOCK_Q * HEADS is the WGMMA N: at most 256")
@@ -205,7 +298,24 @@ def mqa_logits_kernel(q_desc, kv_desc, kv_sf_ptr, w_ptr, start_ptr, end_ptr, out
         # runs two tiles an iteration with two named accumulators: a loop that carried "the one in
         # flight" through prev = cur would copy its registers while its WGMMA runs, and ptxas then
         # serializes every WGMMA (C7514).
-        if OVERLAP:
+        if HEAD_SUM_MMA:
+            w_t = _head_sum_weights(w_ptr, q0, seq_len, stride_ws, HEADS, BLOCK_Q, gl.bfloat16)
+            sum_layout: gl.constexpr = _sum_layout()
+            qc = q0 + gl.arange(0, SUM_N, layout=gl.SliceLayout(0, sum_layout))
+            qcl = gl.minimum(qc, seq_len - 1)
+            q_st = gl.minimum(gl.maximum(gl.load(start_ptr + qcl), 0), seq_len_kv)
+            q_en = gl.maximum(gl.minimum(gl.load(end_ptr + qcl), seq_len_kv), q_st)
+            # whether every key scale of the CTA's tiles is >= 0 (then no per-score sign multiply)
+            lowest = gl.zeros([BKV], gl.float32, gl.SliceLayout(1, sum_layout))
+            for t in range(c_begin, c_end):
+                lowest = gl.minimum(lowest, _key_scales(kv_sf_ptr, t, seq_len_kv, BKV, gl.SliceLayout(1, sum_layout)))
+            if gl.reduce(lowest, 0, _min) >= 0.0:
+                _mma_sum_tiles(kv_desc, kv_smem, q_t, bars, w_t, kv_sf_ptr, q_st, q_en, c_begin, n, q0, seq_len,
+                               seq_len_kv, out_ptr, stride_out, ROWS, BLOCK_Q, STAGES_, True)
+            else:
+                _mma_sum_tiles(kv_desc, kv_smem, q_t, bars, w_t, kv_sf_ptr, q_st, q_en, c_begin, n, q0, seq_len,
+                               seq_len_kv, out_ptr, stride_out, ROWS, BLOCK_Q, STAGES_, False)
+        elif OVERLAP:
             acc_a = _issue(kv_smem, q_t, zero, bars, 0, STAGES_)
             sf_a = _key_scales(kv_sf_ptr, c_begin, seq_len_kv, BKV, row_layout)
             for i in range(1, n - 1, 2):
@@ -261,7 +371,7 @@ def block_q_for(heads: int) -> int:
 
 def launch(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: torch.Tensor, start: torch.Tensor,
            end: torch.Tensor, out: torch.Tensor, clean_logits: bool, num_sms: int = 132, block_q: int | None = None,
-           overlap: bool = False, sf_after_sum: bool = True) -> None:
+           overlap: bool = False, sf_after_sum: bool = True, head_sum_mma: bool = False) -> None:
     """Launch on validated tensors (as api/attention.py's ``fp8_mqa_logits`` passes them, full form only).
 
     q: e4m3 ``[S, H, D]`` contiguous (seen as ``[S * H, D]``); kv: e4m3 ``[S_kv, D]`` row-major; kv_sf:
@@ -297,4 +407,4 @@ def launch(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: torc
     mqa_logits_kernel[grid](q_desc, kv_desc, kv_sf, weights, start, end, out, seq_len, seq_len_kv,
                             tiles_per_split, weights.stride(0), out.stride(0), HEADS=heads, BLOCK_Q=block_q,
                             STAGES_=STAGES, CLEAN=bool(clean_logits), OVERLAP=overlap, SF_AFTER_SUM=sf_after_sum,
-                            num_warps=4)
+                            HEAD_SUM_MMA=head_sum_mma, num_warps=4)

@@ -33,9 +33,14 @@ def dense(m: int, n: int, k: int) -> None:
     finegemm.fp8_gemm_nt(t["a"], t["b"], d)
 
 
-def mqa() -> None:
+def mqa(**extra) -> None:
     q, kv, sf, w, st, en = generate_mqa(MqaCase(2048, 8192, 64, 128, "causal"), seed=0, device="cuda")
-    finegemm.fp8_mqa_logits(q, (kv, sf), w, st, en)
+    if extra:
+        from finegemm.kernels.sm90 import mqa_logits as gluon_mqa
+        out = torch.empty(2048, 8192, device=DEV)
+        gluon_mqa.launch(q, kv, sf, w, st, en, out, True, **extra)
+    else:
+        finegemm.fp8_mqa_logits(q, (kv, sf), w, st, en)
 
 
 def paged() -> None:
@@ -52,11 +57,13 @@ def masked() -> None:
     finegemm.m_grouped_fp8_gemm_nt_masked(t["a"], t["b"], d, t["masked_m"], case.ms[0])
 
 
+# with no names on the command line: the first five
 TARGETS = {"dense16384": lambda: dense(4096, 7168, 16384), "dense2112": lambda: dense(4096, 2112, 7168),
-           "mqa": mqa, "paged": paged, "masked": masked}
+           "mqa": mqa, "mqa_mma_sum": lambda: mqa(head_sum_mma=True),
+           "mqa_mma_sum_wide": lambda: mqa(head_sum_mma=True, block_q=4), "paged": paged, "masked": masked}
 
 if __name__ == "__main__":
-    for name in sys.argv[1:] or list(TARGETS):
+    for name in sys.argv[1:] or ["dense16384", "dense2112", "mqa", "paged", "masked"]:
         TARGETS[name]()
         torch.cuda.synchronize()
         print("ran", name, flush=True)

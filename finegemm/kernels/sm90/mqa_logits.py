@@ -50,14 +50,16 @@ def _acc_layout(rows):
     return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, rows, 32])
 
 
-# columns of the head-sum WGMMA (one per query of the block; WGMMA's smallest N)
-SUM_N = gl.constexpr(8)
+@gluon.constexpr_function
+def sum_columns(block_q):
+    """Columns of the head-sum WGMMA: one per query of the block, at least WGMMA's smallest N (8)."""
+    return max(8, block_q)
 
 
 @gluon.constexpr_function
-def _sum_layout():
-    """[64 keys, SUM_N queries] accumulator of the head-sum WGMMA (bf16, K = 16 a step)."""
-    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, SUM_N, 16])
+def _sum_layout(block_q):
+    """[64 keys, sum_columns(block_q) queries] accumulator of the head-sum WGMMA (bf16, K = 16 a step)."""
+    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, sum_columns(block_q), 16])
 
 
 @gluon.jit
@@ -125,6 +127,7 @@ def _head_sum_weights(w_ptr, q0, seq_len, stride_ws, HEADS: gl.constexpr, BLOCK_
     """The head-sum WGMMA's B operand in shared memory, K-major ``[SUM_N, ROWS]`` bf16 (seen as ``[ROWS, SUM_N]``
     through ``permute``): column ``c`` holds query ``q0 + c``'s weights on its ``HEADS`` rows, zeros elsewhere."""
     ROWS: gl.constexpr = BLOCK_Q * HEADS
+    SUM_N: gl.constexpr = sum_columns(BLOCK_Q)
     blk: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
     c = gl.arange(0, SUM_N, layout=gl.SliceLayout(1, blk))[:, None]
     r = gl.arange(0, ROWS, layout=gl.SliceLayout(0, blk))[None, :]
@@ -145,7 +148,8 @@ def _tile_logits_mma(acc, sf, sgn, w_t, st, en, t, q0, seq_len, seq_len_kv, out_
     (:func:`_head_sum_weights`), then ``* |kv_sf|`` (``relu(x * sf) = |sf| relu(x sign(sf))``).
     ``NONNEG``: every key scale of the CTA is >= 0, so the sign multiply is left out. ``sf`` [64] is in the
     head-sum accumulator's row layout, ``sgn`` [64] in ``acc``'s; ``st``/``en`` [SUM_N] the queries' ranges."""
-    sum_layout: gl.constexpr = _sum_layout()
+    sum_layout: gl.constexpr = _sum_layout(BLOCK_Q)
+    SUM_N: gl.constexpr = sum_columns(BLOCK_Q)
     if NONNEG:
         p = _relu_bf16(acc)
     else:
@@ -174,7 +178,7 @@ def _mma_sum_tiles(kv_desc, kv_smem, q_t, bars, w_t, kv_sf_ptr, st, en, c_begin,
     """The CTA's ``n`` key tiles from ``c_begin``, one at a time, with :func:`_tile_logits_mma`."""
     BKV: gl.constexpr = kv_desc.block_type.shape[0]
     acc_layout: gl.constexpr = _acc_layout(ROWS)
-    sum_rows: gl.constexpr = gl.SliceLayout(1, _sum_layout())
+    sum_rows: gl.constexpr = gl.SliceLayout(1, _sum_layout(BLOCK_Q))
     zero = gl.zeros([BKV, ROWS], gl.float32, acc_layout)
     for i in range(0, n):
         acc = _issue(kv_smem, q_t, zero, bars, i, STAGES_)
@@ -300,8 +304,8 @@ def mqa_logits_kernel(q_desc, kv_desc, kv_sf_ptr, w_ptr, start_ptr, end_ptr, out
         # serializes every WGMMA (C7514).
         if HEAD_SUM_MMA:
             w_t = _head_sum_weights(w_ptr, q0, seq_len, stride_ws, HEADS, BLOCK_Q, gl.bfloat16)
-            sum_layout: gl.constexpr = _sum_layout()
-            qc = q0 + gl.arange(0, SUM_N, layout=gl.SliceLayout(0, sum_layout))
+            sum_layout: gl.constexpr = _sum_layout(BLOCK_Q)
+            qc = q0 + gl.arange(0, sum_columns(BLOCK_Q), layout=gl.SliceLayout(0, sum_layout))
             qcl = gl.minimum(qc, seq_len - 1)
             q_st = gl.minimum(gl.maximum(gl.load(start_ptr + qcl), 0), seq_len_kv)
             q_en = gl.maximum(gl.minimum(gl.load(end_ptr + qcl), seq_len_kv), q_st)
@@ -371,7 +375,8 @@ def block_q_for(heads: int) -> int:
 
 def launch(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: torch.Tensor, start: torch.Tensor,
            end: torch.Tensor, out: torch.Tensor, clean_logits: bool, num_sms: int = 132, block_q: int | None = None,
-           overlap: bool = False, sf_after_sum: bool = True, head_sum_mma: bool = False) -> None:
+           overlap: bool = False, sf_after_sum: bool = True, head_sum_mma: bool = False,
+           maxnreg: int | None = None) -> None:
     """Launch on validated tensors (as api/attention.py's ``fp8_mqa_logits`` passes them, full form only).
 
     q: e4m3 ``[S, H, D]`` contiguous (seen as ``[S * H, D]``); kv: e4m3 ``[S_kv, D]`` row-major; kv_sf:
@@ -407,4 +412,4 @@ def launch(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: torc
     mqa_logits_kernel[grid](q_desc, kv_desc, kv_sf, weights, start, end, out, seq_len, seq_len_kv,
                             tiles_per_split, weights.stride(0), out.stride(0), HEADS=heads, BLOCK_Q=block_q,
                             STAGES_=STAGES, CLEAN=bool(clean_logits), OVERLAP=overlap, SF_AFTER_SUM=sf_after_sum,
-                            HEAD_SUM_MMA=head_sum_mma, num_warps=4)
+                            HEAD_SUM_MMA=head_sum_mma, num_warps=4, **({"maxnreg": maxnreg} if maxnreg else {}))

@@ -43,10 +43,15 @@ def mqa(**extra) -> None:
         finegemm.fp8_mqa_logits(q, (kv, sf), w, st, en)
 
 
-def paged() -> None:
+def paged(**extra) -> None:
     q, cache, w, ctx, table, max_len = paged_inputs(256, 2, 64, 128, 8192)
     meta = finegemm.get_paged_mqa_logits_metadata(ctx, 64, torch.cuda.get_device_properties(0).multi_processor_count)
-    finegemm.fp8_paged_mqa_logits(q, cache, w, ctx, table, meta, max_len, clean_logits=False)
+    if extra:
+        from finegemm.kernels.sm90 import paged_mqa_logits as gluon_paged
+        out = torch.empty(256 * 2, max_len, device=DEV)
+        gluon_paged.launch(q, cache, w, ctx, table, meta, out, **extra)
+    else:
+        finegemm.fp8_paged_mqa_logits(q, cache, w, ctx, table, meta, max_len, clean_logits=False)
 
 
 def masked() -> None:
@@ -60,7 +65,8 @@ def masked() -> None:
 # with no names on the command line: the first five
 TARGETS = {"dense16384": lambda: dense(4096, 7168, 16384), "dense2112": lambda: dense(4096, 2112, 7168),
            "mqa": mqa, "mqa_mma_sum": lambda: mqa(head_sum_mma=True),
-           "mqa_mma_sum_wide": lambda: mqa(head_sum_mma=True, block_q=4), "paged": paged, "masked": masked}
+           "mqa_mma_sum_wide": lambda: mqa(head_sum_mma=True, block_q=4), "paged": paged,
+           "paged_mma_sum": lambda: paged(head_sum_mma=True), "masked": masked}
 
 if __name__ == "__main__":
     for name in sys.argv[1:] or ["dense16384", "dense2112", "mqa", "paged", "masked"]:

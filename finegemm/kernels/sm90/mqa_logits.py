@@ -123,63 +123,73 @@ def _tile_epilogue(acc, sf, w, col_q, t, q0, seq_len, seq_len_kv, start_ptr, end
 
 
 @gluon.jit
-def _head_sum_weights(w_ptr, q0, seq_len, stride_ws, HEADS: gl.constexpr, BLOCK_Q: gl.constexpr, dtype: gl.constexpr):
-    """The head-sum WGMMA's B operand in shared memory, K-major ``[SUM_N, ROWS]`` bf16 (seen as ``[ROWS, SUM_N]``
-    through ``permute``): column ``c`` holds query ``q0 + c``'s weights on its ``HEADS`` rows, zeros elsewhere."""
-    ROWS: gl.constexpr = BLOCK_Q * HEADS
-    SUM_N: gl.constexpr = sum_columns(BLOCK_Q)
+def head_sum_weights(w_ptr, row0, num_rows, stride_ws, HEADS: gl.constexpr, QUERIES: gl.constexpr):
+    """The head-sum WGMMA's B operand as registers ``[SUM_N, QUERIES * HEADS]`` bf16 (to store K-major in
+    shared memory and use through ``permute``): row ``c < QUERIES`` holds weight row ``row0 + c`` (if below
+    ``num_rows``) on its ``HEADS`` columns ``[c * HEADS, (c + 1) * HEADS)``, zeros elsewhere."""
+    ROWS: gl.constexpr = QUERIES * HEADS
+    SUM_N: gl.constexpr = sum_columns(QUERIES)
     blk: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
     c = gl.arange(0, SUM_N, layout=gl.SliceLayout(1, blk))[:, None]
     r = gl.arange(0, ROWS, layout=gl.SliceLayout(0, blk))[None, :]
-    qi = q0 + c
-    mine = (r // HEADS == c) & (c < BLOCK_Q) & (qi < seq_len)
+    qi = row0 + c
+    mine = (r // HEADS == c) & (c < QUERIES) & (qi < num_rows)
     w = gl.load(w_ptr + qi.to(gl.int64) * stride_ws + (r % HEADS), mask=mine, other=0.0)
-    layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([SUM_N, ROWS], dtype)
-    w_smem = gl.allocate_shared_memory(dtype, [SUM_N, ROWS], layout, w.to(dtype))
-    fence_async_shared()
-    return w_smem.permute((1, 0))
+    return w.to(gl.bfloat16)
 
 
 @gluon.jit
-def _tile_logits_mma(acc, sf, sgn, w_t, st, en, t, q0, seq_len, seq_len_kv, out_ptr, stride_out,
-                     BLOCK_Q: gl.constexpr, BKV: gl.constexpr, NONNEG: gl.constexpr):
-    """Logits of key tile ``t`` from its ``[64, ROWS]`` scores with the head sum on the tensor cores:
-    ``relu(acc * sign(kv_sf))`` rounded to bf16 (the A operand, from registers) times the weights
-    (:func:`_head_sum_weights`), then ``* |kv_sf|`` (``relu(x * sf) = |sf| relu(x sign(sf))``).
-    ``NONNEG``: every key scale of the CTA is >= 0, so the sign multiply is left out. ``sf`` [64] is in the
-    head-sum accumulator's row layout, ``sgn`` [64] in ``acc``'s; ``st``/``en`` [SUM_N] the queries' ranges."""
-    sum_layout: gl.constexpr = _sum_layout(BLOCK_Q)
-    SUM_N: gl.constexpr = sum_columns(BLOCK_Q)
+def head_sum_smem(QUERIES: gl.constexpr, HEADS: gl.constexpr):
+    """Uninitialized shared memory for :func:`head_sum_weights` (K-major ``[SUM_N, ROWS]`` bf16)."""
+    shape: gl.constexpr = [sum_columns(QUERIES), QUERIES * HEADS]
+    return gl.allocate_shared_memory(gl.bfloat16, shape, gl.NVMMASharedLayout.get_default_for(shape, gl.bfloat16))
+
+
+@gluon.jit
+def head_sum_mma(acc, sgn, w_t, QUERIES: gl.constexpr, NONNEG: gl.constexpr):
+    """``[64, SUM_N]`` head sums of ``[64, ROWS]`` scores on the tensor cores: ``relu(acc * sgn)`` rounded to
+    bf16 (the A operand, from registers; ``sgn`` [64] the keys' ``sign(kv_sf)`` in ``acc``'s row layout, left
+    out with ``NONNEG``) times the weights ``w_t`` (``[ROWS, SUM_N]`` shared memory). With ``|kv_sf|`` after it
+    that is ``sum_h relu(x * kv_sf) * w`` (``relu(x sf) = |sf| relu(x sign(sf))``)."""
+    sum_layout: gl.constexpr = _sum_layout(QUERIES)
     if NONNEG:
         p = _relu_bf16(acc)
     else:
         p = _relu_bf16(acc * sgn[:, None])
     p = gl.convert_layout(p, gl.DotOperandLayout(operand_index=0, parent=sum_layout, k_width=2))
+    BKV: gl.constexpr = acc.shape[0]
+    SUM_N: gl.constexpr = sum_columns(QUERIES)
     zero = gl.zeros([BKV, SUM_N], gl.float32, sum_layout)
-    s = warpgroup_mma(p, w_t, zero, use_acc=False)
-    kj = t * BKV + gl.arange(0, BKV, layout=gl.SliceLayout(1, sum_layout))
-    qc = gl.arange(0, SUM_N, layout=gl.SliceLayout(0, sum_layout))
-    qi = q0 + qc
-    if NONNEG:
-        logits = s * sf[:, None]
-    else:
-        logits = s * gl.abs(sf)[:, None]
-    inside = (kj[:, None] >= st[None, :]) & (kj[:, None] < en[None, :])
+    return warpgroup_mma(p, w_t, zero, use_acc=False)
+
+
+@gluon.jit
+def store_head_sums(s, scale, kj, lo, hi, out_rows, row_ok, key_limit, out_ptr, stride_out):
+    """Store ``s * scale`` (``s`` ``[64, SUM_N]`` from :func:`head_sum_mma`, ``scale`` [64] per key) at
+    ``out[out_rows[c], kj]`` for the columns ``c`` with ``row_ok`` and keys ``kj < key_limit``; ``-inf``
+    outside ``[lo[c], hi[c])``. ``kj`` [64] in the sum layout's row slice; the others [SUM_N] in its column
+    slice."""
+    logits = s * scale[:, None]
+    inside = (kj[:, None] >= lo[None, :]) & (kj[:, None] < hi[None, :])
     logits = gl.where(inside, logits, float("-inf"))
-    ptrs = out_ptr + qi.to(gl.int64)[None, :] * stride_out + kj[:, None]
-    mask = (kj < seq_len_kv)[:, None] & ((qc < BLOCK_Q) & (qi < seq_len))[None, :]
-    gl.store(ptrs, logits.to(out_ptr.dtype.element_ty), mask=mask)
+    ptrs = out_ptr + out_rows[None, :] * stride_out + kj[:, None]
+    gl.store(ptrs, logits.to(out_ptr.dtype.element_ty), mask=(kj < key_limit)[:, None] & row_ok[None, :])
 
 
 @gluon.jit
 def _mma_sum_tiles(kv_desc, kv_smem, q_t, bars, w_t, kv_sf_ptr, st, en, c_begin, n, q0, seq_len, seq_len_kv,
                    out_ptr, stride_out, ROWS: gl.constexpr, BLOCK_Q: gl.constexpr, STAGES_: gl.constexpr,
                    NONNEG: gl.constexpr):
-    """The CTA's ``n`` key tiles from ``c_begin``, one at a time, with :func:`_tile_logits_mma`."""
+    """The CTA's ``n`` key tiles from ``c_begin``, one at a time: WGMMA, then :func:`head_sum_mma` and
+    :func:`store_head_sums` (``NONNEG``: every key scale of the CTA is >= 0, no sign multiply)."""
     BKV: gl.constexpr = kv_desc.block_type.shape[0]
     acc_layout: gl.constexpr = _acc_layout(ROWS)
-    sum_rows: gl.constexpr = gl.SliceLayout(1, _sum_layout(BLOCK_Q))
+    sum_layout: gl.constexpr = _sum_layout(BLOCK_Q)
+    sum_rows: gl.constexpr = gl.SliceLayout(1, sum_layout)
     zero = gl.zeros([BKV, ROWS], gl.float32, acc_layout)
+    qc = gl.arange(0, sum_columns(BLOCK_Q), layout=gl.SliceLayout(0, sum_layout))
+    out_rows = (q0 + qc).to(gl.int64)
+    row_ok = (qc < BLOCK_Q) & (q0 + qc < seq_len)
     for i in range(0, n):
         acc = _issue(kv_smem, q_t, zero, bars, i, STAGES_)
         sf = _key_scales(kv_sf_ptr, c_begin + i, seq_len_kv, BKV, sum_rows)
@@ -190,8 +200,10 @@ def _mma_sum_tiles(kv_desc, kv_smem, q_t, bars, w_t, kv_sf_ptr, st, en, c_begin,
             sgn = gl.where(sf_acc >= 0.0, 1.0, -1.0)
         part = warpgroup_mma_wait(0, deps=(acc,))
         _refill(kv_desc, kv_smem, bars, i, c_begin, n, STAGES_)
-        _tile_logits_mma(part, sf, sgn, w_t, st, en, c_begin + i, q0, seq_len, seq_len_kv, out_ptr, stride_out,
-                         BLOCK_Q, BKV, NONNEG)
+        sums = head_sum_mma(part, sgn, w_t, BLOCK_Q, NONNEG)
+        kj = (c_begin + i) * BKV + gl.arange(0, BKV, layout=sum_rows)
+        store_head_sums(sums, sf if NONNEG else gl.abs(sf), kj, st, en, out_rows, row_ok, seq_len_kv, out_ptr,
+                        stride_out)
 
 
 @gluon.jit
@@ -303,7 +315,10 @@ def mqa_logits_kernel(q_desc, kv_desc, kv_sf_ptr, w_ptr, start_ptr, end_ptr, out
         # flight" through prev = cur would copy its registers while its WGMMA runs, and ptxas then
         # serializes every WGMMA (C7514).
         if HEAD_SUM_MMA:
-            w_t = _head_sum_weights(w_ptr, q0, seq_len, stride_ws, HEADS, BLOCK_Q, gl.bfloat16)
+            w_smem = head_sum_smem(BLOCK_Q, HEADS)
+            w_smem.store(head_sum_weights(w_ptr, q0, seq_len, stride_ws, HEADS, BLOCK_Q))
+            fence_async_shared()
+            w_t = w_smem.permute((1, 0))
             sum_layout: gl.constexpr = _sum_layout(BLOCK_Q)
             qc = q0 + gl.arange(0, sum_columns(BLOCK_Q), layout=gl.SliceLayout(0, sum_layout))
             qcl = gl.minimum(qc, seq_len - 1)

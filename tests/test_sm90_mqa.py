@@ -26,7 +26,7 @@ from finegemm.reference import mqa as ref
 CASES = [(64, 128), (32, 128), (16, 128), (128, 128), (64, 64), (32, 64), (64, 32)]
 
 
-def _compile(heads, head_dim, out, clean, overlap=True, sf_after_sum=True):
+def _compile(heads, head_dim, out, clean, overlap=True, sf_after_sum=True, head_sum_mma=False, block_q=None):
     import triton
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
@@ -34,14 +34,15 @@ def _compile(heads, head_dim, out, clean, overlap=True, sf_after_sum=True):
     from finegemm.jit.interpret import restore_language
     from finegemm.kernels.sm90 import mqa_logits as m
 
-    bq = m.block_q_for(heads)
+    bq = block_q or m.block_q_for(heads)
     sig = {"q_desc": _desc_sig("fp8e4nv", [bq * heads, head_dim], gl.float8e4nv),
            "kv_desc": _desc_sig("fp8e4nv", [m.BLOCK_KV, head_dim], gl.float8e4nv),
            "kv_sf_ptr": "*fp32", "w_ptr": "*fp32", "start_ptr": "*i32", "end_ptr": "*i32", "out_ptr": f"*{out}",
            "seq_len": "i32", "seq_len_kv": "i32", "tiles_per_split": "i32", "stride_ws": "i32", "stride_out": "i32",
            "HEADS": "constexpr", "BLOCK_Q": "constexpr", "STAGES_": "constexpr", "CLEAN": "constexpr",
-           "OVERLAP": "constexpr", "SF_AFTER_SUM": "constexpr"}
-    consts = dict(HEADS=heads, BLOCK_Q=bq, STAGES_=m.STAGES, CLEAN=clean, OVERLAP=overlap, SF_AFTER_SUM=sf_after_sum)
+           "OVERLAP": "constexpr", "SF_AFTER_SUM": "constexpr", "HEAD_SUM_MMA": "constexpr"}
+    consts = dict(HEADS=heads, BLOCK_Q=bq, STAGES_=m.STAGES, CLEAN=clean, OVERLAP=overlap, SF_AFTER_SUM=sf_after_sum,
+                  HEAD_SUM_MMA=head_sum_mma)
     restore_language()  # interpreted CPU tests earlier in this process may have left tl patched
     return triton.compile(GluonASTSource(m.mqa_logits_kernel, sig, consts), target=TARGET, options={"num_warps": 4})
 
@@ -88,13 +89,45 @@ def test_scale_after_head_sum_compiles_to_fewer_multiplies(heads, head_dim):
     assert_async_wgmma_kernel(after, mqa_ptx_must_contain(128))  # block_q_for: 128 query-head rows
 
 
+def head_sum_ptx_must_contain(rows: int, sum_n: int) -> dict[str, str]:
+    """:func:`mqa_ptx_must_contain` plus the tensor-core head sum's instructions: the ReLU fused into the
+    bf16 rounding, and bf16 WGMMAs of N = ``sum_n`` (the queries)."""
+    return {**mqa_ptx_must_contain(rows), "cvt.rn.relu.bf16x2": r"cvt\.rn\.relu\.bf16x2\.f32",
+            f"wgmma bf16 m64n{sum_n}": rf"wgmma\.mma_async\.sync\.aligned\.m64n{sum_n}k16\.f32\.bf16\.bf16"}
+
+
+@pytest.mark.parametrize("heads,head_dim", CASES)
+def test_head_sum_on_tensor_cores_compiles(heads, head_dim):
+    """``HEAD_SUM_MMA``: the epilogue's FFMAs and shuffles give way to one cvt.rn.relu.bf16x2 per two scores
+    and a second (bf16) WGMMA against the weights; no spills, WGMMAs asynchronous, <= 128 registers at the
+    default 128 rows (four CTAs an SM), and at 256 rows (block_q = 256 / H) <= 200."""
+    import collections
+
+    from finegemm.kernels.sm90 import mqa_logits as m
+    from finegemm.kernels.sm90.compile_check import sass
+
+    bq = m.block_q_for(heads)
+    kernel = _compile(heads, head_dim, "fp32", True, overlap=False, head_sum_mma=True)
+    _, usage = assert_async_wgmma_kernel(kernel, head_sum_ptx_must_contain(bq * heads, max(8, bq)))
+    assert usage["REG"] <= 128, usage
+    ops = collections.Counter(re.findall(r"\b(FFMA|SHFL)\b", sass(kernel)))
+    cuda_core = collections.Counter(re.findall(r"\b(FFMA|SHFL)\b", sass(
+        _compile(heads, head_dim, "fp32", True, overlap=False))))
+    assert ops["FFMA"] + 100 <= cuda_core["FFMA"], (ops, cuda_core)
+    wide = 256 // heads
+    _, usage = assert_async_wgmma_kernel(_compile(heads, head_dim, "bf16", False, overlap=False, head_sum_mma=True,
+                                                  block_q=wide), head_sum_ptx_must_contain(256, max(8, wide)))
+    assert usage["REG"] <= 200, usage
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("heads,head_dim,ranges,dtype", [
     (64, 128, "causal", torch.float32), (64, 128, "cp", torch.bfloat16), (32, 64, "ragged", torch.float32),
     (64, 32, "causal", torch.float32), (32, 128, "cp", torch.float32), (16, 128, "ragged", torch.float32),
     (128, 128, "causal", torch.bfloat16)])
-@pytest.mark.parametrize("overlap", [False, True])
-def test_gpu_matches_reference(heads, head_dim, ranges, dtype, overlap):
+@pytest.mark.parametrize("variant", [dict(overlap=False), dict(overlap=True), dict(head_sum_mma=True),
+                                     dict(head_sum_mma=True, wide=True)])
+def test_gpu_matches_reference(heads, head_dim, ranges, dtype, variant):
     sm90_device()
     from finegemm.kernels.sm90 import mqa_logits as m
 
@@ -104,7 +137,10 @@ def test_gpu_matches_reference(heads, head_dim, ranges, dtype, overlap):
     outs = []
     for _ in range(2):
         out = torch.full((case.seq_len, case.seq_len_kv), float("nan"), device="cuda", dtype=dtype)
-        m.launch(q, kv, sf, w, st, en, out, clean_logits=True, overlap=overlap)
+        extra = dict(variant)
+        if extra.pop("wide", False):
+            extra["block_q"] = 256 // heads
+        m.launch(q, kv, sf, w, st, en, out, clean_logits=True, **extra)
         outs.append(out)
     torch.cuda.synchronize()
     assert_logits_match(outs[0], expected, None, 1e-3 if dtype == torch.float32 else 5e-3)
@@ -114,8 +150,9 @@ def test_gpu_matches_reference(heads, head_dim, ranges, dtype, overlap):
 @pytest.mark.gpu
 @pytest.mark.parametrize("heads,head_dim,ranges", [(64, 128, "causal"), (32, 64, "ragged"), (128, 128, "cp")])
 def test_gpu_scale_after_head_sum(heads, head_dim, ranges):
-    """``sf_after_sum`` on the H200, both schedules: the contract's logits for the cast's (non-negative)
-    scales and for negative ones (every third key), against the default per-score form too."""
+    """``sf_after_sum`` on the H200, both schedules, and the tensor-core head sum (its nonnegative fast path
+    and its signed path): the contract's logits for the cast's (non-negative) scales and for negative ones
+    (every third key), against the default per-score form too."""
     sm90_device()
     from finegemm.kernels.sm90 import mqa_logits as m
 
@@ -125,9 +162,10 @@ def test_gpu_scale_after_head_sum(heads, head_dim, ranges):
     out = torch.full((case.seq_len, case.seq_len_kv), float("nan"), device="cuda")
     for scales in (sf, signed):
         want = ref.fp8_mqa_logits(q, (kv, scales), w, st, en)
-        for overlap, after in ((False, True), (True, True), (False, False)):
+        for variant in (dict(overlap=False), dict(overlap=True), dict(overlap=False, sf_after_sum=False),
+                        dict(head_sum_mma=True)):
             out.fill_(float("nan"))
-            m.launch(q, kv, scales, w, st, en, out, clean_logits=True, overlap=overlap, sf_after_sum=after)
+            m.launch(q, kv, scales, w, st, en, out, clean_logits=True, **variant)
             torch.cuda.synchronize()
             assert_logits_match(out, want, None, 1e-3)
 

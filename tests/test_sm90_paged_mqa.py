@@ -82,10 +82,12 @@ def test_dispatched_up_to_the_measured_rows():
     (32, 1, 32, 8192, 64, True, torch.float32), (32, 2, 32, 3000, 128, False, torch.float32),
     (16, 2, 128, 2048, 64, True, torch.float32), (16, 4, 64, 1000, 256, False, torch.float32),
     (200, 2, 64, 300, 64, False, torch.float32)])
-def test_gpu_matches_reference(batch, next_n, heads, avg, block_kv, ctx_2d, dtype):
-    """The kernel against the float64 reference, shuffled block tables, ragged contexts (some empty),
-    output poisoned first, directly and through the API (which dispatches it up to 128 rows);
-    bitwise repeat."""
+@pytest.mark.parametrize("head_sum_mma", [False, True])
+def test_gpu_matches_reference(batch, next_n, heads, avg, block_kv, ctx_2d, dtype, head_sum_mma):
+    """The kernel (head sum on the CUDA cores or on the tensor cores) against the float64 reference,
+    shuffled block tables, ragged contexts (some empty), output poisoned first, directly and through the
+    API (which dispatches it up to 128 rows); bitwise repeat; with every third key scale negated too
+    (the tensor-core sum's signed path)."""
     sm90_device()
     import finegemm
     from finegemm.kernels.sm90 import paged_mqa_logits as m
@@ -104,7 +106,7 @@ def test_gpu_matches_reference(batch, next_n, heads, avg, block_kv, ctx_2d, dtyp
     outs = []
     for _ in range(2):
         out = torch.full((batch * next_n, max_len), float("nan"), device="cuda", dtype=dtype)
-        m.launch(q, kv_cache, w, ctx, table, meta, out)
+        m.launch(q, kv_cache, w, ctx, table, meta, out, head_sum_mma=head_sum_mma)
         outs.append(out)
     torch.cuda.synchronize()
     tol = 1e-3 if dtype == torch.float32 else 5e-3
@@ -115,3 +117,12 @@ def test_gpu_matches_reference(batch, next_n, heads, avg, block_kv, ctx_2d, dtyp
     assert bool(written[fin].all()), "an in-context logit was not written"
     assert_logits_match(torch.where(written, outs[0], expected.to(dtype)), expected, None, tol)
     assert torch.equal(outs[0].nan_to_num(), outs[1].nan_to_num()), "repeat run differs"
+    signed = kv_cache.clone()
+    scales = signed.view(signed.shape[0], -1)[:, block_kv * 128:].view(torch.float32)
+    scales[:, ::3] *= -1.0
+    expected = ref.fp8_paged_mqa_logits(q, signed, w, ctx, table, meta, max_len)
+    out = torch.full((batch * next_n, max_len), float("nan"), device="cuda", dtype=dtype)
+    m.launch(q, signed, w, ctx, table, meta, out, head_sum_mma=head_sum_mma)
+    torch.cuda.synchronize()
+    written = ~torch.isnan(out)
+    assert_logits_match(torch.where(written, out, expected.to(dtype)), expected, None, tol)

@@ -455,14 +455,6 @@ def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
         # the second runs, the second after it. Nothing is in flight at the loop's back edge: carrying
         # an in-flight partial across it made ptxas copy its registers and serialize every WGMMA
         # (C7514/C7515), whatever the order of the issues.
-        # Per-block RHS scales (scalars) are read from global memory a whole pair ahead of their use (the
-        # pair's WGMMAs hide an L2 miss); the per-channel vectors of the 1d1d recipe, half a pair ahead
-        # (a second set would cost BLOCK_N / 2 registers).
-        AHEAD: gl.constexpr = not SFB_PER_CHANNEL
-        if AHEAD:
-            nsa, nsb0, nsb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col,
-                                      gl.minimum(kb0 + 1, kb0 + KB - 1), stride_sfa_k, stride_sfb, NUM_NB,
-                                      SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA, SFB_TMA)
         for kk in range(0, KB - 1, 2):
             tok_a, s_a = _issue_block(a_bufs, b_bufs, full_bars, it, row0, zero, STAGES)
             tok_b, s_b = _issue_block(a_bufs, b_bufs, full_bars, it + 1, row0, zero, STAGES)
@@ -470,34 +462,18 @@ def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
             if C_LATE:
                 if kk == 0:
                     _prefetch_c(c_desc, c_bar, c_sub, c_row, c_col)
-            if AHEAD:
-                qa, qb0, qb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col,
-                                       gl.minimum(kb0 + kk + 2, kb0 + KB - 1), stride_sfa_k, stride_sfb, NUM_NB,
-                                       SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA, SFB_TMA)
-                ra, rb0, rb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col,
-                                       gl.minimum(kb0 + kk + 3, kb0 + KB - 1), stride_sfa_k, stride_sfb, NUM_NB,
-                                       SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA, SFB_TMA)
-                acc = _retire_block(acc, tok_a, s_a, kb0 + kk, 1, sfa_bufs, sfb_bufs, empty_bars, row0,
-                                    row_layout, col_layout, sa, sb0, sb1, second_col, SF_PACKED, SFA_TMA, SFB_TMA,
-                                    SFB_PER_CHANNEL, SFB_UNIFORM)
-                acc = _retire_block(acc, tok_b, s_b, kb0 + kk + 1, 0, sfa_bufs, sfb_bufs, empty_bars, row0,
-                                    row_layout, col_layout, nsa, nsb0, nsb1, second_col, SF_PACKED, SFA_TMA,
-                                    SFB_TMA, SFB_PER_CHANNEL, SFB_UNIFORM)
-                sa, sb0, sb1 = qa, qb0, qb1
-                nsa, nsb0, nsb1 = ra, rb0, rb1
-            else:
-                nsa, nsb0, nsb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col,
-                                          kb0 + kk + 1, stride_sfa_k, stride_sfb, NUM_NB,
-                                          SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA, SFB_TMA)
-                acc = _retire_block(acc, tok_a, s_a, kb0 + kk, 1, sfa_bufs, sfb_bufs, empty_bars, row0,
-                                    row_layout, col_layout, sa, sb0, sb1, second_col, SF_PACKED, SFA_TMA, SFB_TMA,
-                                    SFB_PER_CHANNEL, SFB_UNIFORM)
-                sa, sb0, sb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col,
-                                       gl.minimum(kb0 + kk + 2, kb0 + KB - 1), stride_sfa_k, stride_sfb, NUM_NB,
-                                       SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA, SFB_TMA)
-                acc = _retire_block(acc, tok_b, s_b, kb0 + kk + 1, 0, sfa_bufs, sfb_bufs, empty_bars, row0,
-                                    row_layout, col_layout, nsa, nsb0, nsb1, second_col, SF_PACKED, SFA_TMA,
-                                    SFB_TMA, SFB_PER_CHANNEL, SFB_UNIFORM)
+            nsa, nsb0, nsb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col,
+                                      kb0 + kk + 1, stride_sfa_k, stride_sfb, NUM_NB,
+                                      SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA, SFB_TMA)
+            acc = _retire_block(acc, tok_a, s_a, kb0 + kk, 1, sfa_bufs, sfb_bufs, empty_bars, row0,
+                                row_layout, col_layout, sa, sb0, sb1, second_col, SF_PACKED, SFA_TMA, SFB_TMA,
+                                SFB_PER_CHANNEL, SFB_UNIFORM)
+            sa, sb0, sb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col,
+                                   gl.minimum(kb0 + kk + 2, kb0 + KB - 1), stride_sfa_k, stride_sfb, NUM_NB,
+                                   SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA, SFB_TMA)
+            acc = _retire_block(acc, tok_b, s_b, kb0 + kk + 1, 0, sfa_bufs, sfb_bufs, empty_bars, row0,
+                                row_layout, col_layout, nsa, nsb0, nsb1, second_col, SF_PACKED, SFA_TMA, SFB_TMA,
+                                SFB_PER_CHANNEL, SFB_UNIFORM)
         if C_LATE:
             if KB < 2:  # no pair issued
                 _prefetch_c(c_desc, c_bar, c_sub, c_row, c_col)

@@ -66,9 +66,9 @@ for heads, dim, ranges in ((64, 128, "causal"), (64, 128, "cp"), (32, 128, "caus
     check(row, "triton", out, ref64, fin)
     row["triton_us"] = time_us(triton_call)
     # Gluon: the CUDA-core head sum (one tile at a time, kv_sf after the sum) and the tensor-core one
-    wide = 256 // heads  # 256 query-head rows a CTA (two or three CTAs an SM)
+    wide = 256 // heads  # 256 query-head rows a CTA (three CTAs an SM at 168 registers)
     for name, extra in (("gluon", {}), ("gluon_mma_sum", dict(head_sum_mma=True)),
-                        ("gluon_mma_sum_wide", dict(head_sum_mma=True, block_q=wide)),
+                        ("gluon_mma_sum_r96_s3", dict(head_sum_mma=True, maxnreg=96, stages=3)),
                         ("gluon_mma_sum_wide_168", dict(head_sum_mma=True, block_q=wide, maxnreg=168))):
         def gluon_call(a=args, o=out, extra=extra):
             gluon_mqa.launch(*a, o, True, **extra)

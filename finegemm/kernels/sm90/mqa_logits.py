@@ -391,7 +391,7 @@ def block_q_for(heads: int) -> int:
 def launch(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: torch.Tensor, start: torch.Tensor,
            end: torch.Tensor, out: torch.Tensor, clean_logits: bool, num_sms: int = 132, block_q: int | None = None,
            overlap: bool = False, sf_after_sum: bool = True, head_sum_mma: bool = False,
-           maxnreg: int | None = None) -> None:
+           maxnreg: int | None = None, stages: int = STAGES) -> None:
     """Launch on validated tensors (as api/attention.py's ``fp8_mqa_logits`` passes them, full form only).
 
     q: e4m3 ``[S, H, D]`` contiguous (seen as ``[S * H, D]``); kv: e4m3 ``[S_kv, D]`` row-major; kv_sf:
@@ -426,5 +426,5 @@ def launch(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: torc
     grid = (q_blocks, triton.cdiv(num_tiles, tiles_per_split))
     mqa_logits_kernel[grid](q_desc, kv_desc, kv_sf, weights, start, end, out, seq_len, seq_len_kv,
                             tiles_per_split, weights.stride(0), out.stride(0), HEADS=heads, BLOCK_Q=block_q,
-                            STAGES_=STAGES, CLEAN=bool(clean_logits), OVERLAP=overlap, SF_AFTER_SUM=sf_after_sum,
+                            STAGES_=stages, CLEAN=bool(clean_logits), OVERLAP=overlap, SF_AFTER_SUM=sf_after_sum,
                             HEAD_SUM_MMA=head_sum_mma, num_warps=4, **({"maxnreg": maxnreg} if maxnreg else {}))

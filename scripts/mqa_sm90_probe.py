@@ -4,8 +4,8 @@ Prefill anchor shapes (S=2048, S_kv=8192; H/D as in the anchors' ``mqa`` field),
 CUDA events, 1 GiB L2 flush before each call, 3 warm-ups, median of 20; every variant checked against
 the float64 reference first (-inf positions and calc_diff). Both kernels are called directly (the API
 picks one per shape). Variants: the Triton kernel (kv_sf after the head sum); the Gluon kernel with the
-head sum on the CUDA cores and on the tensor cores (``head_sum_mma``; at H=64/D=128 also with negative
-scales, its signed path).
+head sum on the CUDA cores and on the tensor cores at three CTA shapes (at H=64/D=128 also with negative
+scales, the signed path, at the API's config).
 Usage: PYTHONPATH=. python3 scripts/mqa_sm90_probe.py (JSON to $OUT/mqa_sm90_probe.json).
 """
 
@@ -46,14 +46,14 @@ def check(row, name, out, ref, fin):
 
 for heads, dim, ranges in ((64, 128, "causal"), (64, 128, "cp"), (32, 128, "causal"), (16, 128, "causal"),
                            (128, 128, "causal"), (128, 128, "cp"), (32, 64, "cp"), (64, 32, "causal"),
-                           (64, 64, "causal")):
+                           (64, 64, "causal"), (32, 32, "causal"), (16, 64, "causal"), (128, 64, "causal")):
     case = MqaCase(2048, 8192, heads, dim, ranges)
     q, kv, sf, w, st, en = generate_mqa(case, seed=0, device="cuda")
     out = torch.empty(2048, 8192, device="cuda")
     ref64 = ref.fp8_mqa_logits(q, (kv, sf), w, st, en)
     fin = ~torch.isneginf(ref64)
     args = (q, kv, sf, w, st, en)
-    row = dict(heads=heads, head_dim=dim, ranges=ranges)
+    row = dict(heads=heads, head_dim=dim, ranges=ranges, api_config=gluon_mqa.prefill_config(heads, dim))
     # the Triton kernel called directly (the API dispatches the Gluon one where prefill_supported says so)
     tcfg = get_mqa_logits_config(2048, 8192, heads, dim, FACTS, True)
 
@@ -66,10 +66,13 @@ for heads, dim, ranges in ((64, 128, "causal"), (64, 128, "cp"), (32, 128, "caus
     check(row, "triton", out, ref64, fin)
     row["triton_us"] = time_us(triton_call)
     # Gluon: the CUDA-core head sum (one tile at a time, kv_sf after the sum) and the tensor-core one
-    wide = 256 // heads  # 256 query-head rows a CTA (three CTAs an SM at 168 registers)
-    for name, extra in (("gluon", {}), ("gluon_mma_sum", dict(head_sum_mma=True)),
-                        ("gluon_mma_sum_r96_s3", dict(head_sum_mma=True, maxnreg=96, stages=3)),
-                        ("gluon_mma_sum_wide_168", dict(head_sum_mma=True, block_q=wide, maxnreg=168))):
+    # Gluon: the FP32 CUDA-core head sum; the tensor-core sum at 128 rows a CTA (four CTAs an SM), at 128
+    # rows with 96 registers and 3 stages (five), at 256 rows (two) and with 168 registers (three)
+    for name, extra in (("gluon_fp32_sum", dict(head_sum_mma=False)),
+                        ("gluon_mma_sum", dict(block_q=max(1, 128 // heads))),
+                        ("gluon_mma_sum_r96_s3", dict(block_q=max(1, 128 // heads), maxnreg=96, stages=3)),
+                        ("gluon_mma_sum_wide", dict(block_q=256 // heads)),
+                        ("gluon_mma_sum_wide_168", dict(block_q=256 // heads, maxnreg=168))):
         def gluon_call(a=args, o=out, extra=extra):
             gluon_mqa.launch(*a, o, True, **extra)
 
@@ -82,11 +85,11 @@ for heads, dim, ranges in ((64, 128, "causal"), (64, 128, "cp"), (32, 128, "caus
         signed = sf * torch.where(torch.arange(sf.numel(), device="cuda") % 3 == 0, -1.0, 1.0)
         want = ref.fp8_mqa_logits(q, (kv, signed), w, st, en)
         out.fill_(float("nan"))
-        gluon_mqa.launch(q, kv, signed, w, st, en, out, True, head_sum_mma=True)
+        gluon_mqa.launch(q, kv, signed, w, st, en, out, True)
         torch.cuda.synchronize()
         check(row, "gluon_mma_sum_signed", out, want, ~torch.isneginf(want))
         row["gluon_mma_sum_signed_us"] = time_us(
-            lambda a=(q, kv, signed, w, st, en), o=out: gluon_mqa.launch(*a, o, True, head_sum_mma=True))
+            lambda a=(q, kv, signed, w, st, en), o=out: gluon_mqa.launch(*a, o, True))
         del want
     del ref64, fin
     rows.append(row)

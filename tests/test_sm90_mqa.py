@@ -26,7 +26,8 @@ from finegemm.reference import mqa as ref
 CASES = [(64, 128), (32, 128), (16, 128), (128, 128), (64, 64), (32, 64), (64, 32)]
 
 
-def _compile(heads, head_dim, out, clean, overlap=True, sf_after_sum=True, head_sum_mma=False, block_q=None):
+def _compile(heads, head_dim, out, clean, overlap=True, sf_after_sum=True, head_sum_mma=False, block_q=None,
+             maxnreg=None):
     import triton
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
@@ -44,7 +45,8 @@ def _compile(heads, head_dim, out, clean, overlap=True, sf_after_sum=True, head_
     consts = dict(HEADS=heads, BLOCK_Q=bq, STAGES_=m.STAGES, CLEAN=clean, OVERLAP=overlap, SF_AFTER_SUM=sf_after_sum,
                   HEAD_SUM_MMA=head_sum_mma)
     restore_language()  # interpreted CPU tests earlier in this process may have left tl patched
-    return triton.compile(GluonASTSource(m.mqa_logits_kernel, sig, consts), target=TARGET, options={"num_warps": 4})
+    options = {"num_warps": 4, **({"maxnreg": maxnreg} if maxnreg else {})}
+    return triton.compile(GluonASTSource(m.mqa_logits_kernel, sig, consts), target=TARGET, options=options)
 
 
 def mqa_ptx_must_contain(wgmma_n: int) -> dict[str, str]:
@@ -100,7 +102,8 @@ def head_sum_ptx_must_contain(rows: int, sum_n: int) -> dict[str, str]:
 def test_head_sum_on_tensor_cores_compiles(heads, head_dim):
     """``HEAD_SUM_MMA``: the epilogue's FFMAs and shuffles give way to one cvt.rn.relu.bf16x2 per two scores
     and a second (bf16) WGMMA against the weights; no spills, WGMMAs asynchronous, <= 128 registers at the
-    default 128 rows (four CTAs an SM), and at 256 rows (block_q = 256 / H) <= 200."""
+    default 128 rows (four CTAs an SM), and at 256 rows (block_q = 256 / H) <= 200, or <= 168 without
+    spills under the API's ``maxnreg`` (three CTAs an SM)."""
     import collections
 
     from finegemm.kernels.sm90 import mqa_logits as m
@@ -118,6 +121,12 @@ def test_head_sum_on_tensor_cores_compiles(heads, head_dim):
     _, usage = assert_async_wgmma_kernel(_compile(heads, head_dim, "bf16", False, overlap=False, head_sum_mma=True,
                                                   block_q=wide), head_sum_ptx_must_contain(256, max(8, wide)))
     assert usage["REG"] <= 200, usage
+    bq, maxnreg = m.prefill_config(heads, head_dim)
+    if maxnreg:  # what the API launches
+        _, usage = assert_async_wgmma_kernel(
+            _compile(heads, head_dim, "fp32", True, overlap=False, head_sum_mma=True, block_q=bq, maxnreg=maxnreg),
+            head_sum_ptx_must_contain(bq * heads, max(8, bq)))
+        assert usage["REG"] <= maxnreg, usage
 
 
 @pytest.mark.gpu
@@ -125,8 +134,8 @@ def test_head_sum_on_tensor_cores_compiles(heads, head_dim):
     (64, 128, "causal", torch.float32), (64, 128, "cp", torch.bfloat16), (32, 64, "ragged", torch.float32),
     (64, 32, "causal", torch.float32), (32, 128, "cp", torch.float32), (16, 128, "ragged", torch.float32),
     (128, 128, "causal", torch.bfloat16)])
-@pytest.mark.parametrize("variant", [dict(overlap=False), dict(overlap=True), dict(head_sum_mma=True),
-                                     dict(head_sum_mma=True, wide=True)])
+@pytest.mark.parametrize("variant", [dict(head_sum_mma=False, overlap=False), dict(head_sum_mma=False, overlap=True),
+                                     dict(), dict(block_q=0), dict(block_q=0, wide=True)])
 def test_gpu_matches_reference(heads, head_dim, ranges, dtype, variant):
     sm90_device()
     from finegemm.kernels.sm90 import mqa_logits as m
@@ -137,9 +146,9 @@ def test_gpu_matches_reference(heads, head_dim, ranges, dtype, variant):
     outs = []
     for _ in range(2):
         out = torch.full((case.seq_len, case.seq_len_kv), float("nan"), device="cuda", dtype=dtype)
-        extra = dict(variant)
-        if extra.pop("wide", False):
-            extra["block_q"] = 256 // heads
+        extra = dict(variant)  # {}: the API's config; block_q=0: 128 rows, with ``wide`` 256
+        if "block_q" in extra:
+            extra["block_q"] = (256 if extra.pop("wide", False) else 128) // heads
         m.launch(q, kv, sf, w, st, en, out, clean_logits=True, **extra)
         outs.append(out)
     torch.cuda.synchronize()
@@ -162,8 +171,8 @@ def test_gpu_scale_after_head_sum(heads, head_dim, ranges):
     out = torch.full((case.seq_len, case.seq_len_kv), float("nan"), device="cuda")
     for scales in (sf, signed):
         want = ref.fp8_mqa_logits(q, (kv, scales), w, st, en)
-        for variant in (dict(overlap=False), dict(overlap=True), dict(overlap=False, sf_after_sum=False),
-                        dict(head_sum_mma=True)):
+        for variant in (dict(head_sum_mma=False, overlap=False), dict(head_sum_mma=False, overlap=True),
+                        dict(head_sum_mma=False, overlap=False, sf_after_sum=False), dict()):
             out.fill_(float("nan"))
             m.launch(q, kv, scales, w, st, en, out, clean_logits=True, **variant)
             torch.cuda.synchronize()
@@ -188,12 +197,45 @@ def test_gpu_unclean_writes_every_in_range_value():
 
 
 def test_dispatch_rule():
-    """The API runs the Gluon kernel for the full logits form at head_dim 128 and 32/64/128 heads (no
-    faster than Triton at D <= 64 or 16 heads); the compact form stays on the Triton kernel."""
+    """The API runs the Gluon kernel for the full logits form at head_dim 32/64/128 and 16-128 heads (its
+    tensor-core head sum measured faster than Triton on every such case); with the FP32 sum
+    (``FINEGEMM_MQA_FP32_SUM``) only at head_dim 128 and 32-128 heads; the compact form stays on Triton."""
     from finegemm.kernels.sm90 import mqa_logits as m
 
-    assert all(m.prefill_supported(h, 128, 0) for h in (32, 64, 128))
-    assert not m.prefill_supported(16, 128, 0)  # measured slower than Triton there
-    assert not any(m.prefill_supported(h, d, 0) for h in (32, 64) for d in (32, 64))
-    assert not m.prefill_supported(64, 128, 4096)
-    assert all(m.block_q_for(h) * h == 128 for h in (16, 32, 64, 128))
+    assert all(m.prefill_supported(h, d, 0) for h in (16, 32, 64, 128) for d in (32, 64, 128))
+    assert not m.prefill_supported(8, 128, 0) and not m.prefill_supported(64, 256, 0)
+    assert not m.prefill_supported(64, 128, 4096)  # compact form
+    assert all(m.prefill_supported(h, 128, 0, fp32_sum=True) for h in (32, 64, 128))
+    assert not m.prefill_supported(16, 128, 0, fp32_sum=True)  # the FP32 sum measured slower than Triton
+    assert not any(m.prefill_supported(h, d, 0, fp32_sum=True) for h in (32, 64) for d in (32, 64))
+
+
+def test_prefill_config_rule():
+    """256 query-head rows at head_dim <= 64 (64 heads at 168 registers, three CTAs an SM; 32 heads at the
+    compiler's count, which 168 would spill); 128 rows at the compiler's register count elsewhere."""
+    from finegemm.kernels.sm90 import mqa_logits as m
+
+    assert m.prefill_config(32, 128) == (4, None) and m.prefill_config(32, 64) == (8, None)
+    assert m.prefill_config(64, 64) == (4, 168) and m.prefill_config(64, 32) == (4, 168)
+    assert m.prefill_config(64, 128) == (2, None) and m.prefill_config(128, 64) == (1, None)
+    assert m.prefill_config(16, 128) == (8, None)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fp32_sum", ["0", "1"])
+def test_gpu_api_head_sum_switch(fp32_sum, monkeypatch):
+    """Through the API, ``FINEGEMM_MQA_FP32_SUM`` picks the FP32 CUDA-core sum (``calc_diff`` ~1e-8 against
+    float64) or the tensor-core one (~3e-6); both within the contract's 1e-3 and far inside 1e-4."""
+    sm90_device()
+    import finegemm
+    from finegemm.reference.dense import calc_diff
+
+    monkeypatch.setenv("FINEGEMM_MQA_FP32_SUM", fp32_sum)
+    case = MqaCase(1024, 4096, 64, 128, "ragged")
+    q, kv, sf, w, st, en = generate_mqa(case, seed=7, device="cuda")
+    expected = ref.fp8_mqa_logits(q, (kv, sf), w, st, en)
+    out = finegemm.fp8_mqa_logits(q, (kv, sf), w, st, en)
+    inside = ~torch.isneginf(expected)
+    assert torch.equal(torch.isneginf(out), ~inside)
+    diff = calc_diff(out[inside].double(), expected[inside])
+    assert diff < (1e-7 if fp32_sum == "1" else 1e-4), diff

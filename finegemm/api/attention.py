@@ -7,12 +7,14 @@ query heads, FP8 e4m3 inputs, FP32 math) with ``-inf`` where key ``j`` is outsid
 Backends: one Triton kernel per op (kernels/portable/mqa_logits.py, kernels/portable/paged_mqa_logits.py)
 whose configs come from a heuristic: Hopper tiles (``tl.dot`` compiles to WGMMA there) on sm_90 with
 ``FINEGEMM_BACKEND`` ``auto`` or ``sm90``, portable tiles elsewhere or with ``portable``; CPU tensors run
-through Triton's interpreter. On sm_90 the full form of ``fp8_mqa_logits`` at head dim 128 (32, 64 or
-128 heads, contiguous inputs) runs the Gluon kernel of kernels/sm90/mqa_logits.py instead (the rule and
-its measurements: ``mqa_logits.prefill_supported``), and ``fp8_paged_mqa_logits`` at head dim 128 with
-pages of 64-key multiples and up to 128 query rows a sequence runs kernels/sm90/paged_mqa_logits.py
-(``paged_mqa_logits.dispatched``; faster than the Triton kernel on every DeepGEMM anchor case, its
-docstring lists them).
+through Triton's interpreter. On sm_90 the full form of ``fp8_mqa_logits`` at head dim 32, 64 or 128
+(16-128 heads, contiguous inputs) runs the Gluon kernel of kernels/sm90/mqa_logits.py instead, which sums
+the heads on the tensor cores from ReLU'd scores rounded to bf16 (calc_diff ~3e-6 against float64;
+``FINEGEMM_MQA_FP32_SUM=1`` keeps DeepGEMM's FP32 sum, on the Gluon kernel at head dim 128 and 32-128
+heads, on Triton elsewhere; the rules and measurements: ``mqa_logits.prefill_supported``), and
+``fp8_paged_mqa_logits`` at head dim 128 with pages of 64-key multiples and up to 128 query rows a
+sequence runs kernels/sm90/paged_mqa_logits.py (``paged_mqa_logits.dispatched``; faster than the Triton
+kernel on every DeepGEMM anchor case, its docstring lists them).
 ``FINEGEMM_PRINT_CONFIGS=1`` prints each choice once.
 
 Values inside tensors (ranges, context lengths, block tables, the schedule) are checked on the host only
@@ -140,6 +142,7 @@ class _LogitsPlan:
     sf_reshape: bool = False  # fp8_mqa_logits' kv_sf is [S_kv, 1]: viewed as [S_kv]
     sf_copy: bool = False  # ... and not unit-strided: copied (S_kv floats)
     gluon_sms: int = 0  # > 0: the op runs its sm90 Gluon kernel (kernels/sm90/mqa_logits.py, paged_mqa_logits.py)
+    fp32_sum: bool = False  # fp8_mqa_logits' Gluon kernel sums the heads on the CUDA cores (FINEGEMM_MQA_FP32_SUM)
 
 
 # Host overhead per call on this CPU (python 3.11, torch 2.13), launches patched to no-ops, best of 5 x 4000
@@ -206,7 +209,7 @@ def fp8_mqa_logits(
         kv_fp8, kv_sf = kv
         return (tensor_key(q), tensor_key(kv_fp8), tensor_key(kv_sf), tensor_key(weights),
                 tensor_key(cu_seq_len_k_start), tensor_key(cu_seq_len_k_end), scalar_key(clean_logits),
-                scalar_key(max_seqlen_k), scalar_key(logits_dtype), dispatch_state())
+                scalar_key(max_seqlen_k), scalar_key(logits_dtype), dispatch_state(), env.MQA_FP32_SUM.raw())
 
     plan = plan_for(_MQA_PLANS, make_key, lambda: _plan_mqa(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end,
                                                              clean_logits, max_seqlen_k, logits_dtype))
@@ -222,7 +225,7 @@ def fp8_mqa_logits(
         kv_sf = kv_sf.contiguous()  # S_kv floats; the kernel reads them with unit stride
     if plan.gluon_sms and q.data_ptr() % 16 == 0 and kv_fp8.data_ptr() % 16 == 0:  # TMA needs 16-byte bases
         sm90_mqa_module().launch(q, kv_fp8, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_k_end, out,
-                                 clean_logits, plan.gluon_sms)
+                                 clean_logits, plan.gluon_sms, head_sum_mma=not plan.fp32_sum)
     else:
         launch_mqa_logits(q, kv_fp8, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_k_end, out, clean_logits,
                           max_seqlen_k, plan.config)
@@ -288,14 +291,17 @@ def _plan_mqa(q: object, kv: object, weights: object, cu_seq_len_k_start: object
         config = _mqa_config(seq_len, seq_len_kv, heads, head_dim, facts, hopper)
         dense = all(t.is_contiguous() for t in (q, kv_fp8, cu_seq_len_k_start, cu_seq_len_k_end))
         sm90_mqa = sm90_mqa_module() if hopper and dense else None
-        if sm90_mqa is not None and sm90_mqa.prefill_supported(heads, head_dim, max_seqlen_k):
+        fp32_sum = env.flag(env.MQA_FP32_SUM)
+        if sm90_mqa is not None and sm90_mqa.prefill_supported(heads, head_dim, max_seqlen_k, fp32_sum):
             gluon_sms = facts.num_sms
+            block_q = sm90_mqa.block_q_for(heads) if fp32_sum else sm90_mqa.prefill_config(heads, head_dim)[0]
             report_config(("fp8_mqa_logits", seq_len, seq_len_kv, heads, head_dim), "sm90",
-                          f"gluon block_q={sm90_mqa.block_q_for(heads)}")
+                          f"gluon block_q={block_q} head sum on the {'CUDA' if fp32_sum else 'tensor'} cores")
     sf_reshape = kv_sf.dim() == 2
     return _LogitsPlan(seq_len, cols, _row_stride(cols), logits_dtype, device, config,
                        prefill=compressed and clean_logits, sf_reshape=sf_reshape,
-                       sf_copy=not kv_sf.reshape(seq_len_kv).is_contiguous(), gluon_sms=gluon_sms)
+                       sf_copy=not kv_sf.reshape(seq_len_kv).is_contiguous(), gluon_sms=gluon_sms,
+                       fp32_sum=gluon_sms > 0 and fp32_sum)
 
 
 # ------------------------------------------------------------------------------------------- paged

@@ -1,12 +1,17 @@
 """Hopper MQA logits (full form of ``fp8_mqa_logits``) in Gluon: a TMA ring of key tiles, WGMMA, and the
-ReLU / head-sum epilogue, one tile at a time (the default) or with the next tile's WGMMA in flight.
+ReLU / head-sum epilogue, by default with the head sum itself on the tensor cores.
 
-Dispatched by the API on sm_90 for head_dim 128 and 32/64/128 heads (:func:`prefill_supported`, which
-lists the measurements: 1.09-1.14x the Triton kernel); at D <= 64 and at 16 heads the Triton kernel is
-faster, and the compact form stays on it.
-Why the one-tile-at-a-time schedule: at 114 registers four CTAs share an SM and overlap each other's
-WGMMA and epilogue, which measured faster than the in-CTA overlap (two accumulators, 198 registers, two
-CTAs an SM).
+Dispatched by the API on sm_90 for head_dim 32/64/128 and 16-128 heads (:func:`prefill_supported`, which
+lists the measurements against the Triton kernel); the compact form stays on Triton.
+The epilogue: the scores of a key tile, ``relu(acc)`` (times ``sign(kv_sf)`` where a scale is negative),
+are rounded to bf16 with the ReLU folded into the conversion (``cvt.rn.relu.bf16x2``) and multiplied by
+the weights in a second WGMMA (A from registers, the weights a ``[H * block_q, 8]`` block-diagonal B in
+shared memory), then scaled by ``|kv_sf|``: ~40 instructions a thread and tile where the FP32 sum on the
+CUDA cores (``head_sum_mma=False``, ``FINEGEMM_MQA_FP32_SUM=1`` in the API) spends ~290. The rounding
+costs ~3e-6 in ``calc_diff`` against float64 (about 1e-8 with the FP32 sum).
+Why one key tile at a time: at ~100 registers four CTAs share an SM and overlap each other's WGMMA and
+epilogue, which measured faster than the in-CTA overlap (two accumulators, 198 registers, two CTAs an SM);
+an in-CTA pipeline of the tensor-core sum made ptxas serialize the WGMMAs (C7515) at 174 registers.
 
 ``out[i, j] = sum_h relu(q[i, h] . kv[j] * kv_sf[j]) * w[i, h]`` for ``j`` in ``[start[i], end[i])``,
 ``-inf`` elsewhere in the key tiles a query block computes (and, with ``CLEAN``, in all others).
@@ -373,14 +378,32 @@ def mqa_logits_kernel(q_desc, kv_desc, kv_sf_ptr, w_ptr, start_ptr, end_ptr, out
                                out_ptr, stride_out, BLOCK_Q, BKV, row_layout, SF_AFTER_SUM)
 
 
-def prefill_supported(heads: int, head_dim: int, max_seqlen_k: int) -> bool:
-    """Whether the API runs this kernel (on sm_90, with contiguous 16-byte-aligned q, kv, ranges): the
-    full logits form at head_dim 128, heads 32, 64 and 128. H200, S=2048, S_kv=8192, both kernels with kv_sf
-    after the head sum (results/mqa-sm90-probe-h200-2026-12-03-signed-12ec969.json), Gluon vs Triton:
-    H=64 causal 272.9 vs 300.6 us, context-parallel 163.8 vs 182.2; H=32 175.1 vs 191.2; H=128 458.5 vs
-    524.2; at 16 heads slower (157.0 vs Triton's 113.8 with its per-score scale), so 16 stays on Triton.
-    At D <= 64 Triton is ahead too (H=32/D=64 109.0 vs 101.7, H=64/D=32 212.2 vs 207.6)."""
-    return head_dim == 128 and max_seqlen_k == 0 and heads in (32, 64, 128)
+def prefill_supported(heads: int, head_dim: int, max_seqlen_k: int, fp32_sum: bool = False) -> bool:
+    """Whether the API runs this kernel (on sm_90, with contiguous 16-byte-aligned q, kv, ranges): the full
+    logits form at head_dim 32, 64 or 128 and 16-128 heads, with the head sum on the tensor cores (the
+    default, :func:`head_sum_mma`). H200, S=2048, S_kv=8192, the tensor-core sum at :func:`prefill_config`
+    vs the CUDA-core one vs the Triton kernel (results/mqa-sm90-probe-h200-2026-12-03-head-sum-bf0b842.json), us:
+    H=64/D=128 causal 248.0 / 273.9 / 300.2, context-parallel 146.9 / 162.9 / 180.5; H=32/D=128 137.6 /
+    175.2 / 191.9; H=16/D=128 81.4 / 157.0 / 115.7; H=128/D=128 449.3 / 458.8 / 524.8; H=32/D=64 cp
+    66.8 / 108.9 / 101.2; H=64/D=64 173.6 / 231.8 / 266.8; H=64/D=32 139.6 / 214.2 / 208.4.
+    ``fp32_sum`` (``FINEGEMM_MQA_FP32_SUM=1``): the CUDA-core FP32 sum, faster than Triton only at head_dim
+    128 with 32-128 heads (above)."""
+    if max_seqlen_k != 0 or heads not in (16, 32, 64, 128) or head_dim not in (32, 64, 128):
+        return False
+    return not fp32_sum or (head_dim == 128 and heads >= 32)
+
+
+def prefill_config(heads: int, head_dim: int) -> tuple[int, int | None]:
+    """``(block_q, maxnreg)`` of the tensor-core-sum kernel the API launches, the fastest measured without
+    register spills (results/mqa-sm90-probe-h200-2026-12-03-head-sum-bf0b842.json, us): 256 query-head rows
+    a CTA at head_dim <= 64, at 168 registers (three CTAs an SM) for 64 heads (H=64/D=32 139.6 vs 156.8 at
+    128 rows, H=64/D=64 173.6 vs 181.5) and at the compiler's ~175 (two) for 32 heads (H=32/D=64 66.8 vs
+    77.3; at 168 it spills); 128 rows (four CTAs, ~100 registers) otherwise (H=64/D=128 248.0 vs 257.0 at
+    256 rows, H=16 81.4 vs 84.5, H=128 context-parallel 252.5 vs 266.7; H=32/D=128 137.6, where 256 rows
+    at 168 registers measured 132.4 but spill 16 bytes)."""
+    if head_dim <= 64 and heads in (32, 64):
+        return 256 // heads, 168 if heads == 64 else None
+    return block_q_for(heads), None
 
 
 def block_q_for(heads: int) -> int:
@@ -390,15 +413,17 @@ def block_q_for(heads: int) -> int:
 
 def launch(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: torch.Tensor, start: torch.Tensor,
            end: torch.Tensor, out: torch.Tensor, clean_logits: bool, num_sms: int = 132, block_q: int | None = None,
-           overlap: bool = False, sf_after_sum: bool = True, head_sum_mma: bool = False,
+           overlap: bool = False, sf_after_sum: bool = True, head_sum_mma: bool = True,
            maxnreg: int | None = None, stages: int = STAGES) -> None:
     """Launch on validated tensors (as api/attention.py's ``fp8_mqa_logits`` passes them, full form only).
 
     q: e4m3 ``[S, H, D]`` contiguous (seen as ``[S * H, D]``); kv: e4m3 ``[S_kv, D]`` row-major; kv_sf:
     fp32 ``[S_kv]``; weights: fp32 ``[S, H]`` (``stride(1) == 1``); start/end: int32 ``[S]`` contiguous;
     out: fp32 or bf16 ``[S, S_kv]`` (``stride(1) == 1``). D in {32, 64, 128}, H * block_q <= 256.
-    ``sf_after_sum`` (the default): ``kv_sf`` applied once per logit after the head sum
-    (:func:`_tile_epilogue`; the same logits for either sign of ``kv_sf``). H200, S=2048, S_kv=8192,
+    ``head_sum_mma`` (the default): the head sum on the tensor cores (:func:`head_sum_mma`), at
+    :func:`prefill_config`'s ``block_q`` and ``maxnreg`` unless ``block_q`` is given. Otherwise the FP32
+    CUDA-core epilogue (:func:`_tile_epilogue`), where ``sf_after_sum`` (its default) applies ``kv_sf`` once
+    per logit after the head sum (the same logits for either sign of ``kv_sf``); measured then, H200, S=2048, S_kv=8192,
     results/mqa-sm90-probe-h200-2026-12-03-signed-12ec969.json: H=64/D=128 causal 292.1 -> 272.9 us,
     context-parallel 173.4 -> 163.8, H=32 184.5 -> 175.1, H=128 506.7 -> 458.5.
     """
@@ -412,7 +437,8 @@ def launch(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: torc
             raise ValueError(f"the sm90 MQA kernel needs a contiguous {name}; got strides {tuple(t.stride())}")
     if weights.stride(1) != 1 or out.stride(1) != 1:
         raise ValueError("the sm90 MQA kernel needs weights and out with stride(1) == 1")
-    block_q = block_q or block_q_for(heads)
+    if block_q is None:
+        block_q, maxnreg = prefill_config(heads, head_dim) if head_sum_mma else (block_q_for(heads), maxnreg)
     rows = block_q * heads
     q2 = q.reshape(seq_len * heads, head_dim)
     q_layout = gl.NVMMASharedLayout.get_default_for([rows, head_dim], _GL_E4M3)

@@ -66,7 +66,7 @@ def masked() -> None:
 TARGETS = {"dense16384": lambda: dense(4096, 7168, 16384), "dense2112": lambda: dense(4096, 2112, 7168),
            "mqa": mqa, "mqa_mma_sum": lambda: mqa(head_sum_mma=True),
            "mqa_mma_sum_wide": lambda: mqa(head_sum_mma=True, block_q=4), "paged": paged,
-           "paged_mma_sum": lambda: paged(head_sum_mma=True), "masked": masked}
+           "masked": masked}
 
 if __name__ == "__main__":
     for name in sys.argv[1:] or ["dense16384", "dense2112", "mqa", "paged", "masked"]:

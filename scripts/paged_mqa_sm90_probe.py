@@ -68,8 +68,7 @@ for batch, next_n, heads, avg, logits in CASES:
                deepgemm_us=deepgemm_us(batch, next_n, heads, avg, logits))
     args = (q, cache, w, ctx, table, meta)
     calls = {"triton": lambda o, a=args, c=cfg: launch_paged_mqa_logits(*a, o, False, c),
-             "gluon": lambda o, a=args: gluon_paged.launch(*a, o),
-             "gluon_mma_sum": lambda o, a=args: gluon_paged.launch(*a, o, head_sum_mma=True)}
+             "gluon": lambda o, a=args: gluon_paged.launch(*a, o)}
     for name, call in calls.items():
         out = torch.full((batch * next_n, max_len), float("nan"), device="cuda", dtype=dtype)
         call(out)
@@ -81,20 +80,6 @@ for batch, next_n, heads, avg, logits in CASES:
         if (batch, next_n, heads, avg) == (256, 1, 64, 8192):  # host time to issue one call
             row[name + "_enqueue_us"] = host_overhead(lambda c=call, o=out: c(o), torch.device("cuda"), 50, 3)[
                 "enqueue_us"]
-    if (batch, next_n, heads, avg) == (256, 2, 64, 8192):  # the tensor-core head sum's signed path
-        signed = cache.clone()
-        sfs = signed.view(signed.shape[0], -1)[:, 64 * 128:].view(torch.float32)
-        sfs[:, ::3] *= -1.0
-        want = ref.fp8_paged_mqa_logits(q[:16], signed, w[check], ctx[:16], table[:16], None, max_len)
-        out = torch.full((batch * next_n, max_len), float("nan"), device="cuda", dtype=dtype)
-        gluon_paged.launch(q, signed, w, ctx, table, meta, out, head_sum_mma=True)
-        torch.cuda.synchronize()
-        written = ~torch.isnan(out[check])
-        row["gluon_mma_sum_signed_calc_diff"] = float(finite_diff(torch.where(written, out[check],
-                                                                              want.to(dtype)), want))
-        row["gluon_mma_sum_signed_us"] = bench(
-            lambda a=(q, signed, w, ctx, table, meta), o=out: gluon_paged.launch(*a, o, head_sum_mma=True), 10)
-        del signed, sfs, want
     if row["deepgemm_us"]:
         row["gluon_vs_deepgemm"] = row["deepgemm_us"] / row["gluon_us"]
     rows.append(row)

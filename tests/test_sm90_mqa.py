@@ -239,3 +239,36 @@ def test_gpu_api_head_sum_switch(fp32_sum, monkeypatch):
     assert torch.equal(torch.isneginf(out), ~inside)
     diff = calc_diff(out[inside].double(), expected[inside])
     assert diff < (1e-7 if fp32_sum == "1" else 1e-4), diff
+
+
+@pytest.mark.gpu
+def test_gpu_repeated_call_replays_and_graph_captures():
+    """A repeated launch with the same tensors replays its recording (launcher.py): new contents in the
+    same tensors give the new logits, eagerly and under CUDA-graph capture and replay."""
+    sm90_device()
+    import finegemm
+    from finegemm.kernels.sm90 import mqa_logits as m
+
+    case = MqaCase(512, 2048, 64, 128, "ragged")
+    q, kv, sf, w, st, en = generate_mqa(case, seed=8, device="cuda")
+    q2, kv2, sf2, w2, _, _ = generate_mqa(case, seed=9, device="cuda")
+    out = torch.full((case.seq_len, case.seq_len_kv), float("nan"), device="cuda")
+    m.launch(q, kv, sf, w, st, en, out, clean_logits=True)
+    for src, dst in ((q2, q), (kv2, kv), (sf2, sf), (w2, w)):
+        dst.copy_(src)
+    out.fill_(float("nan"))
+    m.launch(q, kv, sf, w, st, en, out, clean_logits=True)  # the recorded launch, new contents
+    torch.cuda.synchronize()
+    assert_logits_match(out, ref.fp8_mqa_logits(q2, (kv2, sf2), w2, st, en), None, 1e-3)
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        finegemm.fp8_mqa_logits(q, (kv, sf), w, st, en)  # warm the API's plan on the capture stream
+    torch.cuda.current_stream().wait_stream(stream)
+    with torch.cuda.graph(graph):
+        logits = finegemm.fp8_mqa_logits(q, (kv, sf), w, st, en)
+    q.copy_(generate_mqa(case, seed=10, device="cuda")[0])
+    graph.replay()
+    torch.cuda.synchronize()
+    assert_logits_match(logits, ref.fp8_mqa_logits(q, (kv, sf), w, st, en), None, 1e-3)

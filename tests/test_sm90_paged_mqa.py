@@ -82,12 +82,10 @@ def test_dispatched_up_to_the_measured_rows():
     (32, 1, 32, 8192, 64, True, torch.float32), (32, 2, 32, 3000, 128, False, torch.float32),
     (16, 2, 128, 2048, 64, True, torch.float32), (16, 4, 64, 1000, 256, False, torch.float32),
     (200, 2, 64, 300, 64, False, torch.float32)])
-@pytest.mark.parametrize("head_sum_mma", [False, True])
-def test_gpu_matches_reference(batch, next_n, heads, avg, block_kv, ctx_2d, dtype, head_sum_mma):
-    """The kernel (head sum on the CUDA cores or on the tensor cores) against the float64 reference,
-    shuffled block tables, ragged contexts (some empty), output poisoned first, directly and through the
-    API (which dispatches it up to 128 rows); bitwise repeat; with every third key scale negated too
-    (the tensor-core sum's signed path)."""
+def test_gpu_matches_reference(batch, next_n, heads, avg, block_kv, ctx_2d, dtype):
+    """The kernel against the float64 reference, shuffled block tables, ragged contexts (some empty),
+    output poisoned first, directly and through the API (which dispatches it up to 128 rows); bitwise
+    repeat; with every third key scale negated too."""
     sm90_device()
     import finegemm
     from finegemm.kernels.sm90 import paged_mqa_logits as m
@@ -106,7 +104,7 @@ def test_gpu_matches_reference(batch, next_n, heads, avg, block_kv, ctx_2d, dtyp
     outs = []
     for _ in range(2):
         out = torch.full((batch * next_n, max_len), float("nan"), device="cuda", dtype=dtype)
-        m.launch(q, kv_cache, w, ctx, table, meta, out, head_sum_mma=head_sum_mma)
+        m.launch(q, kv_cache, w, ctx, table, meta, out)
         outs.append(out)
     torch.cuda.synchronize()
     tol = 1e-3 if dtype == torch.float32 else 5e-3
@@ -122,7 +120,35 @@ def test_gpu_matches_reference(batch, next_n, heads, avg, block_kv, ctx_2d, dtyp
     scales[:, ::3] *= -1.0
     expected = ref.fp8_paged_mqa_logits(q, signed, w, ctx, table, meta, max_len)
     out = torch.full((batch * next_n, max_len), float("nan"), device="cuda", dtype=dtype)
-    m.launch(q, signed, w, ctx, table, meta, out, head_sum_mma=head_sum_mma)
+    m.launch(q, signed, w, ctx, table, meta, out)
     torch.cuda.synchronize()
     written = ~torch.isnan(out)
     assert_logits_match(torch.where(written, out, expected.to(dtype)), expected, None, tol)
+
+
+@pytest.mark.gpu
+def test_gpu_repeated_decode_step_replays():
+    """A repeated launch with the same tensors replays its recording (launcher.py): a decode step with new
+    query, weight and context-length contents in the same tensors gives the new logits."""
+    sm90_device()
+    import finegemm
+    from finegemm.kernels.sm90 import paged_mqa_logits as m
+
+    lens = [3000, 2500, 0, 4000]
+    case = PagedCase(4, 2, 64, 128, 64, False, 4100, torch.float32)
+    q, kv_cache, w, ctx, table = generate_paged(case, seed=12, lens=lens, device="cuda")
+    meta = finegemm.get_paged_mqa_logits_metadata(ctx, 64, finegemm.get_num_sms())
+    out = torch.full((4 * 2, 4100), float("nan"), device="cuda")
+    m.launch(q, kv_cache, w, ctx, table, meta, out)
+    q2, _, w2, _, _ = generate_paged(case, seed=13, lens=lens, device="cuda")
+    q.copy_(q2)
+    w.copy_(w2)
+    ctx.copy_(torch.tensor([2900, 2400, 0, 3900], dtype=ctx.dtype, device="cuda"))  # within the pages held
+    meta.copy_(finegemm.get_paged_mqa_logits_metadata(ctx, 64, finegemm.get_num_sms()))
+    out.fill_(float("nan"))
+    m.launch(q, kv_cache, w, ctx, table, meta, out)  # the recorded launch, new contents
+    torch.cuda.synchronize()
+    expected = ref.fp8_paged_mqa_logits(q, kv_cache, w, ctx, table, meta, 4100)
+    written = ~torch.isnan(out)
+    assert bool(written[~torch.isneginf(expected)].all())
+    assert_logits_match(torch.where(written, out, expected.to(out.dtype)), expected, None, 1e-3)

@@ -33,7 +33,6 @@ import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
-    fence_async_shared,
     mbarrier,
     tma,
     warpgroup_mma,
@@ -42,19 +41,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from ..portable.paged_mqa_logits import SPLIT_KV
-from .mqa_logits import (
-    _acc_layout,
-    _add,
-    _min,
-    _sum_layout,
-    alloc_ring,
-    head_sum_mma,
-    head_sum_smem,
-    head_sum_weights,
-    store_head_sums,
-    sum_columns,
-    weighted_relu,
-)
+from . import launcher
+from .mqa_logits import _acc_layout, _add, alloc_ring, weighted_relu
 
 BLOCK_KV = 64  # keys per WGMMA tile (the M of the instruction)
 _SPLIT = gl.constexpr(SPLIT_KV)  # keys per schedule item, readable inside the kernel
@@ -91,42 +79,6 @@ def _tile_logits(acc, sf, w, col_t, k, b64, ctx_ptr, b, stride_ctx_b, stride_ctx
         logits = gl.where(k < n_t, logits, float("-inf"))
         ptrs = out_ptr + (b64 * NEXT_N + t) * stride_out + k
         gl.store(ptrs, logits.to(out_ptr.dtype.element_ty), mask=k < max_context_len)
-
-
-@gluon.jit
-def _token_contexts(ctx_ptr, b, stride_ctx_b, stride_ctx_t, key_cap, NEXT_N: gl.constexpr, CTX_2D: gl.constexpr,
-                    layout: gl.constexpr):
-    """:func:`_row_context` of every token of sequence ``b`` as a ``[sum_columns(NEXT_N)]`` vector (0 past
-    ``NEXT_N``)."""
-    t = gl.arange(0, sum_columns(NEXT_N), layout=layout)
-    if CTX_2D:
-        c = gl.load(ctx_ptr + b * stride_ctx_b + t * stride_ctx_t, mask=t < NEXT_N, other=0)
-    else:
-        c = gl.load(ctx_ptr + b * stride_ctx_b) - NEXT_N + 1 + t
-    return gl.where(t < NEXT_N, gl.minimum(gl.maximum(c, 0), key_cap), 0)
-
-
-@gluon.jit
-def _tile_logits_mma(acc, w_t, sf_ptr, sf_base, key0, n_keys, hi, out_rows, row_ok, max_context_len, out_ptr,
-                     stride_out, NEXT_N: gl.constexpr):
-    """Logits of keys ``key0 + [0, 64)`` with the head sum on the tensor cores
-    (:func:`.mqa_logits.head_sum_mma`). The tile's ``kv_sf`` (at ``sf_ptr + sf_base``) is also read
-    replicated in every warp, for a CTA-uniform "all >= 0" test without a cross-warp reduction: only a tile
-    with a negative scale pays the per-score sign multiply."""
-    BKV: gl.constexpr = acc.shape[0]
-    sum_rows: gl.constexpr = gl.SliceLayout(1, _sum_layout(NEXT_N))
-    every_warp: gl.constexpr = gl.BlockedLayout([2], [32], [4], [0])
-    kr = gl.arange(0, BKV, layout=every_warp)
-    sf_all = gl.load(sf_ptr + sf_base + kr, mask=key0 + kr < n_keys, other=0.0)
-    kt = gl.arange(0, BKV, layout=sum_rows)
-    k = key0 + kt
-    sf = gl.load(sf_ptr + sf_base + kt, mask=k < n_keys, other=0.0)
-    if gl.reduce(sf_all, 0, _min) >= 0.0:
-        sums = head_sum_mma(acc, sf, w_t, NEXT_N, True)
-    else:
-        sf_acc = gl.convert_layout(sf, gl.SliceLayout(1, acc.type.layout))
-        sums = head_sum_mma(acc, gl.where(sf_acc >= 0.0, 1.0, -1.0), w_t, NEXT_N, False)
-    store_head_sums(sums, gl.abs(sf), k, hi * 0, hi, out_rows, row_ok, max_context_len, out_ptr, stride_out)
 
 
 @gluon.jit
@@ -198,7 +150,7 @@ def paged_mqa_logits_kernel(q_desc, kv_desc, sf_ptr, w_ptr, ctx_ptr, table_ptr, 
                             batch, num_blocks, max_blocks, max_context_len, rows_per_page, stride_page_sf,
                             sf_offset, stride_ws, stride_ctx_b, stride_ctx_t, stride_table, stride_out,
                             NEXT_N: gl.constexpr, HEADS: gl.constexpr, PAGE: gl.constexpr,
-                            SUBS_: gl.constexpr, CTX_2D: gl.constexpr, HEAD_SUM_MMA: gl.constexpr = False):
+                            SUBS_: gl.constexpr, CTX_2D: gl.constexpr):
     """Program ``(slot, sub)``: the items of its schedule slot's run numbered ``sub`` mod ``SUBS_``. Tile
     ``j`` of the next owned item is loaded into slot ``j`` as soon as this item's tile ``j`` is reduced (and
     the slots this item leaves unused right after it), so the next item's pages arrive under this one's
@@ -226,11 +178,6 @@ def paged_mqa_logits_kernel(q_desc, kv_desc, sf_ptr, w_ptr, ctx_ptr, table_ptr, 
     col_t = r // HEADS  # which of the NEXT_N tokens column r scores
     kt = gl.arange(0, BKV, layout=row_layout)
     w = gl.zeros([ROWS], gl.float32, col_layout)
-    if HEAD_SUM_MMA:  # the weights as the head-sum WGMMA's B operand, one column per token
-        w_smem = head_sum_smem(NEXT_N, HEADS)
-        w_t = w_smem.permute((1, 0))
-        sum_cols: gl.constexpr = gl.SliceLayout(0, _sum_layout(NEXT_N))
-        tc = gl.arange(0, sum_columns(NEXT_N), layout=sum_cols)
 
     b, s, item, ok = _next_owned(b0, s0, b0 * 0, batch, b_stop, s_stop, sub, ctx_ptr, stride_ctx_b, stride_ctx_t,
                                  SUBS_, NEXT_N, CTX_2D)
@@ -252,36 +199,25 @@ def paged_mqa_logits_kernel(q_desc, kv_desc, sf_ptr, w_ptr, ctx_ptr, table_ptr, 
         if b != q_b:  # the previous item's WGMMAs, the last readers of q_smem, are complete
             mbarrier.expect(q_bar, q_desc.block_type.nbytes)
             tma.async_copy_global_to_shared(q_desc, [b * ROWS, 0], q_bar, q_smem)
-            if HEAD_SUM_MMA:
-                w_smem.store(head_sum_weights(w_ptr, b * NEXT_N, batch * NEXT_N, stride_ws, HEADS, NEXT_N))
-                fence_async_shared()
-            else:
-                w = gl.load(w_ptr + (b64 * NEXT_N + col_t) * stride_ws + (r % HEADS))
+            w = gl.load(w_ptr + (b64 * NEXT_N + col_t) * stride_ws + (r % HEADS))
             mbarrier.wait(q_bar, q_loads & 1)
             q_loads += 1
             q_b = b
         phase = done & 1
         k0 = s * _SPLIT
-        if HEAD_SUM_MMA:
-            hi = _token_contexts(ctx_ptr, b, stride_ctx_b, stride_ctx_t, key_cap, NEXT_N, CTX_2D, sum_cols)
         for j in range(n_tiles):
             mbarrier.wait(bars.index(j), phase)
             acc = warpgroup_mma(kv_smem.index(j), q_t, zero, use_acc=False, is_async=True)
             k = k0 + j * BKV + kt
             page = _page(table_ptr, b64, stride_table, k0 + j * BKV, num_blocks, PAGE)
-            sf_base = page.to(gl.int64) * stride_page_sf + sf_offset + (k0 + j * BKV) % PAGE
-            if not HEAD_SUM_MMA:
-                sf = gl.load(sf_ptr + sf_base + kt, mask=k < n_keys, other=0.0)
+            sf = gl.load(sf_ptr + page.to(gl.int64) * stride_page_sf + sf_offset + (k0 + j * BKV) % PAGE + kt,
+                         mask=k < n_keys, other=0.0)
             acc = warpgroup_mma_wait(0, deps=(acc,))
             # slot j is free: the next item's tile j
             _fill_slot(kv_desc, kv_smem, bars, j, j < nn_tiles, nb, ns, table_ptr, stride_table, num_blocks,
                        rows_per_page, PAGE)
-            if HEAD_SUM_MMA:
-                _tile_logits_mma(acc, w_t, sf_ptr, sf_base, k0 + j * BKV, n_keys, hi, b64 * NEXT_N + tc,
-                                 tc < NEXT_N, max_context_len, out_ptr, stride_out, NEXT_N)
-            else:
-                _tile_logits(acc, sf, w, col_t, k, b64, ctx_ptr, b, stride_ctx_b, stride_ctx_t, key_cap,
-                             max_context_len, out_ptr, stride_out, NEXT_N, CTX_2D)
+            _tile_logits(acc, sf, w, col_t, k, b64, ctx_ptr, b, stride_ctx_b, stride_ctx_t, key_cap,
+                         max_context_len, out_ptr, stride_out, NEXT_N, CTX_2D)
         # the slots this item did not use (its barriers completed by an arrive last round) serve the next
         _load_tiles(kv_desc, kv_smem, bars, n_tiles, nn_tiles, nb, ns, table_ptr, stride_table, num_blocks,
                     rows_per_page, PAGE, TILES)
@@ -313,8 +249,7 @@ def dispatched(next_n: int, heads: int, head_dim: int, kv_cache: torch.Tensor) -
 
 
 def launch(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, context_lens: torch.Tensor,
-           block_table: torch.Tensor, schedule_meta: torch.Tensor, out: torch.Tensor,
-           head_sum_mma: bool = False) -> None:
+           block_table: torch.Tensor, schedule_meta: torch.Tensor, out: torch.Tensor) -> None:
     """Launch on validated tensors (as api/attention.py's ``fp8_paged_mqa_logits`` passes them; the
     ``-inf`` clean-up of unwritten columns stays the Triton launcher's).
 
@@ -333,21 +268,35 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, conte
     num_slots = schedule_meta.shape[0] - 1
     if num_slots <= 0 or batch == 0:
         return
-    q2 = q.reshape(batch * rows, head_dim)
-    rows_per_page = kv_cache.stride(0) // head_dim
-    # the value rows up to the last block's own (its scale rows and any padding may end the storage)
-    value_rows = (num_blocks - 1) * rows_per_page + block_kv
-    values = torch.as_strided(kv_cache, (value_rows, head_dim), (head_dim, 1)).view(torch.float8_e4m3fn)
-    scales = kv_cache.view(torch.float32)  # same storage, fp32 elements
-    q_layout = gl.NVMMASharedLayout.get_default_for([rows, head_dim], _GL_E4M3)
-    kv_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_KV, head_dim], _GL_E4M3)
-    q_desc = TensorDescriptor(q2, list(q2.shape), list(q2.stride()), [rows, head_dim], q_layout)
-    kv_desc = TensorDescriptor(values, list(values.shape), list(values.stride()), [BLOCK_KV, head_dim], kv_layout)
-    ctx_2d = context_lens.dim() == 2
-    paged_mqa_logits_kernel[(num_slots, SUBS)](
-        q_desc, kv_desc, scales, weights, context_lens, block_table, schedule_meta, out,
-        batch, num_blocks, block_table.shape[1], out.shape[1], rows_per_page, kv_cache.stride(0) // 4,
-        block_kv * head_dim // 4, weights.stride(0), context_lens.stride(0),
-        context_lens.stride(1) if ctx_2d else 0, block_table.stride(0), out.stride(0),
-        NEXT_N=next_n, HEADS=heads, PAGE=block_kv, SUBS_=SUBS, CTX_2D=ctx_2d, HEAD_SUM_MMA=head_sum_mma,
-        num_warps=4)
+    key = (q.data_ptr(), q.shape, kv_cache.data_ptr(), kv_cache.shape, kv_cache.stride(), weights.data_ptr(),
+           weights.shape, weights.stride(), context_lens.data_ptr(), context_lens.shape, context_lens.stride(),
+           block_table.data_ptr(), block_table.shape, block_table.stride(), schedule_meta.data_ptr(),
+           schedule_meta.shape, out.data_ptr(), out.shape, out.stride(), out.dtype, q.get_device())
+
+    def build() -> list:
+        q2 = q.reshape(batch * rows, head_dim)
+        rows_per_page = kv_cache.stride(0) // head_dim
+        # the value rows up to the last block's own (its scale rows and any padding may end the storage)
+        value_rows = (num_blocks - 1) * rows_per_page + block_kv
+        values = torch.as_strided(kv_cache, (value_rows, head_dim), (head_dim, 1)).view(torch.float8_e4m3fn)
+        scales = kv_cache.view(torch.float32)  # same storage, fp32 elements
+        q_layout = gl.NVMMASharedLayout.get_default_for([rows, head_dim], _GL_E4M3)
+        kv_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_KV, head_dim], _GL_E4M3)
+        q_desc = TensorDescriptor(q2, list(q2.shape), list(q2.stride()), [rows, head_dim], q_layout)
+        kv_desc = TensorDescriptor(values, list(values.shape), list(values.stride()), [BLOCK_KV, head_dim],
+                                   kv_layout)
+        ctx_2d = context_lens.dim() == 2
+        args = (q_desc, kv_desc, scales, weights, context_lens, block_table, schedule_meta, out,
+                batch, num_blocks, block_table.shape[1], out.shape[1], rows_per_page, kv_cache.stride(0) // 4,
+                block_kv * head_dim // 4, weights.stride(0), context_lens.stride(0),
+                context_lens.stride(1) if ctx_2d else 0, block_table.stride(0), out.stride(0))
+        meta = dict(NEXT_N=next_n, HEADS=heads, PAGE=block_kv, SUBS_=SUBS, CTX_2D=ctx_2d, num_warps=4)
+        return [(paged_mqa_logits_kernel, (num_slots, SUBS), args, meta)]
+
+    launcher.replay_or_record(_recordings, key, build, MAX_RECORDINGS)
+
+
+# launch key -> the recorded launch (launcher.py; holds no tensor): a repeated decode step costs a key and a
+# dict lookup instead of the ~100 us of descriptor building and argument binding measured per call
+_recordings: dict[tuple, launcher.Recording] = {}
+MAX_RECORDINGS = 1024

@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
-# What is still unmeasured at the end of the 5th session of 2026-12-03 (benchmarks/NOTES.md), in H200 calls of
-# under 10 minutes each:
-#   bash scripts/gpu_pending.sh 1   the paged MQA GPU tests and scripts/paged_mqa_sm90_probe.py at the final tree
-#                                   (its last edit, 3b735b2, left the PTX unchanged; rerun to confirm)
-#   bash scripts/gpu_pending.sh 2   the dense / weight-gradient harness, the harness mqa suite, the GPU tests
-#                                   (dense, k-grouped, MQA), then the k-grouped bench with c_tma_late reaching
-#                                   its groups (run 9 at 8813cb8 predates 8e46a1d; prediction: 2-4 % at K ~ 2048)
+# What the next GPU session should rerun first (state at the end of the 6th session of 2026-12-03,
+# benchmarks/NOTES.md v8), in H200 calls of under 10 minutes each:
+#   bash scripts/gpu_pending.sh 1   the MQA GPU tests (prefill, paged, the API), the prefill probe (tensor-core head
+#                                   sum at every CTA shape) and the paged probe (harness timer, host time per call)
+#   bash scripts/gpu_pending.sh 2   the dense / weight-gradient harness, the harness mqa suite, the GEMM GPU tests,
+#                                   then the k-grouped bench
 # Logs and JSON in $OUT/pending<part>.tgz (the device tool returns only a few files).
 # Here first: git rev-parse --short HEAD > .commit (and carry ".commit").
 set -uo pipefail
@@ -23,8 +22,10 @@ pytest_gpu() {  # log name, then test paths
     pack
 }
 if [ "$PART" = 1 ]; then
-    pytest_gpu pytest-paged.log tests/test_sm90_paged_mqa.py
-    OUT="$LOGS" timeout 300 python3 scripts/paged_mqa_sm90_probe.py 2>&1 | tee "$LOGS/paged_probe.log" | cut -c1-240
+    pytest_gpu pytest-mqa.log tests/test_sm90_mqa.py tests/test_sm90_paged_mqa.py tests/test_mqa.py
+    OUT="$LOGS" timeout 200 python3 scripts/mqa_sm90_probe.py 2>&1 | tee "$LOGS/mqa_probe.log" | cut -c1-240
+    pack
+    OUT="$LOGS" timeout 150 python3 scripts/paged_mqa_sm90_probe.py 2>&1 | tee "$LOGS/paged_probe.log" | cut -c1-240
     pack
 else
     timeout 60 python3 -m finegemm.bench --plain --no-progress --suite dense,weight-grad \
@@ -34,8 +35,7 @@ else
     timeout 90 python3 -m finegemm.bench --plain --no-progress --suite mqa --peers finegemm-sm90 \
         --commit "$commit" --json "$LOGS/bench-mqa.json" > "$LOGS/bench-mqa.log" 2>&1 || status=1
     tail -3 "$LOGS/bench-mqa.log"; pack
-    pytest_gpu pytest.log tests/test_sm90_gpu.py tests/test_sm90_k_grouped_gpu.py tests/test_sm90_mqa.py \
-        tests/test_mqa.py
+    pytest_gpu pytest.log tests/test_sm90_gpu.py tests/test_sm90_k_grouped_gpu.py tests/test_sm90_grouped_gpu.py
     timeout 150 python3 scripts/k_grouped_bench.py --out "$LOGS" 2>&1 | tee "$LOGS/k_grouped_bench.log" | cut -c1-110
     pack
 fi

@@ -317,11 +317,7 @@ def mqa_logits_kernel(q_desc, kv_desc, kv_sf_ptr, w_ptr, start_ptr, end_ptr, out
         q_t = q_smem.permute((1, 0))
         mbarrier.wait(q_bar, 0)
 
-        # Tile 0 in flight, then: issue tile i, wait for tile i - 1, refill its slot, reduce it. The loop
-        # runs two tiles an iteration with two named accumulators: a loop that carried "the one in
-        # flight" through prev = cur would copy its registers while its WGMMA runs, and ptxas then
-        # serializes every WGMMA (C7514).
-        if HEAD_SUM_MMA:
+        if HEAD_SUM_MMA:  # the weights into shared memory once, the queries' ranges into registers once
             w_smem = head_sum_smem(BLOCK_Q, HEADS)
             w_smem.store(head_sum_weights(w_ptr, q0, seq_len, stride_ws, HEADS, BLOCK_Q))
             fence_async_shared()
@@ -342,6 +338,10 @@ def mqa_logits_kernel(q_desc, kv_desc, kv_sf_ptr, w_ptr, start_ptr, end_ptr, out
                 _mma_sum_tiles(kv_desc, kv_smem, q_t, bars, w_t, kv_sf_ptr, q_st, q_en, c_begin, n, q0, seq_len,
                                seq_len_kv, out_ptr, stride_out, ROWS, BLOCK_Q, STAGES_, False)
         elif OVERLAP:
+            # Tile 0 in flight, then: issue tile i, wait for tile i - 1, refill its slot, reduce it. The loop
+            # runs two tiles an iteration with two named accumulators: a loop that carried "the one in
+            # flight" through prev = cur would copy its registers while its WGMMA runs, and ptxas then
+            # serializes every WGMMA (C7514).
             acc_a = _issue(kv_smem, q_t, zero, bars, 0, STAGES_)
             sf_a = _key_scales(kv_sf_ptr, c_begin, seq_len_kv, BKV, row_layout)
             for i in range(1, n - 1, 2):

@@ -219,6 +219,8 @@ def test_prefill_config_rule():
     assert m.prefill_config(64, 64) == (4, 168) and m.prefill_config(64, 32) == (4, 168)
     assert m.prefill_config(64, 128) == (2, None) and m.prefill_config(128, 64) == (1, None)
     assert m.prefill_config(16, 128) == (8, None)
+    # what launch() and the API's report take when no block_q is given: the FP32 sum keeps 128 rows
+    assert m.launch_config(64, 64, True) == (4, 168) and m.launch_config(64, 64, False) == (2, None)
 
 
 @pytest.mark.gpu

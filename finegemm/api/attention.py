@@ -294,7 +294,7 @@ def _plan_mqa(q: object, kv: object, weights: object, cu_seq_len_k_start: object
         fp32_sum = env.flag(env.MQA_FP32_SUM)
         if sm90_mqa is not None and sm90_mqa.prefill_supported(heads, head_dim, max_seqlen_k, fp32_sum):
             gluon_sms = facts.num_sms
-            block_q = sm90_mqa.block_q_for(heads) if fp32_sum else sm90_mqa.prefill_config(heads, head_dim)[0]
+            block_q = sm90_mqa.launch_config(heads, head_dim, not fp32_sum)[0]
             report_config(("fp8_mqa_logits", seq_len, seq_len_kv, heads, head_dim), "sm90",
                           f"gluon block_q={block_q} head sum on the {'CUDA' if fp32_sum else 'tensor'} cores")
     sf_reshape = kv_sf.dim() == 2

@@ -109,6 +109,16 @@ def weighted_relu(acc, sf, w, SF_AFTER_SUM: gl.constexpr):
 
 
 @gluon.jit
+def _query_range(start_ptr, end_ptr, qi, seq_len, seq_len_kv):
+    """``(st, en)``: query ``qi``'s key range (``qi`` a scalar or a vector, clamped to a real query), clamped
+    into ``[0, S_kv]`` with ``st <= en``."""
+    q = gl.minimum(qi, seq_len - 1)
+    st = gl.minimum(gl.maximum(gl.load(start_ptr + q), 0), seq_len_kv)
+    en = gl.maximum(gl.minimum(gl.load(end_ptr + q), seq_len_kv), st)
+    return st, en
+
+
+@gluon.jit
 def _tile_epilogue(acc, sf, w, col_q, t, q0, seq_len, seq_len_kv, start_ptr, end_ptr, out_ptr, stride_out,
                    BLOCK_Q: gl.constexpr, BLOCK_KV_: gl.constexpr, row_layout: gl.constexpr,
                    SF_AFTER_SUM: gl.constexpr = False):
@@ -121,8 +131,7 @@ def _tile_epilogue(acc, sf, w, col_q, t, q0, seq_len, seq_len_kv, start_ptr, end
         logits = gl.reduce(gl.where((col_q == qq)[None, :], s, 0.0), 1, _add)  # [64]: this query's heads
         if SF_AFTER_SUM:
             logits = logits * post
-        st = gl.minimum(gl.maximum(gl.load(start_ptr + gl.minimum(qi, seq_len - 1)), 0), seq_len_kv)
-        en = gl.maximum(gl.minimum(gl.load(end_ptr + gl.minimum(qi, seq_len - 1)), seq_len_kv), st)
+        st, en = _query_range(start_ptr, end_ptr, qi, seq_len, seq_len_kv)
         inside = (kj >= st) & (kj < en)
         logits = gl.where(inside, logits, float("-inf"))
         ptrs = out_ptr + qi.to(gl.int64) * stride_out + kj
@@ -281,9 +290,7 @@ def mqa_logits_kernel(q_desc, kv_desc, kv_sf_ptr, w_ptr, start_ptr, end_ptr, out
     lo = seq_len_kv
     hi = 0
     for qq in gl.static_range(BLOCK_Q):
-        qi = gl.minimum(q0 + qq, seq_len - 1)
-        st = gl.minimum(gl.maximum(gl.load(start_ptr + qi), 0), seq_len_kv)
-        en = gl.maximum(gl.minimum(gl.load(end_ptr + qi), seq_len_kv), st)
+        st, en = _query_range(start_ptr, end_ptr, q0 + qq, seq_len, seq_len_kv)
         lo = gl.minimum(lo, st)
         hi = gl.maximum(hi, en)
     num_tiles = gl.cdiv(seq_len_kv, BKV)
@@ -324,9 +331,7 @@ def mqa_logits_kernel(q_desc, kv_desc, kv_sf_ptr, w_ptr, start_ptr, end_ptr, out
             w_t = w_smem.permute((1, 0))
             sum_layout: gl.constexpr = _sum_layout(BLOCK_Q)
             qc = q0 + gl.arange(0, sum_columns(BLOCK_Q), layout=gl.SliceLayout(0, sum_layout))
-            qcl = gl.minimum(qc, seq_len - 1)
-            q_st = gl.minimum(gl.maximum(gl.load(start_ptr + qcl), 0), seq_len_kv)
-            q_en = gl.maximum(gl.minimum(gl.load(end_ptr + qcl), seq_len_kv), q_st)
+            q_st, q_en = _query_range(start_ptr, end_ptr, qc, seq_len, seq_len_kv)
             # whether every key scale of the CTA's tiles is >= 0 (then no per-score sign multiply)
             lowest = gl.zeros([BKV], gl.float32, gl.SliceLayout(1, sum_layout))
             for t in range(c_begin, c_end):
@@ -413,6 +418,12 @@ def block_q_for(heads: int) -> int:
     return max(1, 128 // heads)
 
 
+def launch_config(heads: int, head_dim: int, head_sum_mma: bool) -> tuple[int, int | None]:
+    """``(block_q, maxnreg)`` :func:`launch` uses when none is given: :func:`prefill_config` for the
+    tensor-core head sum, 128 query-head rows at the compiler's register count for the FP32 sum."""
+    return prefill_config(heads, head_dim) if head_sum_mma else (block_q_for(heads), None)
+
+
 def launch(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: torch.Tensor, start: torch.Tensor,
            end: torch.Tensor, out: torch.Tensor, clean_logits: bool, num_sms: int = 132, block_q: int | None = None,
            overlap: bool = False, sf_after_sum: bool = True, head_sum_mma: bool = True,
@@ -422,10 +433,11 @@ def launch(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: torc
     q: e4m3 ``[S, H, D]`` contiguous (seen as ``[S * H, D]``); kv: e4m3 ``[S_kv, D]`` row-major; kv_sf:
     fp32 ``[S_kv]``; weights: fp32 ``[S, H]`` (``stride(1) == 1``); start/end: int32 ``[S]`` contiguous;
     out: fp32 or bf16 ``[S, S_kv]`` (``stride(1) == 1``). D in {32, 64, 128}, H * block_q <= 256.
-    ``head_sum_mma`` (the default): the head sum on the tensor cores (:func:`head_sum_mma`), at
-    :func:`prefill_config`'s ``block_q`` and ``maxnreg`` unless ``block_q`` is given. Otherwise the FP32
-    CUDA-core epilogue (:func:`_tile_epilogue`), where ``sf_after_sum`` (its default) applies ``kv_sf`` once
-    per logit after the head sum (the same logits for either sign of ``kv_sf``); measured then, H200, S=2048, S_kv=8192,
+    ``head_sum_mma`` (the default): the head sum on the tensor cores (:func:`head_sum_mma`); without
+    ``block_q``, :func:`launch_config`'s ``block_q`` (and its ``maxnreg`` where none is given). Otherwise
+    the FP32 CUDA-core epilogue (:func:`_tile_epilogue`), where ``sf_after_sum`` (its default) applies
+    ``kv_sf`` once per logit after the head sum (the same logits for either sign of ``kv_sf``); measured
+    then, H200, S=2048, S_kv=8192,
     results/mqa-sm90-probe-h200-2026-12-03-signed-12ec969.json: H=64/D=128 causal 292.1 -> 272.9 us,
     context-parallel 173.4 -> 163.8, H=32 184.5 -> 175.1, H=128 506.7 -> 458.5.
     """
@@ -440,7 +452,8 @@ def launch(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: torc
     if weights.stride(1) != 1 or out.stride(1) != 1:
         raise ValueError("the sm90 MQA kernel needs weights and out with stride(1) == 1")
     if block_q is None:
-        block_q, maxnreg = prefill_config(heads, head_dim) if head_sum_mma else (block_q_for(heads), maxnreg)
+        block_q, chosen = launch_config(heads, head_dim, head_sum_mma)
+        maxnreg = maxnreg or chosen
     # every argument a launch encodes: tensors' pointers, shapes, strides and dtypes, then the options
     key = (q.data_ptr(), q.shape, kv.data_ptr(), kv.shape, kv.stride(), kv_sf.data_ptr(), kv_sf.shape,
            weights.data_ptr(), weights.shape, weights.stride(), start.data_ptr(), end.data_ptr(), start.shape,

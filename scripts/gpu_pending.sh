@@ -5,6 +5,8 @@
 #                                   sum at every CTA shape) and the paged probe (harness timer, host time per call)
 #   bash scripts/gpu_pending.sh 2   the dense / weight-gradient harness, the harness mqa suite, the GEMM GPU tests,
 #                                   then the k-grouped bench
+#   bash scripts/gpu_pending.sh 3   the MQA GPU tests, the compact-form probe, then the harness mqa suite (DeepGEMM's
+#                                   14 prefill anchor cases) with the Gluon, Triton and torch peers
 # Logs and JSON in $OUT/pending<part>.tgz (the device tool returns only a few files).
 # Here first: git rev-parse --short HEAD > .commit (and carry ".commit").
 set -uo pipefail
@@ -27,6 +29,13 @@ if [ "$PART" = 1 ]; then
     pack
     OUT="$LOGS" timeout 150 python3 scripts/paged_mqa_sm90_probe.py 2>&1 | tee "$LOGS/paged_probe.log" | cut -c1-240
     pack
+elif [ "$PART" = 3 ]; then
+    pytest_gpu pytest-mqa.log tests/test_sm90_mqa.py tests/test_mqa.py tests/test_bench.py
+    OUT="$LOGS" timeout 120 python3 scripts/mqa_compact_probe.py 2>&1 | tee "$LOGS/compact_probe.log" | cut -c1-240
+    pack
+    timeout 240 python3 -m finegemm.bench --plain --no-progress --suite mqa --peers finegemm-sm90,finegemm-portable,torch \
+        --commit "$commit" --json "$LOGS/bench-mqa.json" > "$LOGS/bench-mqa.log" 2>&1 || status=1
+    tail -22 "$LOGS/bench-mqa.log"; pack
 else
     timeout 60 python3 -m finegemm.bench --plain --no-progress --suite dense,weight-grad \
         --peers finegemm-sm90,cublas-block --commit "$commit" --json "$LOGS/bench.json" > "$LOGS/bench.log" 2>&1 \

@@ -1,9 +1,9 @@
-"""The experimental Gluon MQA-logits kernel (finegemm/kernels/sm90/mqa_logits.py, not dispatched yet).
+"""The Gluon MQA-logits kernel (finegemm/kernels/sm90/mqa_logits.py, what the API runs on sm_90).
 
 CPU: it compiles for sm_90 for each supported (heads, head dim) and logits dtype, with the async WGMMA
 pipeline it exists for (one WGMMA left in flight while the previous tile is reduced), TMA loads,
 mbarriers and no spills. GPU (``-m gpu``): against the float64 reference on DeepSeek V3.2 sizes, exact
-``-inf`` positions, bitwise repeat; clean and unclean.
+``-inf`` positions, bitwise repeat; clean and unclean; the full and the compact form.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ CASES = [(64, 128), (32, 128), (16, 128), (128, 128), (64, 64), (32, 64), (64, 3
 
 
 def _compile(heads, head_dim, out, clean, overlap=True, sf_after_sum=True, head_sum_mma=False, block_q=None,
-             maxnreg=None):
+             maxnreg=None, compressed=False):
     import triton
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
@@ -40,10 +40,11 @@ def _compile(heads, head_dim, out, clean, overlap=True, sf_after_sum=True, head_
            "kv_desc": _desc_sig("fp8e4nv", [m.BLOCK_KV, head_dim], gl.float8e4nv),
            "kv_sf_ptr": "*fp32", "w_ptr": "*fp32", "start_ptr": "*i32", "end_ptr": "*i32", "out_ptr": f"*{out}",
            "seq_len": "i32", "seq_len_kv": "i32", "tiles_per_split": "i32", "stride_ws": "i32", "stride_out": "i32",
-           "HEADS": "constexpr", "BLOCK_Q": "constexpr", "STAGES_": "constexpr", "CLEAN": "constexpr",
-           "OVERLAP": "constexpr", "SF_AFTER_SUM": "constexpr", "HEAD_SUM_MMA": "constexpr"}
+           "max_seqlen_k": "i32", "HEADS": "constexpr", "BLOCK_Q": "constexpr", "STAGES_": "constexpr",
+           "CLEAN": "constexpr", "OVERLAP": "constexpr", "SF_AFTER_SUM": "constexpr", "HEAD_SUM_MMA": "constexpr",
+           "COMPRESSED": "constexpr"}
     consts = dict(HEADS=heads, BLOCK_Q=bq, STAGES_=m.STAGES, CLEAN=clean, OVERLAP=overlap, SF_AFTER_SUM=sf_after_sum,
-                  HEAD_SUM_MMA=head_sum_mma)
+                  HEAD_SUM_MMA=head_sum_mma, COMPRESSED=compressed)
     restore_language()  # interpreted CPU tests earlier in this process may have left tl patched
     options = {"num_warps": 4, **({"maxnreg": maxnreg} if maxnreg else {})}
     return triton.compile(GluonASTSource(m.mqa_logits_kernel, sig, consts), target=TARGET, options=options)
@@ -129,6 +130,99 @@ def test_head_sum_on_tensor_cores_compiles(heads, head_dim):
         assert usage["REG"] <= maxnreg, usage
 
 
+def _spills_only_in_the_signed_loop(kernel) -> None:
+    """The head-sum kernel's SASS has two tile loops, the nonnegative-scale one first; assert that every
+    local-memory access (a spill) comes after the first loop's last head-sum HGMMA, i.e. in the loop that
+    runs only for a CTA with a negative key scale (which per_token_cast_to_fp8 never gives)."""
+    from finegemm.kernels.sm90.compile_check import sass, wgmma_serialization
+
+    lines = sass(kernel).splitlines()
+    sums = [i for i, line in enumerate(lines) if re.search(r"HGMMA\.64x\d+x16\.F32\.BF16", line)]
+    gaps = [(sums[j + 1] - sums[j], j) for j in range(len(sums) - 1)]
+    first_loop_end = sums[max(gaps)[1]]  # the two loops' HGMMA runs are separated by the largest gap
+    spills = [i for i, line in enumerate(lines) if re.search(r"\b(STL|LDL)\b", line)]
+    assert all(i > first_loop_end for i in spills), (first_loop_end, spills)
+    assert not (notes := wgmma_serialization(kernel)), notes
+
+
+@pytest.mark.parametrize("heads,head_dim", CASES)
+def test_compact_form_compiles_as_the_full_form(heads, head_dim):
+    """``COMPRESSED`` (``max_seqlen_k > 0``) at the API's config: the same WGMMAs and head-sum instructions,
+    about the full form's registers (it changes only the store's column), and no spill in the loop that runs
+    (at 168 registers, 256 rows, ptxas spills 8-16 bytes in the signed-scale loop, with bf16 logits also in
+    the full form)."""
+    from finegemm.kernels.sm90 import mqa_logits as m
+    from finegemm.kernels.sm90.compile_check import resource_usage
+
+    bq, maxnreg = m.prefill_config(heads, head_dim)
+    must = head_sum_ptx_must_contain(bq * heads, max(8, bq))
+    usage = {}
+    for compressed in (False, True):
+        kernel = _compile(heads, head_dim, "bf16", False, overlap=False, head_sum_mma=True, block_q=bq,
+                          maxnreg=maxnreg, compressed=compressed)
+        for what, pattern in must.items():
+            assert re.search(pattern, kernel.asm["ptx"]), what
+        usage[compressed] = resource_usage(kernel)
+        assert usage[compressed]["STACK"] <= 16, usage
+        _spills_only_in_the_signed_loop(kernel)
+    assert usage[True]["REG"] <= usage[False]["REG"] + 8, usage
+
+
+def test_compact_form_launch_rejects_what_it_cannot_run():
+    """The compact form runs the tensor-core sum without in-kernel cleaning; asking otherwise is an error
+    before anything is launched (CPU tensors: the checks precede every device use)."""
+    from finegemm.kernels.sm90 import mqa_logits as m
+
+    q = torch.zeros(4, 64, 128).to(torch.float8_e4m3fn)
+    kv = torch.zeros(64, 128).to(torch.float8_e4m3fn)
+    sf, w = torch.ones(64), torch.ones(4, 64)
+    st, en = torch.zeros(4, dtype=torch.int32), torch.full((4,), 64, dtype=torch.int32)
+    out = torch.empty(4, 64)
+    with pytest.raises(ValueError, match="compact form"):
+        m.launch(q, kv, sf, w, st, en, out, clean_logits=True, max_seqlen_k=64)
+    with pytest.raises(ValueError, match="compact form"):
+        m.launch(q, kv, sf, w, st, en, out, clean_logits=False, head_sum_mma=False, max_seqlen_k=64)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("heads,head_dim,ranges,dtype,cap", [
+    (64, 128, "cp", torch.float32, None), (64, 32, "causal", torch.bfloat16, None),
+    (32, 64, "ragged", torch.float32, None), (32, 128, "ragged", torch.float32, 1000),
+    (16, 64, "cp", torch.bfloat16, 3000), (128, 128, "causal", torch.float32, 700)])
+def test_gpu_compact_form_matches_reference(heads, head_dim, ranges, dtype, cap):
+    """The compact form (column ``c`` = key ``start[i] + c``) against float64: every in-range logit written,
+    nothing outside ``[0, end - start)`` touched (poisoned, with padding columns past ``max_seqlen_k``),
+    ranges longer than ``max_seqlen_k`` (``cap``) cut at it; through the API, the clean and unclean forms;
+    bitwise repeatable."""
+    sm90_device()
+    import finegemm
+    from finegemm.kernels.sm90 import mqa_logits as m
+    from finegemm.reference.dense import calc_diff
+
+    case = MqaCase(2048, 8192, heads, head_dim, ranges, dtype)
+    q, kv, sf, w, st, en = generate_mqa(case, seed=11, device="cuda")
+    max_k = cap or int((en - st).max())
+    expected = ref.fp8_mqa_logits(q, (kv, sf), w, st, en, max_seqlen_k=max_k)
+    inside = ~torch.isneginf(expected)
+    bound = 1e-3 if dtype == torch.float32 else 5e-3
+    buf = torch.full((case.seq_len, max_k + 48), float("nan"), device="cuda", dtype=dtype)
+    out = buf[:, :max_k]
+    m.launch(q, kv, sf, w, st, en, out, clean_logits=False, max_seqlen_k=max_k)
+    torch.cuda.synchronize()
+    assert torch.isnan(buf[:, max_k:]).all(), "wrote past max_seqlen_k"
+    assert torch.isnan(out[~inside]).all(), "wrote outside [0, end - start)"
+    assert not torch.isnan(out[inside]).any() and calc_diff(out[inside].double(), expected[inside]) < bound
+    first = out.clone()
+    m.launch(q, kv, sf, w, st, en, out, clean_logits=False, max_seqlen_k=max_k)
+    torch.cuda.synchronize()
+    assert torch.equal(first.nan_to_num(), out.nan_to_num()), "repeat run differs"
+    clean = finegemm.fp8_mqa_logits(q, (kv, sf), w, st, en, max_seqlen_k=max_k, logits_dtype=dtype)
+    assert_logits_match(clean, expected, None, bound)
+    unclean = finegemm.fp8_mqa_logits(q, (kv, sf), w, st, en, clean_logits=False, max_seqlen_k=max_k,
+                                      logits_dtype=dtype)
+    assert torch.equal(unclean[inside], clean[inside])
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("heads,head_dim,ranges,dtype", [
     (64, 128, "causal", torch.float32), (64, 128, "cp", torch.bfloat16), (32, 64, "ragged", torch.float32),
@@ -197,14 +291,15 @@ def test_gpu_unclean_writes_every_in_range_value():
 
 
 def test_dispatch_rule():
-    """The API runs the Gluon kernel for the full logits form at head_dim 32/64/128 and 16-128 heads (its
+    """The API runs the Gluon kernel for both logits forms at head_dim 32/64/128 and 16-128 heads (its
     tensor-core head sum measured faster than Triton on every such case); with the FP32 sum
-    (``FINEGEMM_MQA_FP32_SUM``) only at head_dim 128 and 32-128 heads; the compact form stays on Triton."""
+    (``FINEGEMM_MQA_FP32_SUM``) only for the full form at head_dim 128 and 32-128 heads."""
     from finegemm.kernels.sm90 import mqa_logits as m
 
     assert all(m.prefill_supported(h, d, 0) for h in (16, 32, 64, 128) for d in (32, 64, 128))
     assert not m.prefill_supported(8, 128, 0) and not m.prefill_supported(64, 256, 0)
-    assert not m.prefill_supported(64, 128, 4096)  # compact form
+    assert all(m.prefill_supported(h, d, 4096) for h in (16, 32, 64, 128) for d in (32, 64, 128))  # compact form
+    assert not m.prefill_supported(64, 128, 4096, fp32_sum=True)
     assert all(m.prefill_supported(h, 128, 0, fp32_sum=True) for h in (32, 64, 128))
     assert not m.prefill_supported(16, 128, 0, fp32_sum=True)  # the FP32 sum measured slower than Triton
     assert not any(m.prefill_supported(h, d, 0, fp32_sum=True) for h in (32, 64) for d in (32, 64))

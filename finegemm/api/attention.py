@@ -224,8 +224,10 @@ def fp8_mqa_logits(
     if plan.sf_copy:
         kv_sf = kv_sf.contiguous()  # S_kv floats; the kernel reads them with unit stride
     if plan.gluon_sms and q.data_ptr() % 16 == 0 and kv_fp8.data_ptr() % 16 == 0:  # TMA needs 16-byte bases
+        # the compact form's clean logits are the -inf pre-fill (_alloc_logits): the kernel stores in-range ones
         sm90_mqa_module().launch(q, kv_fp8, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_k_end, out,
-                                 clean_logits, plan.gluon_sms, head_sum_mma=not plan.fp32_sum)
+                                 clean_logits and max_seqlen_k == 0, plan.gluon_sms, head_sum_mma=not plan.fp32_sum,
+                                 max_seqlen_k=max_seqlen_k)
     else:
         launch_mqa_logits(q, kv_fp8, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_k_end, out, clean_logits,
                           max_seqlen_k, plan.config)

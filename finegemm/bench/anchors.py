@@ -11,7 +11,9 @@ blockwise and per-tensor FP8, cuBLAS BF16. Two uses:
   outside it is flagged, and the ratios to DeepGEMM of that run deserve a second look.
 
 Matching is by case: dense ``fp8_gemm`` cases by (M, N, K) in the anchors' ``dense`` list, weight-grad
-cases in ``fp8_gemm_test_sweep`` (accumulate = 1), BF16 cases in ``bf16_gemm`` (same accumulate).
+cases in ``fp8_gemm_test_sweep`` (accumulate = 1), BF16 cases in ``bf16_gemm`` (same accumulate), MQA
+logits cases in ``mqa``'s prefill entries (sequence lengths, heads, head_dim, context-parallel ranges or
+not, compressed or not, logits dtype).
 """
 
 from __future__ import annotations
@@ -30,7 +32,19 @@ _PEER_KEYS = {
               "deepgemm": "deepgemm_us"},
     "fp8_gemm_test_sweep": {"deepgemm": "deepgemm_us"},
     "bf16_gemm": {"deepgemm": "deepgemm_us"},
+    "mqa": {"deepgemm": "deepgemm_us"},
 }
+
+
+def _mqa_anchor(case: dict[str, Any], anchors: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    want = (case.get("M"), case.get("N"), case.get("heads"), case.get("K"), int(case.get("ranges") == "cp"),
+            int(bool(case.get("compressed"))), str(case.get("out", "")).upper())
+    for entry in anchors.get("mqa") or []:
+        have = (entry.get("seq_len"), entry.get("seq_len_kv"), entry.get("heads"), entry.get("head_dim"),
+                entry.get("cp_ranges"), entry.get("compressed"), entry.get("logits"))
+        if entry.get("kind") == "prefill" and have == want:
+            return "mqa", entry
+    return None
 
 
 def anchor_for(case: dict[str, Any], anchors: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
@@ -43,6 +57,8 @@ def anchor_for(case: dict[str, Any], anchors: dict[str, Any]) -> tuple[str, dict
         field, want = "fp8_gemm_test_sweep", 1
     elif kind == "bf16_gemm":
         field, want = "bf16_gemm", int(bool(case.get("accumulate")))
+    elif kind == "mqa_logits":
+        return _mqa_anchor(case, anchors)
     else:
         return None
     for entry in anchors.get(field) or []:

@@ -12,6 +12,9 @@ Peers (names as printed and written to JSON):
 - ``cublas-tensor``: cuBLAS FP8 with one scalar scale per operand (no block-scaling work, fast
   accumulation): the practical ceiling. Never accumulates into C.
 - ``cublas-bf16``: ``torch.mm`` on the BF16 data the FP8 inputs were quantized from.
+- ``torch-mqa``: MQA logits as a user without a kernel writes them in torch: per chunk of queries, one
+  BF16 ``torch.mm`` (FP32 out) of all heads against the keys, ``* kv_sf``, ReLU, a ``bmm`` with the
+  weights, the range mask (and, compact, a gather).
 
 Scales are prepared once outside the timed region for every peer (finegemm and DeepGEMM get the LHS
 scales already MN-major and TMA-aligned: path B, no per-call transform), so each timed call is the
@@ -115,8 +118,11 @@ def _api_call(mod: Any, case: Case, inp: Inputs) -> Prepared:
     if kind == "mqa_logits":
         held: dict[str, torch.Tensor] = {}
 
-        def run() -> None:
-            held["out"] = fn_op(t["q"], t["kv"], t["weights"], t["ks"], t["ke"], clean_logits=True)
+        logits_dtype = torch.float32 if case.out == "fp32" else torch.bfloat16
+
+        def run() -> None:  # the compact form unclean (DeepGEMM takes it only so), the full form cleaned
+            held["out"] = fn_op(t["q"], t["kv"], t["weights"], t["ks"], t["ke"], clean_logits=not case.compressed,
+                                max_seqlen_k=t["max_seqlen_k"], logits_dtype=logits_dtype)
 
         return Prepared(run, lambda: held["out"], "block", reset=held.clear)
     raise Refused(f"no call for kind {kind}")
@@ -369,13 +375,59 @@ class CublasBf16Peer(Peer):
         return Prepared(call, lambda: d, "bf16", with_c=c is not None, reset=lambda: _poison(d))
 
 
-PEER_NAMES = ("finegemm-sm90", "finegemm-portable", "deepgemm", "cublas-block", "cublas-tensor", "cublas-bf16")
+# float32 scores held at once by the torch MQA peer (elements): 2 GiB
+TORCH_MQA_SCORES = 1 << 29
+
+
+def torch_mqa_logits(q: torch.Tensor, kv: tuple[torch.Tensor, torch.Tensor], weights: torch.Tensor,
+                     ks: torch.Tensor, ke: torch.Tensor, max_seqlen_k: int, out: torch.Tensor) -> torch.Tensor:
+    """The straightforward torch form of ``fp8_mqa_logits`` into ``out`` (``[S, S_kv]``, or ``[S,
+    max_seqlen_k]`` compact with column ``c`` = key ``start + c``): BF16 copies of the FP8 values (exact)."""
+    kv_fp8, kv_sf = kv
+    s, h, d = q.shape
+    skv = kv_fp8.shape[0]
+    # BF16 on the tensor cores, FP32 out (the CPU has no such mm: FP32 there)
+    mm_dtype, mm_out = (torch.bfloat16, {"out_dtype": torch.float32}) if q.is_cuda else (torch.float32, {})
+    kv_bf = kv_fp8.to(mm_dtype)
+    cols = torch.arange(out.shape[1], device=q.device)
+    rows = max(1, TORCH_MQA_SCORES // (h * skv))
+    for r0 in range(0, s, rows):
+        r1 = min(s, r0 + rows)
+        scores = torch.mm(q[r0:r1].reshape(-1, d).to(mm_dtype), kv_bf.t(), **mm_out)
+        scores = torch.relu(scores.view(r1 - r0, h, skv) * kv_sf)
+        logits = torch.bmm(weights[r0:r1, None, :], scores)[:, 0]  # [r, S_kv]
+        st, en = ks[r0:r1, None].long(), ke[r0:r1, None].long()
+        if max_seqlen_k:
+            logits = torch.gather(logits, 1, (st + cols).clamp(max=skv - 1))
+            inside = cols < en - st
+        else:
+            inside = (cols >= st) & (cols < en)
+        out[r0:r1] = torch.where(inside, logits, float("-inf")).to(out.dtype)
+    return out
+
+
+class TorchMqaPeer(Peer):
+    name = "torch-mqa"
+    needs_cuda = False
+    kinds = ("mqa_logits",)
+
+    def prepare(self, case: Case, inp: Inputs) -> Prepared:
+        t = inp.t
+        width = t["max_seqlen_k"] or case.n
+        out = torch.empty(case.m, width, dtype=torch.float32 if case.out == "fp32" else torch.bfloat16,
+                          device=inp.device)
+        call = lambda: torch_mqa_logits(t["q"], t["kv"], t["weights"], t["ks"], t["ke"], t["max_seqlen_k"], out)
+        return Prepared(call, lambda: out, "block", reset=lambda: _poison(out))
+
+
+PEER_NAMES = ("finegemm-sm90", "finegemm-portable", "deepgemm", "cublas-block", "cublas-tensor", "cublas-bf16",
+              "torch-mqa")
 
 
 def make_peers(selected: list[str] | None = None) -> list[Peer]:
     """Peers in report order; ``selected`` keeps those whose name starts with any given prefix."""
     peers: list[Peer] = [FinegemmPeer("sm90"), FinegemmPeer("portable"), DeepGemmPeer(), CublasBlockPeer(),
-                         CublasTensorPeer(), CublasBf16Peer()]
+                         CublasTensorPeer(), CublasBf16Peer(), TorchMqaPeer()]
     if selected:
         unknown = [s for s in selected if not any(p.name.startswith(s) for p in peers)]
         if unknown:

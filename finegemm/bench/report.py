@@ -9,7 +9,8 @@ from typing import Any, TextIO
 
 from .runner import CEILING_PEER, CaseResult
 
-SHORT = {"cublas-block": "blk", "cublas-tensor": "tens", "cublas-bf16": "bf16", "deepgemm": "dg"}
+SHORT = {"cublas-block": "blk", "cublas-tensor": "tens", "cublas-bf16": "bf16", "deepgemm": "dg",
+         "torch-mqa": "torch"}
 
 
 def _fmt(x: float | None, spec: str) -> str:

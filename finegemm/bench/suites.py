@@ -46,13 +46,19 @@ K_GROUPED_G = (4, 8, 16)
 K_GROUPED_MN = ((4096, 7168), (7168, 2048))
 K_GROUPED_TOTAL = 32768
 
-# MQA logits prefill (anchors field ``mqa``, FP32 logits, uncompressed): (seq_len, seq_len_kv, heads,
-# head_dim, ranges). ``causal``: row i sees kv [0, i + S_kv - S]; ``window``: the same end, start
-# end - S_kv/2 (our stand-in for DeepGEMM's context-parallel ranges, which are not identical).
+# MQA logits prefill: the 14 prefill cases of the anchors field ``mqa``, in its order: (seq_len,
+# seq_len_kv, heads, head_dim, ranges, logits dtype, compressed). Ranges (:func:`mqa_ranges`): ``causal``,
+# row i sees kv [0, i + S_kv - S); ``cp``, DeepGEMM's context-parallel pattern. Compressed: the compact
+# form (``max_seqlen_k`` = the longest range) with ``clean_logits=False``, as DeepGEMM runs it; otherwise
+# the full form, cleaned.
 MQA_PREFILL = (
-    (2048, 8192, 32, 64, "window"), (2048, 8192, 64, 128, "causal"), (8192, 8192, 64, 128, "window"),
-    (8192, 8192, 32, 128, "window"), (2048, 8192, 64, 32, "causal"), (8192, 8192, 32, 64, "window"),
-    (8192, 8192, 64, 64, "causal"),
+    (2048, 8192, 32, 64, "cp", "fp32", False), (2048, 8192, 64, 128, "causal", "fp32", False),
+    (2048, 8192, 64, 128, "cp", "bf16", False), (2048, 65536, 64, 32, "cp", "bf16", True),
+    (8192, 8192, 64, 128, "cp", "fp32", False), (8192, 8192, 32, 128, "cp", "fp32", False),
+    (2048, 8192, 64, 32, "causal", "fp32", False), (8192, 8192, 32, 128, "causal", "bf16", True),
+    (8192, 8192, 32, 64, "cp", "fp32", False), (8192, 65536, 64, 32, "causal", "bf16", True),
+    (2048, 8192, 32, 128, "causal", "fp32", True), (2048, 8192, 64, 32, "causal", "bf16", True),
+    (8192, 8192, 64, 64, "causal", "fp32", False), (8192, 8192, 64, 128, "causal", "bf16", False),
 )
 
 # Kind -> the finegemm function it needs (a suite whose function is missing is listed as unavailable).
@@ -98,6 +104,7 @@ class Case:
     accumulate: bool = False  # D = C + A @ B^T (C read)
     heads: int = 0
     ranges: str = ""
+    compressed: bool = False  # mqa: the compact [S, max_seqlen_k] logits, unclean
     label: str = field(default="", compare=False)
 
     @property
@@ -141,18 +148,32 @@ class Case:
         p["out"] = self.out
         p["accumulate"] = self.accumulate
         if self.kind == "mqa_logits":
-            p.update(heads=self.heads, ranges=self.ranges)
+            p.update(heads=self.heads, ranges=self.ranges, compressed=self.compressed)
         return p
 
 
 def mqa_ranges(seq_len: int, seq_len_kv: int, ranges: str) -> list[tuple[int, int]]:
-    """Per-row ``[start, end)`` of the kv positions row i attends to (see MQA_PREFILL)."""
-    out = []
-    for i in range(seq_len):
-        end = min(seq_len_kv, max(1, i + seq_len_kv - seq_len + 1))
-        start = max(0, end - seq_len_kv // 2) if ranges == "window" else 0
-        out.append((start, end))
-    return out
+    """Per-row ``[start, end)`` of the kv positions row i attends to (see MQA_PREFILL).
+
+    ``causal``: ``[0, i + S_kv - S)`` (clamped to ``[0, S_kv]``). ``cp``: DeepGEMM's context-parallel
+    benchmark ranges, which reproduce the anchors' work (e.g. 2048 x 8192 at 32 heads, D = 64: 8.39M
+    pairs, 561 TFLOPS in 61 us): the rows are two chunks of ``S / 2`` queries of the CP rank
+    ``r = (S_kv / S) // 3`` of ``S_kv / S``; the first chunk's row ``i`` ends at ``r * S / 2 + i``, the
+    second's at ``(2 * S_kv / S - 1 - r) * S / 2 + i``, all starting at 0."""
+    if ranges == "cp":
+        chunk, ranks = seq_len // 2, max(1, seq_len_kv // max(seq_len, 1))
+        rank = ranks // 3
+        ends = [rank * chunk + i if i < chunk else (2 * ranks - 1 - rank) * chunk + i - chunk for i in range(seq_len)]
+    elif ranges == "causal":
+        ends = [i + seq_len_kv - seq_len for i in range(seq_len)]
+    else:
+        raise ValueError(f"unknown mqa ranges {ranges!r}")
+    return [(0, min(seq_len_kv, max(0, e))) for e in ends]
+
+
+def mqa_columns(c: Case) -> int:
+    """Columns of the logits: ``S_kv``, or ``max_seqlen_k`` (the longest range) in the compact form."""
+    return max(e - s for s, e in mqa_ranges(c.m, c.n, c.ranges)) if c.compressed else c.n
 
 
 def mqa_pairs(seq_len: int, seq_len_kv: int, ranges: str) -> int:
@@ -181,7 +202,7 @@ def case_bytes(c: Case) -> int:
         return c.k * (c.m + c.n) + 4 * kbs * (c.m + c.n) + 2 * 4 * c.groups * c.m * c.n
     if c.kind == "mqa_logits":
         s, skv, h, d = c.m, c.n, c.heads, c.k
-        return s * h * d + skv * d + 4 * skv + 4 * s * h + out_b * s * skv + 8 * s
+        return s * h * d + skv * d + 4 * skv + 4 * s * h + out_b * s * mqa_columns(c) + 8 * s
     raise ValueError(f"unknown kind {c.kind!r}")
 
 
@@ -252,8 +273,9 @@ def k_grouped_cases() -> list[Case]:
 
 
 def mqa_cases() -> list[Case]:
-    return [Case("mqa", "mqa_logits", s, skv, d, heads=h, ranges=r, out="fp32", label=f"mqa {s}x{skv} h{h}d{d} {r}")
-            for s, skv, h, d, r in MQA_PREFILL]
+    return [Case("mqa", "mqa_logits", s, skv, d, heads=h, ranges=r, out=out, compressed=comp,
+                 label=f"mqa {s}x{skv} h{h}d{d} {r} {out}{' compact' if comp else ''}")
+            for s, skv, h, d, r, out, comp in MQA_PREFILL]
 
 
 def smoke_cases(suite: str) -> list[Case]:
@@ -271,7 +293,9 @@ def smoke_cases(suite: str) -> list[Case]:
         return [Case("k-grouped", "k_grouped", 32, 64, 384, groups=2, ks=(128, 256), out="fp32", accumulate=True,
                      label="kgrp 2x32x64xK384")]
     if suite == "mqa":
-        return [Case("mqa", "mqa_logits", 16, 64, 32, heads=16, ranges="causal", out="fp32", label="mqa 16x64 h16d32")]
+        return [Case("mqa", "mqa_logits", 16, 64, 32, heads=16, ranges="causal", out="fp32", label="mqa 16x64 h16d32"),
+                Case("mqa", "mqa_logits", 16, 64, 64, heads=32, ranges="cp", out="bf16", compressed=True,
+                     label="mqa 16x64 h32d64 cp bf16 compact")]
     raise ValueError(f"unknown suite {suite!r}")
 
 

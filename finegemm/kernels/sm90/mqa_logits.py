@@ -1,8 +1,10 @@
-"""Hopper MQA logits (full form of ``fp8_mqa_logits``) in Gluon: a TMA ring of key tiles, WGMMA, and the
-ReLU / head-sum epilogue, by default with the head sum itself on the tensor cores.
+"""Hopper MQA logits (``fp8_mqa_logits``, full and compact form) in Gluon: a TMA ring of key tiles, WGMMA,
+and the ReLU / head-sum epilogue, by default with the head sum itself on the tensor cores.
 
 Dispatched by the API on sm_90 for head_dim 32/64/128 and 16-128 heads (:func:`prefill_supported`, which
-lists the measurements against the Triton kernel); the compact form stays on Triton.
+lists the measurements against the Triton kernel). The compact form (``max_seqlen_k > 0``: column ``c`` of
+row ``i`` is key ``start[i] + c``) differs only in where a logit is stored, and stores only in-range ones
+(the caller pre-fills ``-inf`` when it asks for clean logits); it runs with the tensor-core sum only.
 The epilogue: the scores of a key tile, ``relu(acc)`` (times ``sign(kv_sf)`` where a scale is negative),
 are rounded to bf16 with the ReLU folded into the conversion (``cvt.rn.relu.bf16x2``) and multiplied by
 the weights in a second WGMMA (A from registers, the weights a ``[H * block_q, 8]`` block-diagonal B in
@@ -109,12 +111,14 @@ def weighted_relu(acc, sf, w, SF_AFTER_SUM: gl.constexpr):
 
 
 @gluon.jit
-def _query_range(start_ptr, end_ptr, qi, seq_len, seq_len_kv):
+def _query_range(start_ptr, end_ptr, qi, seq_len, seq_len_kv, max_seqlen_k=0, COMPRESSED: gl.constexpr = False):
     """``(st, en)``: query ``qi``'s key range (``qi`` a scalar or a vector, clamped to a real query), clamped
-    into ``[0, S_kv]`` with ``st <= en``."""
+    into ``[0, S_kv]`` with ``st <= en`` (and, ``COMPRESSED``, ``en <= st + max_seqlen_k``)."""
     q = gl.minimum(qi, seq_len - 1)
     st = gl.minimum(gl.maximum(gl.load(start_ptr + q), 0), seq_len_kv)
     en = gl.maximum(gl.minimum(gl.load(end_ptr + q), seq_len_kv), st)
+    if COMPRESSED:
+        en = st + gl.minimum(en - st, max_seqlen_k)
     return st, en
 
 
@@ -193,9 +197,18 @@ def store_head_sums(s, scale, kj, lo, hi, out_rows, row_ok, key_limit, out_ptr, 
 
 
 @gluon.jit
+def store_compact_head_sums(s, scale, kj, lo, hi, key0_ptrs, row_ok):
+    """The compact form of :func:`store_head_sums`: ``s * scale`` at ``key0_ptrs[c] + kj`` (``key0_ptrs``:
+    where column ``c``'s key 0 would be, ``out + row * stride - lo[c]``), only inside ``[lo[c], hi[c])``."""
+    logits = s * scale[:, None]
+    inside = (kj[:, None] >= lo[None, :]) & (kj[:, None] < hi[None, :])
+    gl.store(key0_ptrs[None, :] + kj[:, None], logits.to(key0_ptrs.dtype.element_ty), mask=inside & row_ok[None, :])
+
+
+@gluon.jit
 def _mma_sum_tiles(kv_desc, kv_smem, q_t, bars, w_t, kv_sf_ptr, st, en, c_begin, n, q0, seq_len, seq_len_kv,
                    out_ptr, stride_out, ROWS: gl.constexpr, BLOCK_Q: gl.constexpr, STAGES_: gl.constexpr,
-                   NONNEG: gl.constexpr):
+                   NONNEG: gl.constexpr, COMPRESSED: gl.constexpr):
     """The CTA's ``n`` key tiles from ``c_begin``, one at a time: WGMMA, then :func:`head_sum_mma` and
     :func:`store_head_sums` (``NONNEG``: every key scale of the CTA is >= 0, no sign multiply)."""
     BKV: gl.constexpr = kv_desc.block_type.shape[0]
@@ -205,6 +218,8 @@ def _mma_sum_tiles(kv_desc, kv_smem, q_t, bars, w_t, kv_sf_ptr, st, en, c_begin,
     zero = gl.zeros([BKV, ROWS], gl.float32, acc_layout)
     qc = gl.arange(0, sum_columns(BLOCK_Q), layout=gl.SliceLayout(0, sum_layout))
     out_rows = (q0 + qc).to(gl.int64)
+    if COMPRESSED:
+        key0_ptrs = out_ptr + (out_rows * stride_out - st)
     row_ok = (qc < BLOCK_Q) & (q0 + qc < seq_len)
     for i in range(0, n):
         acc = _issue(kv_smem, q_t, zero, bars, i, STAGES_)
@@ -218,8 +233,11 @@ def _mma_sum_tiles(kv_desc, kv_smem, q_t, bars, w_t, kv_sf_ptr, st, en, c_begin,
         _refill(kv_desc, kv_smem, bars, i, c_begin, n, STAGES_)
         sums = head_sum_mma(part, sgn, w_t, BLOCK_Q, NONNEG)
         kj = (c_begin + i) * BKV + gl.arange(0, BKV, layout=sum_rows)
-        store_head_sums(sums, sf if NONNEG else gl.abs(sf), kj, st, en, out_rows, row_ok, seq_len_kv, out_ptr,
-                        stride_out)
+        if COMPRESSED:
+            store_compact_head_sums(sums, sf if NONNEG else gl.abs(sf), kj, st, en, key0_ptrs, row_ok)
+        else:
+            store_head_sums(sums, sf if NONNEG else gl.abs(sf), kj, st, en, out_rows, row_ok, seq_len_kv, out_ptr,
+                            stride_out)
 
 
 @gluon.jit
@@ -272,13 +290,15 @@ def alloc_ring(q_desc, kv_desc, STAGES_: gl.constexpr):
 
 @gluon.jit
 def mqa_logits_kernel(q_desc, kv_desc, kv_sf_ptr, w_ptr, start_ptr, end_ptr, out_ptr,
-                      seq_len, seq_len_kv, tiles_per_split, stride_ws, stride_out,
+                      seq_len, seq_len_kv, tiles_per_split, stride_ws, stride_out, max_seqlen_k,
                       HEADS: gl.constexpr, BLOCK_Q: gl.constexpr, STAGES_: gl.constexpr, CLEAN: gl.constexpr,
                       OVERLAP: gl.constexpr = True, SF_AFTER_SUM: gl.constexpr = False,
-                      HEAD_SUM_MMA: gl.constexpr = False):
+                      HEAD_SUM_MMA: gl.constexpr = False, COMPRESSED: gl.constexpr = False):
     ROWS: gl.constexpr = BLOCK_Q * HEADS
     BKV: gl.constexpr = kv_desc.block_type.shape[0]
     gl.static_assert(ROWS <= 256, "BLOCK_Q * HEADS is the WGMMA N: at most 256")
+    gl.static_assert(not COMPRESSED or (HEAD_SUM_MMA and not CLEAN),
+                     "the compact form: tensor-core head sum only, -inf pre-filled by the caller")
     acc_layout: gl.constexpr = _acc_layout(ROWS)
     row_layout: gl.constexpr = gl.SliceLayout(1, acc_layout)
     col_layout: gl.constexpr = gl.SliceLayout(0, acc_layout)
@@ -290,7 +310,7 @@ def mqa_logits_kernel(q_desc, kv_desc, kv_sf_ptr, w_ptr, start_ptr, end_ptr, out
     lo = seq_len_kv
     hi = 0
     for qq in gl.static_range(BLOCK_Q):
-        st, en = _query_range(start_ptr, end_ptr, q0 + qq, seq_len, seq_len_kv)
+        st, en = _query_range(start_ptr, end_ptr, q0 + qq, seq_len, seq_len_kv, max_seqlen_k, COMPRESSED)
         lo = gl.minimum(lo, st)
         hi = gl.maximum(hi, en)
     num_tiles = gl.cdiv(seq_len_kv, BKV)
@@ -331,17 +351,17 @@ def mqa_logits_kernel(q_desc, kv_desc, kv_sf_ptr, w_ptr, start_ptr, end_ptr, out
             w_t = w_smem.permute((1, 0))
             sum_layout: gl.constexpr = _sum_layout(BLOCK_Q)
             qc = q0 + gl.arange(0, sum_columns(BLOCK_Q), layout=gl.SliceLayout(0, sum_layout))
-            q_st, q_en = _query_range(start_ptr, end_ptr, qc, seq_len, seq_len_kv)
+            q_st, q_en = _query_range(start_ptr, end_ptr, qc, seq_len, seq_len_kv, max_seqlen_k, COMPRESSED)
             # whether every key scale of the CTA's tiles is >= 0 (then no per-score sign multiply)
             lowest = gl.zeros([BKV], gl.float32, gl.SliceLayout(1, sum_layout))
             for t in range(c_begin, c_end):
                 lowest = gl.minimum(lowest, _key_scales(kv_sf_ptr, t, seq_len_kv, BKV, gl.SliceLayout(1, sum_layout)))
             if gl.reduce(lowest, 0, _min) >= 0.0:
                 _mma_sum_tiles(kv_desc, kv_smem, q_t, bars, w_t, kv_sf_ptr, q_st, q_en, c_begin, n, q0, seq_len,
-                               seq_len_kv, out_ptr, stride_out, ROWS, BLOCK_Q, STAGES_, True)
+                               seq_len_kv, out_ptr, stride_out, ROWS, BLOCK_Q, STAGES_, True, COMPRESSED)
             else:
                 _mma_sum_tiles(kv_desc, kv_smem, q_t, bars, w_t, kv_sf_ptr, q_st, q_en, c_begin, n, q0, seq_len,
-                               seq_len_kv, out_ptr, stride_out, ROWS, BLOCK_Q, STAGES_, False)
+                               seq_len_kv, out_ptr, stride_out, ROWS, BLOCK_Q, STAGES_, False, COMPRESSED)
         elif OVERLAP:
             # Tile 0 in flight, then: issue tile i, wait for tile i - 1, refill its slot, reduce it. The loop
             # runs two tiles an iteration with two named accumulators: a loop that carried "the one in
@@ -386,18 +406,20 @@ def mqa_logits_kernel(q_desc, kv_desc, kv_sf_ptr, w_ptr, start_ptr, end_ptr, out
 
 
 def prefill_supported(heads: int, head_dim: int, max_seqlen_k: int, fp32_sum: bool = False) -> bool:
-    """Whether the API runs this kernel (on sm_90, with contiguous 16-byte-aligned q, kv, ranges): the full
-    logits form at head_dim 32, 64 or 128 and 16-128 heads, with the head sum on the tensor cores (the
+    """Whether the API runs this kernel (on sm_90, with contiguous 16-byte-aligned q, kv, ranges): both
+    logits forms at head_dim 32, 64 or 128 and 16-128 heads, with the head sum on the tensor cores (the
     default, :func:`head_sum_mma`). H200, S=2048, S_kv=8192, the tensor-core sum at :func:`prefill_config`
     vs the CUDA-core one vs the Triton kernel (results/mqa-sm90-probe-h200-2026-12-03-head-sum-bf0b842.json), us:
     H=64/D=128 causal 248.0 / 273.9 / 300.2, context-parallel 146.9 / 162.9 / 180.5; H=32/D=128 137.6 /
     175.2 / 191.9; H=16/D=128 81.4 / 157.0 / 115.7; H=128/D=128 449.3 / 458.8 / 524.8; H=32/D=64 cp
     66.8 / 108.9 / 101.2; H=64/D=64 173.6 / 231.8 / 266.8; H=64/D=32 139.6 / 214.2 / 208.4.
     ``fp32_sum`` (``FINEGEMM_MQA_FP32_SUM=1``): the CUDA-core FP32 sum, faster than Triton only at head_dim
-    128 with 32-128 heads (above)."""
-    if max_seqlen_k != 0 or heads not in (16, 32, 64, 128) or head_dim not in (32, 64, 128):
+    128 with 32-128 heads (above), and only for the full form."""
+    if heads not in (16, 32, 64, 128) or head_dim not in (32, 64, 128):
         return False
-    return not fp32_sum or (head_dim == 128 and heads >= 32)
+    if fp32_sum:  # the compact form has no FP32-sum variant here
+        return max_seqlen_k == 0 and head_dim == 128 and heads >= 32
+    return True
 
 
 def prefill_config(heads: int, head_dim: int) -> tuple[int, int | None]:
@@ -427,12 +449,14 @@ def launch_config(heads: int, head_dim: int, head_sum_mma: bool) -> tuple[int, i
 def launch(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: torch.Tensor, start: torch.Tensor,
            end: torch.Tensor, out: torch.Tensor, clean_logits: bool, num_sms: int = 132, block_q: int | None = None,
            overlap: bool = False, sf_after_sum: bool = True, head_sum_mma: bool = True,
-           maxnreg: int | None = None, stages: int = STAGES) -> None:
-    """Launch on validated tensors (as api/attention.py's ``fp8_mqa_logits`` passes them, full form only).
+           maxnreg: int | None = None, stages: int = STAGES, max_seqlen_k: int = 0) -> None:
+    """Launch on validated tensors (as api/attention.py's ``fp8_mqa_logits`` passes them).
 
     q: e4m3 ``[S, H, D]`` contiguous (seen as ``[S * H, D]``); kv: e4m3 ``[S_kv, D]`` row-major; kv_sf:
     fp32 ``[S_kv]``; weights: fp32 ``[S, H]`` (``stride(1) == 1``); start/end: int32 ``[S]`` contiguous;
-    out: fp32 or bf16 ``[S, S_kv]`` (``stride(1) == 1``). D in {32, 64, 128}, H * block_q <= 256.
+    out: fp32 or bf16 ``[S, S_kv]`` (``stride(1) == 1``), or ``[S, max_seqlen_k]`` when ``max_seqlen_k > 0``
+    (the compact form: only in-range logits are written, ``clean_logits`` must be False: the caller
+    pre-fills; tensor-core head sum only). D in {32, 64, 128}, H * block_q <= 256.
     ``head_sum_mma`` (the default): the head sum on the tensor cores (:func:`head_sum_mma`); without
     ``block_q``, :func:`launch_config`'s ``block_q`` (and its ``maxnreg`` where none is given). Otherwise
     the FP32 CUDA-core epilogue (:func:`_tile_epilogue`), where ``sf_after_sum`` (its default) applies
@@ -451,6 +475,10 @@ def launch(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: torc
             raise ValueError(f"the sm90 MQA kernel needs a contiguous {name}; got strides {tuple(t.stride())}")
     if weights.stride(1) != 1 or out.stride(1) != 1:
         raise ValueError("the sm90 MQA kernel needs weights and out with stride(1) == 1")
+    compressed = max_seqlen_k > 0
+    if compressed and (clean_logits or not head_sum_mma):
+        raise ValueError("the sm90 MQA kernel's compact form (max_seqlen_k > 0) needs head_sum_mma=True and "
+                         "clean_logits=False (pre-fill -inf to clean)")
     if block_q is None:
         block_q, chosen = launch_config(heads, head_dim, head_sum_mma)
         maxnreg = maxnreg or chosen
@@ -458,7 +486,7 @@ def launch(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: torc
     key = (q.data_ptr(), q.shape, kv.data_ptr(), kv.shape, kv.stride(), kv_sf.data_ptr(), kv_sf.shape,
            weights.data_ptr(), weights.shape, weights.stride(), start.data_ptr(), end.data_ptr(), start.shape,
            out.data_ptr(), out.shape, out.stride(), out.dtype, q.get_device(), bool(clean_logits), num_sms, block_q,
-           overlap, sf_after_sum, head_sum_mma, maxnreg, stages)
+           overlap, sf_after_sum, head_sum_mma, maxnreg, stages, max_seqlen_k)
 
     def build() -> list:
         rows = block_q * heads
@@ -473,9 +501,9 @@ def launch(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: torc
         tiles_per_split = triton.cdiv(num_tiles, splits)
         grid = (q_blocks, triton.cdiv(num_tiles, tiles_per_split))
         args = (q_desc, kv_desc, kv_sf, weights, start, end, out, seq_len, seq_len_kv, tiles_per_split,
-                weights.stride(0), out.stride(0))
+                weights.stride(0), out.stride(0), max_seqlen_k)
         meta = dict(HEADS=heads, BLOCK_Q=block_q, STAGES_=stages, CLEAN=bool(clean_logits), OVERLAP=overlap,
-                    SF_AFTER_SUM=sf_after_sum, HEAD_SUM_MMA=head_sum_mma, num_warps=4,
+                    SF_AFTER_SUM=sf_after_sum, HEAD_SUM_MMA=head_sum_mma, COMPRESSED=compressed, num_warps=4,
                     **({"maxnreg": maxnreg} if maxnreg else {}))
         return [(mqa_logits_kernel, grid, args, meta)]
 

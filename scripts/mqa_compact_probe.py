@@ -1,0 +1,70 @@
+"""Time the Gluon MQA kernel's compact form (``max_seqlen_k > 0``, unclean) at several CTA shapes on the H200.
+
+DeepGEMM's compressed prefill anchors (the harness's ranges, ``finegemm.bench.suites.mqa_ranges``), fresh
+random data, CUDA events, 1 GiB L2 flush before each call, 3 warm-ups, median of 20; each variant's
+in-range logits checked against float64 first. Variants: the API's config (``prefill_config``), 256
+query-head rows at the compiler's register count (two CTAs an SM), at 168 registers (three; spills in
+the signed-scale loop only), and 128 rows (four).
+Usage: PYTHONPATH=. python3 scripts/mqa_compact_probe.py (JSON to $OUT/mqa_compact_probe.json).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import torch
+
+from finegemm.bench.suites import mqa_ranges
+from finegemm.bench.timer import L2Flush, time_cuda
+from finegemm.kernels.sm90 import mqa_logits as gluon_mqa
+from finegemm.reference import mqa as ref
+from finegemm.reference.dense import calc_diff
+
+FLUSH = L2Flush(torch.device("cuda"))
+# (S, S_kv, H, D, ranges, logits dtype, DeepGEMM us)
+CASES = ((2048, 8192, 64, 32, "causal", torch.bfloat16, 167), (2048, 8192, 32, 128, "causal", torch.float32, 136),
+         (2048, 65536, 64, 32, "cp", torch.bfloat16, 725), (8192, 8192, 32, 128, "causal", torch.bfloat16, 313))
+
+
+def inputs(s, skv, h, d, ranges, seed=0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    q = torch.randn(s, h, d, device="cuda", generator=g).to(torch.float8_e4m3fn)
+    kv = torch.randn(skv, d, device="cuda", generator=g).to(torch.float8_e4m3fn)
+    sf = torch.rand(skv, device="cuda", generator=g) * 0.02 + 0.001
+    w = torch.randn(s, h, device="cuda", generator=g)
+    rng = mqa_ranges(s, skv, ranges)
+    st = torch.tensor([r[0] for r in rng], dtype=torch.int32, device="cuda")
+    en = torch.tensor([r[1] for r in rng], dtype=torch.int32, device="cuda")
+    return q, kv, sf, w, st, en
+
+
+rows = []
+for s, skv, h, d, ranges, dtype, dg_us in CASES:
+    q, kv, sf, w, st, en = inputs(s, skv, h, d, ranges)
+    max_k = int((en - st).max())
+    out = torch.empty(s, max_k, device="cuda", dtype=dtype)
+    check_rows = torch.arange(0, s, 8, device="cuda")  # every 8th query against float64
+    want = ref.fp8_mqa_logits(q[check_rows], (kv, sf), w[check_rows], st[check_rows], en[check_rows],
+                              max_seqlen_k=max_k)
+    inside = ~torch.isneginf(want)
+    row = dict(seq_len=s, seq_len_kv=skv, heads=h, head_dim=d, ranges=ranges, logits=str(dtype)[6:],
+               max_seqlen_k=max_k, deepgemm_us=dg_us, api_config=gluon_mqa.prefill_config(h, d))
+    variants = {"api": {}, "rows256": dict(block_q=256 // h), "rows256_168": dict(block_q=256 // h, maxnreg=168),
+                "rows128": dict(block_q=max(1, 128 // h))}
+    for name, extra in variants.items():
+        def call(a=(q, kv, sf, w, st, en, out), max_k=max_k, extra=extra):
+            gluon_mqa.launch(*a, False, max_seqlen_k=max_k, **extra)
+
+        out.fill_(float("nan"))
+        call()
+        torch.cuda.synchronize()
+        got = out[check_rows]
+        row[name + "_calc_diff"] = float(calc_diff(got[inside].double(), want[inside]))
+        row[name + "_us"] = time_cuda(call, FLUSH, warmup=3, repeats=20).median_us
+    del want, inside
+    rows.append(row)
+    print(json.dumps(row), flush=True)
+json.dump(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows,
+               commit=open(".commit").read().strip() if os.path.exists(".commit") else None),
+          open(os.path.join(os.environ.get("OUT", "."), "mqa_compact_probe.json"), "w"), indent=1)

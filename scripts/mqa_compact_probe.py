@@ -39,32 +39,37 @@ def inputs(s, skv, h, d, ranges, seed=0):
     return q, kv, sf, w, st, en
 
 
-rows = []
-for s, skv, h, d, ranges, dtype, dg_us in CASES:
-    q, kv, sf, w, st, en = inputs(s, skv, h, d, ranges)
-    max_k = int((en - st).max())
-    out = torch.empty(s, max_k, device="cuda", dtype=dtype)
-    check_rows = torch.arange(0, s, 8, device="cuda")  # every 8th query against float64
-    want = ref.fp8_mqa_logits(q[check_rows], (kv, sf), w[check_rows], st[check_rows], en[check_rows],
-                              max_seqlen_k=max_k)
-    inside = ~torch.isneginf(want)
-    row = dict(seq_len=s, seq_len_kv=skv, heads=h, head_dim=d, ranges=ranges, logits=str(dtype)[6:],
-               max_seqlen_k=max_k, deepgemm_us=dg_us, api_config=gluon_mqa.prefill_config(h, d))
-    variants = {"api": {}, "rows256": dict(block_q=256 // h), "rows256_168": dict(block_q=256 // h, maxnreg=168),
-                "rows128": dict(block_q=max(1, 128 // h))}
-    for name, extra in variants.items():
-        def call(a=(q, kv, sf, w, st, en, out), max_k=max_k, extra=extra):
-            gluon_mqa.launch(*a, False, max_seqlen_k=max_k, **extra)
+def main() -> None:
+    rows = []
+    for s, skv, h, d, ranges, dtype, dg_us in CASES:
+        q, kv, sf, w, st, en = inputs(s, skv, h, d, ranges)
+        max_k = int((en - st).max())
+        out = torch.empty(s, max_k, device="cuda", dtype=dtype)
+        check_rows = torch.arange(0, s, 8, device="cuda")  # every 8th query against float64
+        want = ref.fp8_mqa_logits(q[check_rows], (kv, sf), w[check_rows], st[check_rows], en[check_rows],
+                                  max_seqlen_k=max_k)
+        inside = ~torch.isneginf(want)
+        row = dict(seq_len=s, seq_len_kv=skv, heads=h, head_dim=d, ranges=ranges, logits=str(dtype)[6:],
+                   max_seqlen_k=max_k, deepgemm_us=dg_us, api_config=gluon_mqa.prefill_config(h, d))
+        variants = {"api": {}, "rows256": dict(block_q=256 // h), "rows256_168": dict(block_q=256 // h, maxnreg=168),
+                    "rows128": dict(block_q=max(1, 128 // h))}
+        for name, extra in variants.items():
+            def call(a=(q, kv, sf, w, st, en, out), max_k=max_k, extra=extra):
+                gluon_mqa.launch(*a, False, max_seqlen_k=max_k, **extra)
 
-        out.fill_(float("nan"))
-        call()
-        torch.cuda.synchronize()
-        got = out[check_rows]
-        row[name + "_calc_diff"] = float(calc_diff(got[inside].double(), want[inside]))
-        row[name + "_us"] = time_cuda(call, FLUSH, warmup=3, repeats=20).median_us
-    del want, inside
-    rows.append(row)
-    print(json.dumps(row), flush=True)
-json.dump(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows,
-               commit=open(".commit").read().strip() if os.path.exists(".commit") else None),
-          open(os.path.join(os.environ.get("OUT", "."), "mqa_compact_probe.json"), "w"), indent=1)
+            out.fill_(float("nan"))
+            call()
+            torch.cuda.synchronize()
+            got = out[check_rows]
+            row[name + "_calc_diff"] = float(calc_diff(got[inside].double(), want[inside]))
+            row[name + "_us"] = time_cuda(call, FLUSH, warmup=3, repeats=20).median_us
+        del want, inside
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    json.dump(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows,
+                   commit=open(".commit").read().strip() if os.path.exists(".commit") else None),
+              open(os.path.join(os.environ.get("OUT", "."), "mqa_compact_probe.json"), "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -293,7 +293,8 @@ def mqa_logits_kernel(q_desc, kv_desc, kv_sf_ptr, w_ptr, start_ptr, end_ptr, out
                       seq_len, seq_len_kv, tiles_per_split, stride_ws, stride_out, max_seqlen_k,
                       HEADS: gl.constexpr, BLOCK_Q: gl.constexpr, STAGES_: gl.constexpr, CLEAN: gl.constexpr,
                       OVERLAP: gl.constexpr = True, SF_AFTER_SUM: gl.constexpr = False,
-                      HEAD_SUM_MMA: gl.constexpr = False, COMPRESSED: gl.constexpr = False):
+                      HEAD_SUM_MMA: gl.constexpr = False, COMPRESSED: gl.constexpr = False,
+                      LAST_FIRST: gl.constexpr = False):
     ROWS: gl.constexpr = BLOCK_Q * HEADS
     BKV: gl.constexpr = kv_desc.block_type.shape[0]
     gl.static_assert(ROWS <= 256, "BLOCK_Q * HEADS is the WGMMA N: at most 256")
@@ -303,6 +304,8 @@ def mqa_logits_kernel(q_desc, kv_desc, kv_sf_ptr, w_ptr, start_ptr, end_ptr, out
     row_layout: gl.constexpr = gl.SliceLayout(1, acc_layout)
     col_layout: gl.constexpr = gl.SliceLayout(0, acc_layout)
     pid_q = gl.program_id(0)
+    if LAST_FIRST:  # the last query blocks first: in prefill (causal, context-parallel) their ranges are longest
+        pid_q = gl.num_programs(0) - 1 - pid_q
     pid_split = gl.program_id(1)
     q0 = pid_q * BLOCK_Q
 
@@ -449,7 +452,8 @@ def launch_config(heads: int, head_dim: int, head_sum_mma: bool) -> tuple[int, i
 def launch(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: torch.Tensor, start: torch.Tensor,
            end: torch.Tensor, out: torch.Tensor, clean_logits: bool, num_sms: int = 132, block_q: int | None = None,
            overlap: bool = False, sf_after_sum: bool = True, head_sum_mma: bool = True,
-           maxnreg: int | None = None, stages: int = STAGES, max_seqlen_k: int = 0) -> None:
+           maxnreg: int | None = None, stages: int = STAGES, max_seqlen_k: int = 0, last_first: bool = False,
+           tiles_per_split: int | None = None) -> None:
     """Launch on validated tensors (as api/attention.py's ``fp8_mqa_logits`` passes them).
 
     q: e4m3 ``[S, H, D]`` contiguous (seen as ``[S * H, D]``); kv: e4m3 ``[S_kv, D]`` row-major; kv_sf:
@@ -486,7 +490,7 @@ def launch(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: torc
     key = (q.data_ptr(), q.shape, kv.data_ptr(), kv.shape, kv.stride(), kv_sf.data_ptr(), kv_sf.shape,
            weights.data_ptr(), weights.shape, weights.stride(), start.data_ptr(), end.data_ptr(), start.shape,
            out.data_ptr(), out.shape, out.stride(), out.dtype, q.get_device(), bool(clean_logits), num_sms, block_q,
-           overlap, sf_after_sum, head_sum_mma, maxnreg, stages, max_seqlen_k)
+           overlap, sf_after_sum, head_sum_mma, maxnreg, stages, max_seqlen_k, last_first, tiles_per_split)
 
     def build() -> list:
         rows = block_q * heads
@@ -498,12 +502,13 @@ def launch(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: torc
         num_tiles = max(1, triton.cdiv(seq_len_kv, BLOCK_KV))
         q_blocks = max(1, triton.cdiv(seq_len, block_q))
         splits = min(num_tiles, max(1, triton.cdiv(4 * num_sms, q_blocks)))
-        tiles_per_split = triton.cdiv(num_tiles, splits)
-        grid = (q_blocks, triton.cdiv(num_tiles, tiles_per_split))
-        args = (q_desc, kv_desc, kv_sf, weights, start, end, out, seq_len, seq_len_kv, tiles_per_split,
+        per_split = tiles_per_split or triton.cdiv(num_tiles, splits)
+        grid = (q_blocks, triton.cdiv(num_tiles, per_split))
+        args = (q_desc, kv_desc, kv_sf, weights, start, end, out, seq_len, seq_len_kv, per_split,
                 weights.stride(0), out.stride(0), max_seqlen_k)
         meta = dict(HEADS=heads, BLOCK_Q=block_q, STAGES_=stages, CLEAN=bool(clean_logits), OVERLAP=overlap,
-                    SF_AFTER_SUM=sf_after_sum, HEAD_SUM_MMA=head_sum_mma, COMPRESSED=compressed, num_warps=4,
+                    SF_AFTER_SUM=sf_after_sum, HEAD_SUM_MMA=head_sum_mma, COMPRESSED=compressed, LAST_FIRST=last_first,
+                    num_warps=4,
                     **({"maxnreg": maxnreg} if maxnreg else {}))
         return [(mqa_logits_kernel, grid, args, meta)]
 

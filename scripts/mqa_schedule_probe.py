@@ -1,0 +1,68 @@
+"""Time the Gluon MQA prefill kernel's CTA order and key split on DeepGEMM's uncompressed anchor cases (H200).
+
+In launch order, CTA ``x`` takes query block ``x``; with ``last_first`` it takes block ``n - 1 - x``, so
+the blocks with the longest ranges (the last queries, in causal and context-parallel prefill) start first
+instead of forming the tail. ``tiles_per_split`` caps the key tiles of one CTA (more, shorter CTAs).
+The harness's ranges, fresh random data, CUDA events, 1 GiB L2 flush before each call, 3 warm-ups,
+median of 20; each variant's logits (every 8th query) checked against float64 first.
+Usage: PYTHONPATH=. python3 scripts/mqa_schedule_probe.py (JSON to $OUT/mqa_schedule_probe.json).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from mqa_compact_probe import FLUSH, inputs  # noqa: E402
+
+from finegemm.bench.timer import time_cuda  # noqa: E402
+from finegemm.kernels.sm90 import mqa_logits as gluon_mqa  # noqa: E402
+from finegemm.reference import mqa as ref  # noqa: E402
+from finegemm.reference.dense import calc_diff  # noqa: E402
+
+# (S, S_kv, H, D, ranges, logits dtype, DeepGEMM us)
+CASES = ((2048, 8192, 32, 64, "cp", torch.float32, 61), (2048, 8192, 64, 128, "causal", torch.float32, 222),
+         (2048, 8192, 64, 128, "cp", torch.bfloat16, 131), (8192, 8192, 64, 128, "cp", torch.float32, 503),
+         (8192, 8192, 32, 128, "cp", torch.float32, 290), (8192, 8192, 32, 64, "cp", torch.float32, 231),
+         (8192, 8192, 64, 128, "causal", torch.bfloat16, 500), (8192, 8192, 64, 64, "causal", torch.float32, 390),
+         (2048, 8192, 64, 32, "causal", torch.float32, 157))
+VARIANTS = {"api": {}, "last_first": dict(last_first=True), "last_first_t32": dict(last_first=True, tiles_per_split=32),
+            "last_first_t16": dict(last_first=True, tiles_per_split=16), "t32": dict(tiles_per_split=32)}
+
+
+def main() -> None:
+    rows = []
+    for s, skv, h, d, ranges, dtype, dg_us in CASES:
+        q, kv, sf, w, st, en = inputs(s, skv, h, d, ranges)
+        out = torch.empty(s, skv, device="cuda", dtype=dtype)
+        check_rows = torch.arange(0, s, 8, device="cuda")
+        want = ref.fp8_mqa_logits(q[check_rows], (kv, sf), w[check_rows], st[check_rows], en[check_rows])
+        fin = ~torch.isneginf(want)
+        row = dict(seq_len=s, seq_len_kv=skv, heads=h, head_dim=d, ranges=ranges, logits=str(dtype)[6:],
+                   deepgemm_us=dg_us, api_config=gluon_mqa.prefill_config(h, d))
+        for name, extra in VARIANTS.items():
+            def call(a=(q, kv, sf, w, st, en, out), extra=extra):
+                gluon_mqa.launch(*a, True, **extra)
+
+            out.fill_(float("nan"))
+            call()
+            torch.cuda.synchronize()
+            got = out[check_rows]
+            row[name + "_same_neg_inf"] = bool(torch.equal(torch.isneginf(got), ~fin))
+            row[name + "_calc_diff"] = float(calc_diff(got[fin].double(), want[fin]))
+            row[name + "_us"] = time_cuda(call, FLUSH, warmup=3, repeats=20).median_us
+        del want, fin
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    json.dump(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows,
+                   commit=open(".commit").read().strip() if os.path.exists(".commit") else None),
+              open(os.path.join(os.environ.get("OUT", "."), "mqa_schedule_probe.json"), "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -318,6 +318,42 @@ def test_prefill_config_rule():
     assert m.launch_config(64, 64, True) == (4, 168) and m.launch_config(64, 64, False) == (2, None)
 
 
+def test_key_split_rule():
+    """About eight CTAs a resident slot (CTAs an SM x 132 SMs), at least one key tile a run: S=2048 at
+    64 heads / D=128 (1024 blocks of 128 rows, four CTAs an SM) cuts the keys in 4; at 32 heads / D=64
+    (256 blocks of 256 rows, two an SM) in 8; S=8192 (4096 blocks) not at all; short keys cap it."""
+    from finegemm.kernels.sm90 import mqa_logits as m
+
+    assert (m.resident_ctas(128, None), m.resident_ctas(256, 168), m.resident_ctas(256, None)) == (4, 3, 2)
+    assert m.key_splits(1024, 128, 128, None, 132) == 4
+    assert m.key_splits(256, 128, 256, None, 132) == 8
+    assert m.key_splits(512, 128, 256, 168, 132) == 6
+    assert m.key_splits(4096, 128, 128, None, 132) == 1
+    assert m.key_splits(8, 3, 128, None, 132) == 3  # never more runs than tiles
+    assert m.key_splits(100000, 1024, 128, None, 132) == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("ranges", ["cp", "ragged"])
+def test_gpu_schedule_variants_agree(ranges):
+    """The launch order (``last_first``) and the key split (``tiles_per_split``) change which CTA computes
+    a tile, not its logits: every variant bitwise equal to the default, which matches float64."""
+    sm90_device()
+    from finegemm.kernels.sm90 import mqa_logits as m
+
+    case = MqaCase(2048, 8192, 32, 64, ranges)
+    q, kv, sf, w, st, en = generate_mqa(case, seed=12, device="cuda")
+    outs = []
+    for extra in (dict(), dict(last_first=False), dict(tiles_per_split=7), dict(tiles_per_split=128)):
+        out = torch.full((case.seq_len, case.seq_len_kv), float("nan"), device="cuda")
+        m.launch(q, kv, sf, w, st, en, out, clean_logits=True, **extra)
+        outs.append(out)
+    torch.cuda.synchronize()
+    assert_logits_match(outs[0], ref.fp8_mqa_logits(q, (kv, sf), w, st, en), None, 1e-3)
+    for other in outs[1:]:
+        assert torch.equal(other, outs[0])
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("fp32_sum", ["0", "1"])
 def test_gpu_api_head_sum_switch(fp32_sum, monkeypatch):

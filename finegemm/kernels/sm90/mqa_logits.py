@@ -443,6 +443,26 @@ def block_q_for(heads: int) -> int:
     return max(1, 128 // heads)
 
 
+# CTAs launched per resident CTA slot (CTAs an SM x SMs): enough that the last wave is short, few enough that
+# each CTA's prologue (query box, weights, scale scan) stays amortized (key_splits has the measurements)
+WAVES = 8
+
+
+def resident_ctas(rows: int, maxnreg: int | None) -> int:
+    """CTAs of one SM at ``rows`` query-head rows: four at 128 (~100 registers), three at 256 with
+    ``maxnreg`` 168, two at 256 with the compiler's ~175."""
+    return 4 if rows <= 128 else 3 if maxnreg and maxnreg <= 168 else 2
+
+
+def key_splits(q_blocks: int, num_tiles: int, rows: int, maxnreg: int | None, num_sms: int) -> int:
+    """How many runs the key tiles are cut into (grid axis 1): about :data:`WAVES` CTAs a resident slot
+    over ``q_blocks`` query blocks, at least one tile a run. H200, DeepGEMM's ranges, last query block
+    first, us: S=2048, S_kv=8192, H=64/D=128 causal 4 runs (this rule) 229.6, 1 (the previous rule, ~4 CTAs
+    an SM) 243.6, 8 runs 235.0; H=32/D=64 cp 8 runs 66.6, 3 runs 71.0, 4 runs 73.7; S=8192, H=64/D=128 cp
+    1 run 543.2, 4 runs 558.6 (results/mqa-schedule-probe-h200-2026-12-03-70ec4ea.json)."""
+    return min(num_tiles, max(1, round(WAVES * resident_ctas(rows, maxnreg) * num_sms / q_blocks)))
+
+
 def launch_config(heads: int, head_dim: int, head_sum_mma: bool) -> tuple[int, int | None]:
     """``(block_q, maxnreg)`` :func:`launch` uses when none is given: :func:`prefill_config` for the
     tensor-core head sum, 128 query-head rows at the compiler's register count for the FP32 sum."""
@@ -452,7 +472,7 @@ def launch_config(heads: int, head_dim: int, head_sum_mma: bool) -> tuple[int, i
 def launch(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: torch.Tensor, start: torch.Tensor,
            end: torch.Tensor, out: torch.Tensor, clean_logits: bool, num_sms: int = 132, block_q: int | None = None,
            overlap: bool = False, sf_after_sum: bool = True, head_sum_mma: bool = True,
-           maxnreg: int | None = None, stages: int = STAGES, max_seqlen_k: int = 0, last_first: bool = False,
+           maxnreg: int | None = None, stages: int = STAGES, max_seqlen_k: int = 0, last_first: bool = True,
            tiles_per_split: int | None = None) -> None:
     """Launch on validated tensors (as api/attention.py's ``fp8_mqa_logits`` passes them).
 
@@ -468,6 +488,11 @@ def launch(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: torc
     then, H200, S=2048, S_kv=8192,
     results/mqa-sm90-probe-h200-2026-12-03-signed-12ec969.json: H=64/D=128 causal 292.1 -> 272.9 us,
     context-parallel 173.4 -> 163.8, H=32 184.5 -> 175.1, H=128 506.7 -> 458.5.
+    ``last_first`` (the default): CTA ``x`` takes query block ``n - 1 - x``, so in prefill (causal and
+    context-parallel ranges grow with the query) the longest blocks start first instead of forming the
+    last wave: 1-7 % on nine of DeepGEMM's anchor cases (results/mqa-schedule-probe-h200-2026-12-03-
+    70ec4ea.json, e.g. S=8192, H=32/D=64 cp 251.4 -> 233.9 us). ``tiles_per_split`` overrides
+    :func:`key_splits`' cut of the key axis.
     """
     seq_len, heads, head_dim = q.shape
     seq_len_kv = kv.shape[0]
@@ -501,8 +526,7 @@ def launch(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: torc
         kv_desc = TensorDescriptor(kv, list(kv.shape), list(kv.stride()), [BLOCK_KV, head_dim], kv_layout)
         num_tiles = max(1, triton.cdiv(seq_len_kv, BLOCK_KV))
         q_blocks = max(1, triton.cdiv(seq_len, block_q))
-        splits = min(num_tiles, max(1, triton.cdiv(4 * num_sms, q_blocks)))
-        per_split = tiles_per_split or triton.cdiv(num_tiles, splits)
+        per_split = tiles_per_split or triton.cdiv(num_tiles, key_splits(q_blocks, num_tiles, rows, maxnreg, num_sms))
         grid = (q_blocks, triton.cdiv(num_tiles, per_split))
         args = (q_desc, kv_desc, kv_sf, weights, start, end, out, seq_len, seq_len_kv, per_split,
                 weights.stride(0), out.stride(0), max_seqlen_k)

@@ -68,7 +68,8 @@ for batch, next_n, heads, avg, logits in CASES:
                deepgemm_us=deepgemm_us(batch, next_n, heads, avg, logits))
     args = (q, cache, w, ctx, table, meta)
     calls = {"triton": lambda o, a=args, c=cfg: launch_paged_mqa_logits(*a, o, False, c),
-             "gluon": lambda o, a=args: gluon_paged.launch(*a, o)}
+             "gluon": lambda o, a=args: gluon_paged.launch(*a, o),
+             "gluon_sf_load": lambda o, a=args: gluon_paged.launch(*a, o, sf_by_tma=False)}
     for name, call in calls.items():
         out = torch.full((batch * next_n, max_len), float("nan"), device="cuda", dtype=dtype)
         call(out)

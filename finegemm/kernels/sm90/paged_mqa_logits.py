@@ -34,6 +34,7 @@ import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
     mbarrier,
     tma,
     warpgroup_mma,
@@ -123,39 +124,58 @@ def _next_owned(b, s, item, batch, b_stop, s_stop, sub, ctx_ptr, stride_ctx_b, s
 
 
 @gluon.jit
-def _fill_slot(kv_desc, kv_smem, bars, j, load, b, s, table_ptr, stride_table, num_blocks,
-               rows_per_page, PAGE: gl.constexpr):
-    """Complete slot ``j``'s barrier once for item ``(b, s)``: a TMA load of its tile ``j`` where ``load``,
-    else a plain arrive (every slot's barrier completes once an item, so all share one phase)."""
+def _tile_page(table_ptr, b, s, j, stride_table, num_blocks, BKV: gl.constexpr, PAGE: gl.constexpr):
+    """The cache block of tile ``j`` of item ``(b, s)``."""
+    return _page(table_ptr, b.to(gl.int64), stride_table, s * _SPLIT + j * BKV, num_blocks, PAGE)
+
+
+@gluon.jit
+def _fill_slot(kv_desc, sf_desc, kv_smem, sf_smem, bars, j, load, s, page, rows_per_page, PAGE: gl.constexpr,
+               SF_TMA: gl.constexpr):
+    """Complete slot ``j``'s barrier once for item ``(b, s)``: where ``load``, TMA loads of its tile ``j`` at
+    cache block ``page`` (:func:`_tile_page`), the 64 keys' values and (``SF_TMA``) their scales,
+    the ``4 * 64 / D`` rows after the block's values at the tile's offset; else a plain arrive (every slot's
+    barrier completes once an item, so all share one phase)."""
     if load:
-        key = s * _SPLIT + j * kv_desc.block_type.shape[0]
-        row = _page(table_ptr, b.to(gl.int64), stride_table, key, num_blocks, PAGE) * rows_per_page
-        mbarrier.expect(bars.index(j), kv_desc.block_type.nbytes)
+        BKV: gl.constexpr = kv_desc.block_type.shape[0]
+        D: gl.constexpr = kv_desc.block_type.shape[1]
+        key = s * _SPLIT + j * BKV
+        row = page * rows_per_page
+        if not SF_TMA:
+            mbarrier.expect(bars.index(j), kv_desc.block_type.nbytes)
+        else:
+            fence_async_shared()  # the threads' reads of the slot's old scales before the TMA rewrites them
+            mbarrier.expect(bars.index(j), kv_desc.block_type.nbytes + sf_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(sf_desc, [row + PAGE + (key % PAGE) * 4 // D, 0], bars.index(j),
+                                            sf_smem.index(j))
         tma.async_copy_global_to_shared(kv_desc, [row + key % PAGE, 0], bars.index(j), kv_smem.index(j))
     else:
         mbarrier.arrive(bars.index(j))
 
 
 @gluon.jit
-def _load_tiles(kv_desc, kv_smem, bars, j_lo, n_tiles, b, s, table_ptr, stride_table, num_blocks, rows_per_page,
-                PAGE: gl.constexpr, TILES: gl.constexpr):
+def _load_tiles(kv_desc, sf_desc, kv_smem, sf_smem, bars, j_lo, n_tiles, b, s, table_ptr, stride_table, num_blocks,
+                rows_per_page, PAGE: gl.constexpr, TILES: gl.constexpr, SF_TMA: gl.constexpr):
     """:func:`_fill_slot` for slots ``j_lo .. TILES - 1`` of item ``(b, s)``, which has ``n_tiles`` tiles."""
+    BKV: gl.constexpr = kv_desc.block_type.shape[0]
     for j in gl.static_range(TILES):
         if j >= j_lo:
-            _fill_slot(kv_desc, kv_smem, bars, j, j < n_tiles, b, s, table_ptr, stride_table, num_blocks,
-                       rows_per_page, PAGE)
+            page = _tile_page(table_ptr, b, s, j, stride_table, num_blocks, BKV, PAGE)
+            _fill_slot(kv_desc, sf_desc, kv_smem, sf_smem, bars, j, j < n_tiles, s, page, rows_per_page, PAGE, SF_TMA)
 
 
 @gluon.jit
-def paged_mqa_logits_kernel(q_desc, kv_desc, sf_ptr, w_ptr, ctx_ptr, table_ptr, meta_ptr, out_ptr,
+def paged_mqa_logits_kernel(q_desc, kv_desc, sf_desc, sf_ptr, w_ptr, ctx_ptr, table_ptr, meta_ptr, out_ptr,
                             batch, num_blocks, max_blocks, max_context_len, rows_per_page, stride_page_sf,
                             sf_offset, stride_ws, stride_ctx_b, stride_ctx_t, stride_table, stride_out,
                             NEXT_N: gl.constexpr, HEADS: gl.constexpr, PAGE: gl.constexpr,
-                            SUBS_: gl.constexpr, CTX_2D: gl.constexpr):
+                            SUBS_: gl.constexpr, CTX_2D: gl.constexpr, SF_TMA: gl.constexpr = True):
     """Program ``(slot, sub)``: the items of its schedule slot's run numbered ``sub`` mod ``SUBS_``. Tile
     ``j`` of the next owned item is loaded into slot ``j`` as soon as this item's tile ``j`` is reduced (and
     the slots this item leaves unused right after it), so the next item's pages arrive under this one's
-    WGMMAs and epilogues; the query rows are reloaded only when the sequence changes."""
+    WGMMAs and epilogues; the query rows are reloaded only when the sequence changes. With ``SF_TMA``
+    the tile's key scales come with its values (TMA, into ``sf_smem``), else from ``sf_ptr`` by a load
+    after the tile's WGMMA is issued."""
     ROWS: gl.constexpr = NEXT_N * HEADS
     BKV: gl.constexpr = kv_desc.block_type.shape[0]
     TILES: gl.constexpr = _SPLIT // BKV
@@ -172,6 +192,11 @@ def paged_mqa_logits_kernel(q_desc, kv_desc, sf_ptr, w_ptr, ctx_ptr, table_ptr, 
     key_cap = gl.minimum(max_context_len, max_blocks * PAGE)
 
     q_smem, kv_smem, bars = alloc_ring(q_desc, kv_desc, TILES)
+    if not SF_TMA:
+        sf_smem = kv_smem  # unused
+    else:
+        sf_smem = gl.allocate_shared_memory(sf_desc.dtype, [TILES] + sf_desc.block_type.shape, sf_desc.layout)
+    flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[0])
     q_bar = bars.index(TILES)
     q_t = q_smem.permute((1, 0))
     zero = gl.zeros([BKV, ROWS], gl.float32, acc_layout)
@@ -185,8 +210,8 @@ def paged_mqa_logits_kernel(q_desc, kv_desc, sf_ptr, w_ptr, ctx_ptr, table_ptr, 
     n_keys, n_tiles = _item_tiles(ctx_ptr, b, s, batch, stride_ctx_b, stride_ctx_t, key_cap, BKV, TILES, NEXT_N,
                                   CTX_2D)
     if ok == 1:
-        _load_tiles(kv_desc, kv_smem, bars, 0, n_tiles, b, s, table_ptr, stride_table, num_blocks, rows_per_page,
-                    PAGE, TILES)
+        _load_tiles(kv_desc, sf_desc, kv_smem, sf_smem, bars, 0, n_tiles, b, s, table_ptr, stride_table, num_blocks,
+                    rows_per_page, PAGE, TILES, SF_TMA)
     q_b = b0 * 0 - 1  # the sequence whose query rows q_smem holds
     done = b0 * 0  # items this program ran: the phase of every kv barrier
     q_loads = b0 * 0
@@ -210,18 +235,23 @@ def paged_mqa_logits_kernel(q_desc, kv_desc, sf_ptr, w_ptr, ctx_ptr, table_ptr, 
             mbarrier.wait(bars.index(j), phase)
             acc = warpgroup_mma(kv_smem.index(j), q_t, zero, use_acc=False, is_async=True)
             k = k0 + j * BKV + kt
-            page = _page(table_ptr, b64, stride_table, k0 + j * BKV, num_blocks, PAGE)
-            sf = gl.load(sf_ptr + page.to(gl.int64) * stride_page_sf + sf_offset + (k0 + j * BKV) % PAGE + kt,
-                         mask=k < n_keys, other=0.0)
+            # the next item's page for slot j, looked up while the WGMMA runs
+            next_page = _tile_page(table_ptr, nb, ns, j, stride_table, num_blocks, BKV, PAGE)
+            if not SF_TMA:
+                page = _page(table_ptr, b64, stride_table, k0 + j * BKV, num_blocks, PAGE)
+                sf = gl.load(sf_ptr + page.to(gl.int64) * stride_page_sf + sf_offset + (k0 + j * BKV) % PAGE + kt,
+                             mask=k < n_keys, other=0.0)
+            else:  # keys past the context hold any scale: their logits are masked (_tile_logits)
+                sf = sf_smem.index(j)._reinterpret(gl.float32, [BKV], flat).load(row_layout)
             acc = warpgroup_mma_wait(0, deps=(acc,))
             # slot j is free: the next item's tile j
-            _fill_slot(kv_desc, kv_smem, bars, j, j < nn_tiles, nb, ns, table_ptr, stride_table, num_blocks,
-                       rows_per_page, PAGE)
+            _fill_slot(kv_desc, sf_desc, kv_smem, sf_smem, bars, j, j < nn_tiles, ns, next_page, rows_per_page, PAGE,
+                       SF_TMA)
             _tile_logits(acc, sf, w, col_t, k, b64, ctx_ptr, b, stride_ctx_b, stride_ctx_t, key_cap,
                          max_context_len, out_ptr, stride_out, NEXT_N, CTX_2D)
         # the slots this item did not use (its barriers completed by an arrive last round) serve the next
-        _load_tiles(kv_desc, kv_smem, bars, n_tiles, nn_tiles, nb, ns, table_ptr, stride_table, num_blocks,
-                    rows_per_page, PAGE, TILES)
+        _load_tiles(kv_desc, sf_desc, kv_smem, sf_smem, bars, n_tiles, nn_tiles, nb, ns, table_ptr, stride_table,
+                    num_blocks, rows_per_page, PAGE, TILES, SF_TMA)
         done += 1
         b = nb
         s = ns
@@ -250,7 +280,7 @@ def dispatched(next_n: int, heads: int, head_dim: int, kv_cache: torch.Tensor) -
 
 
 def launch(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, context_lens: torch.Tensor,
-           block_table: torch.Tensor, schedule_meta: torch.Tensor, out: torch.Tensor) -> None:
+           block_table: torch.Tensor, schedule_meta: torch.Tensor, out: torch.Tensor, sf_by_tma: bool = True) -> None:
     """Launch on validated tensors (as api/attention.py's ``fp8_paged_mqa_logits`` passes them; the
     ``-inf`` clean-up of unwritten columns stays the Triton launcher's).
 
@@ -272,7 +302,7 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, conte
     key = (q.data_ptr(), q.shape, kv_cache.data_ptr(), kv_cache.shape, kv_cache.stride(), weights.data_ptr(),
            weights.shape, weights.stride(), context_lens.data_ptr(), context_lens.shape, context_lens.stride(),
            block_table.data_ptr(), block_table.shape, block_table.stride(), schedule_meta.data_ptr(),
-           schedule_meta.shape, out.data_ptr(), out.shape, out.stride(), out.dtype, q.get_device())
+           schedule_meta.shape, out.data_ptr(), out.shape, out.stride(), out.dtype, q.get_device(), sf_by_tma)
 
     def build() -> list:
         q2 = q.reshape(batch * rows, head_dim)
@@ -286,12 +316,19 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, conte
         q_desc = TensorDescriptor(q2, list(q2.shape), list(q2.stride()), [rows, head_dim], q_layout)
         kv_desc = TensorDescriptor(values, list(values.shape), list(values.stride()), [BLOCK_KV, head_dim],
                                    kv_layout)
+        # the rows through the last block's scales: a tile's 64 scales are 256 bytes, 4 * 64 / D rows of D bytes
+        scale_rows = value_rows + 4 * block_kv // head_dim
+        sf_rows = torch.as_strided(kv_cache, (scale_rows, head_dim), (head_dim, 1)).view(torch.float32)
+        sf_layout = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=2)
+        sf_desc = TensorDescriptor(sf_rows, list(sf_rows.shape), list(sf_rows.stride()),
+                                   [4 * BLOCK_KV // head_dim, head_dim // 4], sf_layout)
         ctx_2d = context_lens.dim() == 2
-        args = (q_desc, kv_desc, scales, weights, context_lens, block_table, schedule_meta, out,
+        args = (q_desc, kv_desc, sf_desc, scales, weights, context_lens, block_table, schedule_meta, out,
                 batch, num_blocks, block_table.shape[1], out.shape[1], rows_per_page, kv_cache.stride(0) // 4,
                 block_kv * head_dim // 4, weights.stride(0), context_lens.stride(0),
                 context_lens.stride(1) if ctx_2d else 0, block_table.stride(0), out.stride(0))
-        meta = dict(NEXT_N=next_n, HEADS=heads, PAGE=block_kv, SUBS_=SUBS, CTX_2D=ctx_2d, num_warps=4)
+        meta = dict(NEXT_N=next_n, HEADS=heads, PAGE=block_kv, SUBS_=SUBS, CTX_2D=ctx_2d, SF_TMA=sf_by_tma,
+                    num_warps=4)
         return [(paged_mqa_logits_kernel, (num_slots, SUBS), args, meta)]
 
     launcher.replay_or_record(_recordings, key, build, MAX_RECORDINGS)

@@ -96,11 +96,11 @@ def _item_keys(ctx_ptr, b, stride_ctx_b, stride_ctx_t, cap, NEXT_N: gl.constexpr
 @gluon.jit
 def _item_tiles(ctx_ptr, b, s, batch, stride_ctx_b, stride_ctx_t, key_cap, BKV: gl.constexpr, TILES: gl.constexpr,
                 NEXT_N: gl.constexpr, CTX_2D: gl.constexpr):
-    """``(n_keys, n_tiles)`` of item ``(b, s)``: its sequence's largest context capped at ``key_cap``, and how
-    many of the item's ``TILES`` key tiles hold keys below it. Past the run ``b`` can be ``batch``: the
+    """How many of item ``(b, s)``'s ``TILES`` key tiles hold keys below its sequence's largest context
+    (capped at ``key_cap``). Past the run ``b`` can be ``batch``: the
     lens read is clamped to a real row, and the caller does not use the result."""
     n_keys = _item_keys(ctx_ptr, gl.minimum(b, batch - 1), stride_ctx_b, stride_ctx_t, key_cap, NEXT_N, CTX_2D)
-    return n_keys, gl.minimum(gl.maximum(gl.cdiv(n_keys - s * _SPLIT, BKV), 0), TILES)
+    return gl.minimum(gl.maximum(gl.cdiv(n_keys - s * _SPLIT, BKV), 0), TILES)
 
 
 @gluon.jit
@@ -130,10 +130,9 @@ def _tile_page(table_ptr, b, s, j, stride_table, num_blocks, BKV: gl.constexpr, 
 
 
 @gluon.jit
-def _fill_slot(kv_desc, sf_desc, kv_smem, sf_smem, bars, j, load, s, page, rows_per_page, PAGE: gl.constexpr,
-               SF_TMA: gl.constexpr):
+def _fill_slot(kv_desc, sf_desc, kv_smem, sf_smem, bars, j, load, s, page, rows_per_page, PAGE: gl.constexpr):
     """Complete slot ``j``'s barrier once for item ``(b, s)``: where ``load``, TMA loads of its tile ``j`` at
-    cache block ``page`` (:func:`_tile_page`), the 64 keys' values and (``SF_TMA``) their scales,
+    cache block ``page`` (:func:`_tile_page`), the 64 keys' values and their scales,
     the ``4 * 64 / D`` rows after the block's values at the tile's offset; else a plain arrive (every slot's
     barrier completes once an item, so all share one phase)."""
     if load:
@@ -141,13 +140,10 @@ def _fill_slot(kv_desc, sf_desc, kv_smem, sf_smem, bars, j, load, s, page, rows_
         D: gl.constexpr = kv_desc.block_type.shape[1]
         key = s * _SPLIT + j * BKV
         row = page * rows_per_page
-        if not SF_TMA:
-            mbarrier.expect(bars.index(j), kv_desc.block_type.nbytes)
-        else:
-            fence_async_shared()  # the threads' reads of the slot's old scales before the TMA rewrites them
-            mbarrier.expect(bars.index(j), kv_desc.block_type.nbytes + sf_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(sf_desc, [row + PAGE + (key % PAGE) * 4 // D, 0], bars.index(j),
-                                            sf_smem.index(j))
+        fence_async_shared()  # the threads' reads of the slot's old scales before the TMA rewrites them
+        mbarrier.expect(bars.index(j), kv_desc.block_type.nbytes + sf_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(sf_desc, [row + PAGE + (key % PAGE) * 4 // D, 0], bars.index(j),
+                                        sf_smem.index(j))
         tma.async_copy_global_to_shared(kv_desc, [row + key % PAGE, 0], bars.index(j), kv_smem.index(j))
     else:
         mbarrier.arrive(bars.index(j))
@@ -155,27 +151,26 @@ def _fill_slot(kv_desc, sf_desc, kv_smem, sf_smem, bars, j, load, s, page, rows_
 
 @gluon.jit
 def _load_tiles(kv_desc, sf_desc, kv_smem, sf_smem, bars, j_lo, n_tiles, b, s, table_ptr, stride_table, num_blocks,
-                rows_per_page, PAGE: gl.constexpr, TILES: gl.constexpr, SF_TMA: gl.constexpr):
+                rows_per_page, PAGE: gl.constexpr, TILES: gl.constexpr):
     """:func:`_fill_slot` for slots ``j_lo .. TILES - 1`` of item ``(b, s)``, which has ``n_tiles`` tiles."""
     BKV: gl.constexpr = kv_desc.block_type.shape[0]
     for j in gl.static_range(TILES):
         if j >= j_lo:
             page = _tile_page(table_ptr, b, s, j, stride_table, num_blocks, BKV, PAGE)
-            _fill_slot(kv_desc, sf_desc, kv_smem, sf_smem, bars, j, j < n_tiles, s, page, rows_per_page, PAGE, SF_TMA)
+            _fill_slot(kv_desc, sf_desc, kv_smem, sf_smem, bars, j, j < n_tiles, s, page, rows_per_page, PAGE)
 
 
 @gluon.jit
-def paged_mqa_logits_kernel(q_desc, kv_desc, sf_desc, sf_ptr, w_ptr, ctx_ptr, table_ptr, meta_ptr, out_ptr,
-                            batch, num_blocks, max_blocks, max_context_len, rows_per_page, stride_page_sf,
-                            sf_offset, stride_ws, stride_ctx_b, stride_ctx_t, stride_table, stride_out,
+def paged_mqa_logits_kernel(q_desc, kv_desc, sf_desc, w_ptr, ctx_ptr, table_ptr, meta_ptr, out_ptr,
+                            batch, num_blocks, max_blocks, max_context_len, rows_per_page,
+                            stride_ws, stride_ctx_b, stride_ctx_t, stride_table, stride_out,
                             NEXT_N: gl.constexpr, HEADS: gl.constexpr, PAGE: gl.constexpr,
-                            SUBS_: gl.constexpr, CTX_2D: gl.constexpr, SF_TMA: gl.constexpr = True):
+                            SUBS_: gl.constexpr, CTX_2D: gl.constexpr):
     """Program ``(slot, sub)``: the items of its schedule slot's run numbered ``sub`` mod ``SUBS_``. Tile
     ``j`` of the next owned item is loaded into slot ``j`` as soon as this item's tile ``j`` is reduced (and
     the slots this item leaves unused right after it), so the next item's pages arrive under this one's
-    WGMMAs and epilogues; the query rows are reloaded only when the sequence changes. With ``SF_TMA``
-    the tile's key scales come with its values (TMA, into ``sf_smem``), else from ``sf_ptr`` by a load
-    after the tile's WGMMA is issued."""
+    WGMMAs and epilogues; the query rows are reloaded only when the sequence changes. A tile's key scales
+    come with its values (TMA, into ``sf_smem``)."""
     ROWS: gl.constexpr = NEXT_N * HEADS
     BKV: gl.constexpr = kv_desc.block_type.shape[0]
     TILES: gl.constexpr = _SPLIT // BKV
@@ -192,10 +187,7 @@ def paged_mqa_logits_kernel(q_desc, kv_desc, sf_desc, sf_ptr, w_ptr, ctx_ptr, ta
     key_cap = gl.minimum(max_context_len, max_blocks * PAGE)
 
     q_smem, kv_smem, bars = alloc_ring(q_desc, kv_desc, TILES)
-    if not SF_TMA:
-        sf_smem = kv_smem  # unused
-    else:
-        sf_smem = gl.allocate_shared_memory(sf_desc.dtype, [TILES] + sf_desc.block_type.shape, sf_desc.layout)
+    sf_smem = gl.allocate_shared_memory(sf_desc.dtype, [TILES] + sf_desc.block_type.shape, sf_desc.layout)
     flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[0])
     q_bar = bars.index(TILES)
     q_t = q_smem.permute((1, 0))
@@ -207,18 +199,18 @@ def paged_mqa_logits_kernel(q_desc, kv_desc, sf_desc, sf_ptr, w_ptr, ctx_ptr, ta
 
     b, s, item, ok = _next_owned(b0, s0, b0 * 0, batch, b_stop, s_stop, sub, ctx_ptr, stride_ctx_b, stride_ctx_t,
                                  SUBS_, NEXT_N, CTX_2D)
-    n_keys, n_tiles = _item_tiles(ctx_ptr, b, s, batch, stride_ctx_b, stride_ctx_t, key_cap, BKV, TILES, NEXT_N,
+    n_tiles = _item_tiles(ctx_ptr, b, s, batch, stride_ctx_b, stride_ctx_t, key_cap, BKV, TILES, NEXT_N,
                                   CTX_2D)
     if ok == 1:
         _load_tiles(kv_desc, sf_desc, kv_smem, sf_smem, bars, 0, n_tiles, b, s, table_ptr, stride_table, num_blocks,
-                    rows_per_page, PAGE, TILES, SF_TMA)
+                    rows_per_page, PAGE, TILES)
     q_b = b0 * 0 - 1  # the sequence whose query rows q_smem holds
     done = b0 * 0  # items this program ran: the phase of every kv barrier
     q_loads = b0 * 0
     while ok == 1:
         nb, ns, nitem, nok = _next_owned(b, s + 1, item + 1, batch, b_stop, s_stop, sub, ctx_ptr, stride_ctx_b,
                                          stride_ctx_t, SUBS_, NEXT_N, CTX_2D)
-        nn_keys, nn_tiles = _item_tiles(ctx_ptr, nb, ns, batch, stride_ctx_b, stride_ctx_t, key_cap, BKV, TILES,
+        nn_tiles = _item_tiles(ctx_ptr, nb, ns, batch, stride_ctx_b, stride_ctx_t, key_cap, BKV, TILES,
                                         NEXT_N, CTX_2D)
         nn_tiles = gl.where(nok == 1, nn_tiles, 0)
         b64 = b.to(gl.int64)
@@ -237,27 +229,21 @@ def paged_mqa_logits_kernel(q_desc, kv_desc, sf_desc, sf_ptr, w_ptr, ctx_ptr, ta
             k = k0 + j * BKV + kt
             # the next item's page for slot j, looked up while the WGMMA runs
             next_page = _tile_page(table_ptr, nb, ns, j, stride_table, num_blocks, BKV, PAGE)
-            if not SF_TMA:
-                page = _page(table_ptr, b64, stride_table, k0 + j * BKV, num_blocks, PAGE)
-                sf = gl.load(sf_ptr + page.to(gl.int64) * stride_page_sf + sf_offset + (k0 + j * BKV) % PAGE + kt,
-                             mask=k < n_keys, other=0.0)
-            else:  # keys past the context hold any scale: their logits are masked (_tile_logits)
-                sf = sf_smem.index(j)._reinterpret(gl.float32, [BKV], flat).load(row_layout)
+            # keys past the context hold any scale: their logits are masked (_tile_logits)
+            sf = sf_smem.index(j)._reinterpret(gl.float32, [BKV], flat).load(row_layout)
             acc = warpgroup_mma_wait(0, deps=(acc,))
             # slot j is free: the next item's tile j
-            _fill_slot(kv_desc, sf_desc, kv_smem, sf_smem, bars, j, j < nn_tiles, ns, next_page, rows_per_page, PAGE,
-                       SF_TMA)
+            _fill_slot(kv_desc, sf_desc, kv_smem, sf_smem, bars, j, j < nn_tiles, ns, next_page, rows_per_page, PAGE)
             _tile_logits(acc, sf, w, col_t, k, b64, ctx_ptr, b, stride_ctx_b, stride_ctx_t, key_cap,
                          max_context_len, out_ptr, stride_out, NEXT_N, CTX_2D)
         # the slots this item did not use (its barriers completed by an arrive last round) serve the next
         _load_tiles(kv_desc, sf_desc, kv_smem, sf_smem, bars, n_tiles, nn_tiles, nb, ns, table_ptr, stride_table,
-                    num_blocks, rows_per_page, PAGE, TILES, SF_TMA)
+                    num_blocks, rows_per_page, PAGE, TILES)
         done += 1
         b = nb
         s = ns
         item = nitem
         ok = nok
-        n_keys = nn_keys
         n_tiles = nn_tiles
 
 
@@ -280,7 +266,7 @@ def dispatched(next_n: int, heads: int, head_dim: int, kv_cache: torch.Tensor) -
 
 
 def launch(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, context_lens: torch.Tensor,
-           block_table: torch.Tensor, schedule_meta: torch.Tensor, out: torch.Tensor, sf_by_tma: bool = True) -> None:
+           block_table: torch.Tensor, schedule_meta: torch.Tensor, out: torch.Tensor, subs: int = 0) -> None:
     """Launch on validated tensors (as api/attention.py's ``fp8_paged_mqa_logits`` passes them; the
     ``-inf`` clean-up of unwritten columns stays the Triton launcher's).
 
@@ -302,7 +288,7 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, conte
     key = (q.data_ptr(), q.shape, kv_cache.data_ptr(), kv_cache.shape, kv_cache.stride(), weights.data_ptr(),
            weights.shape, weights.stride(), context_lens.data_ptr(), context_lens.shape, context_lens.stride(),
            block_table.data_ptr(), block_table.shape, block_table.stride(), schedule_meta.data_ptr(),
-           schedule_meta.shape, out.data_ptr(), out.shape, out.stride(), out.dtype, q.get_device(), sf_by_tma)
+           schedule_meta.shape, out.data_ptr(), out.shape, out.stride(), out.dtype, q.get_device(), subs)
 
     def build() -> list:
         q2 = q.reshape(batch * rows, head_dim)
@@ -310,7 +296,6 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, conte
         # the value rows up to the last block's own (its scale rows and any padding may end the storage)
         value_rows = (num_blocks - 1) * rows_per_page + block_kv
         values = torch.as_strided(kv_cache, (value_rows, head_dim), (head_dim, 1)).view(torch.float8_e4m3fn)
-        scales = kv_cache.view(torch.float32)  # same storage, fp32 elements
         q_layout = gl.NVMMASharedLayout.get_default_for([rows, head_dim], _GL_E4M3)
         kv_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_KV, head_dim], _GL_E4M3)
         q_desc = TensorDescriptor(q2, list(q2.shape), list(q2.stride()), [rows, head_dim], q_layout)
@@ -323,13 +308,13 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, conte
         sf_desc = TensorDescriptor(sf_rows, list(sf_rows.shape), list(sf_rows.stride()),
                                    [4 * BLOCK_KV // head_dim, head_dim // 4], sf_layout)
         ctx_2d = context_lens.dim() == 2
-        args = (q_desc, kv_desc, sf_desc, scales, weights, context_lens, block_table, schedule_meta, out,
-                batch, num_blocks, block_table.shape[1], out.shape[1], rows_per_page, kv_cache.stride(0) // 4,
-                block_kv * head_dim // 4, weights.stride(0), context_lens.stride(0),
+        args = (q_desc, kv_desc, sf_desc, weights, context_lens, block_table, schedule_meta, out,
+                batch, num_blocks, block_table.shape[1], out.shape[1], rows_per_page, weights.stride(0),
+                context_lens.stride(0),
                 context_lens.stride(1) if ctx_2d else 0, block_table.stride(0), out.stride(0))
-        meta = dict(NEXT_N=next_n, HEADS=heads, PAGE=block_kv, SUBS_=SUBS, CTX_2D=ctx_2d, SF_TMA=sf_by_tma,
-                    num_warps=4)
-        return [(paged_mqa_logits_kernel, (num_slots, SUBS), args, meta)]
+        ctas = subs or SUBS
+        meta = dict(NEXT_N=next_n, HEADS=heads, PAGE=block_kv, SUBS_=ctas, CTX_2D=ctx_2d, num_warps=4)
+        return [(paged_mqa_logits_kernel, (num_slots, ctas), args, meta)]
 
     launcher.replay_or_record(_recordings, key, build, MAX_RECORDINGS)
 

@@ -69,8 +69,7 @@ for batch, next_n, heads, avg, logits in CASES:
     args = (q, cache, w, ctx, table, meta)
     calls = {"triton": lambda o, a=args, c=cfg: launch_paged_mqa_logits(*a, o, False, c),
              "gluon": lambda o, a=args: gluon_paged.launch(*a, o),
-             "gluon_subs5": lambda o, a=args: gluon_paged.launch(*a, o, subs=5),
-             "gluon_subs6": lambda o, a=args: gluon_paged.launch(*a, o, subs=6)}
+             "gluon_subs4": lambda o, a=args: gluon_paged.launch(*a, o, subs=4)}
     for name, call in calls.items():
         out = torch.full((batch * next_n, max_len), float("nan"), device="cuda", dtype=dtype)
         call(out)

@@ -36,7 +36,7 @@ def _compile(next_n, heads, out, ctx_2d=False, page=64):
     for name in ("batch", "num_blocks", "max_blocks", "max_context_len", "rows_per_page", "stride_ws",
                  "stride_ctx_b", "stride_ctx_t", "stride_table", "stride_out"):
         sig[name] = "i32"
-    consts = dict(NEXT_N=next_n, HEADS=heads, PAGE=page, SUBS_=m.SUBS, CTX_2D=ctx_2d)
+    consts = dict(NEXT_N=next_n, HEADS=heads, PAGE=page, SUBS_=m.ctas_per_slot(next_n * heads), CTX_2D=ctx_2d)
     sig.update({k: "constexpr" for k in consts})
     restore_language()  # interpreted CPU tests earlier in this process may have left tl patched
     return triton.compile(GluonASTSource(m.paged_mqa_logits_kernel, sig, consts), target=TARGET,
@@ -47,8 +47,14 @@ def _compile(next_n, heads, out, ctx_2d=False, page=64):
 @pytest.mark.parametrize("out,ctx_2d", [("fp32", False), ("bf16", True)])
 def test_compiles(next_n, heads, out, ctx_2d):
     _, usage = assert_async_wgmma_kernel(_compile(next_n, heads, out, ctx_2d), mqa_ptx_must_contain(next_n * heads))
-    if next_n * heads <= 128:  # four CTAs an SM (65536 / (4 * 128 threads)), with either lens form
-        assert usage["REG"] <= 128, usage
+    if next_n * heads <= 128:  # four CTAs an SM (65536 / (4 * 128 threads)), five up to 64 rows
+        assert usage["REG"] <= (128 if next_n * heads > 64 else 96), usage
+
+
+def test_ctas_per_slot():
+    from finegemm.kernels.sm90.paged_mqa_logits import ctas_per_slot
+
+    assert [ctas_per_slot(r) for r in (32, 64, 128, 256)] == [5, 5, 4, 4]
 
 
 def test_supported_shapes():

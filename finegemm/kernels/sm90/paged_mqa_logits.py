@@ -3,7 +3,7 @@ ReLU / head-sum epilogue one 64-key tile at a time.
 
 Same schedule, cache layout, clamping and results as the Triton kernel (kernels/portable/
 paged_mqa_logits.py, whose docstring states them): program ``(slot, sub)`` walks its schedule slot's run of
-256-key items (``SPLIT_KV``) and takes every ``SUBS``-th one. What differs is how an item runs:
+256-key items (``SPLIT_KV``) and takes every ``subs``-th one (:func:`ctas_per_slot`). What differs is how an item runs:
 
 - the fused cache is read as a 2-D e4m3 tensor of ``D``-byte rows: block ``p``'s ``block_kv`` value rows
   are rows ``p * stride(0) / D + [0, block_kv)`` (the scales follow as ``4 * block_kv / D`` more rows,
@@ -12,7 +12,10 @@ paged_mqa_logits.py, whose docstring states them): program ``(slot, sub)`` walks
 - a ring of four slots, one per 64-key tile of an item: each tile runs ``wgmma(kv_tile [64, D],
   q^T [D, next_n * H])`` and its epilogue, and its slot is refilled at once with the same tile of the
   program's next item (the schedule walked one item ahead), so loads run under the math; the query
-  rows are reloaded only when the sequence changes; four CTAs an SM (``SUBS``) overlap each other too;
+  rows are reloaded only when the sequence changes; four or five CTAs an SM overlap each other too;
+- a tile's 64 key scales (256 bytes after the page's values) come by TMA with its values, and the next
+  item's page is looked up while the WGMMA runs: no dependent global loads between a tile's WGMMA and
+  its epilogue;
 - the epilogue applies ``kv_sf`` after the head sum as the prefill kernel does
   (:func:`.mqa_logits.weighted_relu`: ``relu(x sf) = sf (x + sign(sf)|x|) / 2``, exact for either sign).
 
@@ -48,7 +51,13 @@ from .mqa_logits import _acc_layout, _add, alloc_ring, weighted_relu
 
 BLOCK_KV = 64  # keys per WGMMA tile (the M of the instruction)
 _SPLIT = gl.constexpr(SPLIT_KV)  # keys per schedule item, readable inside the kernel
-SUBS = 4  # CTAs per schedule slot (four fit an SM: 48 KB of shared memory, ~120 registers)
+def ctas_per_slot(rows: int) -> int:
+    """CTAs per schedule slot (one slot an SM): five where five fit an SM (up to 64 query rows: ~41 KB of
+    shared memory, <= 78 registers), else four (128 rows: 49 KB, 126 registers). H200, DeepGEMM's paged
+    anchors, us, five / four (results/paged-mqa-sm90-probe-h200-2026-12-03-c42649d-subs.json): B=256 ctx
+    8192 n=1 H=64 85.0 / 86.9, ctx 65536 n=1 H=64 588.5 / 617.7, n=2 H=32 600.6 / 608.0; at 128 rows five
+    lose (137.3 / 101.5 at B=256 n=2 H=64), six lose everywhere."""
+    return 5 if rows <= 64 else 4
 _GL_E4M3 = gl.float8e4nv
 
 
@@ -312,7 +321,7 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, conte
                 batch, num_blocks, block_table.shape[1], out.shape[1], rows_per_page, weights.stride(0),
                 context_lens.stride(0),
                 context_lens.stride(1) if ctx_2d else 0, block_table.stride(0), out.stride(0))
-        ctas = subs or SUBS
+        ctas = subs or ctas_per_slot(rows)
         meta = dict(NEXT_N=next_n, HEADS=heads, PAGE=block_kv, SUBS_=ctas, CTX_2D=ctx_2d, num_warps=4)
         return [(paged_mqa_logits_kernel, (num_slots, ctas), args, meta)]
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# What the next GPU session should rerun first (state at the end of the 6th session of 2026-12-03,
-# benchmarks/NOTES.md v8), in H200 calls of under 10 minutes each:
+# What the next GPU session should rerun first (state at the end of the 7th session of 2026-12-03,
+# benchmarks/NOTES.md v9), in H200 calls of under 10 minutes each:
 #   bash scripts/gpu_pending.sh 1   the MQA GPU tests (prefill, paged, the API), the prefill probe (tensor-core head
 #                                   sum at every CTA shape) and the paged probe (harness timer, host time per call)
 #   bash scripts/gpu_pending.sh 2   the dense / weight-gradient harness, the harness mqa suite, the GEMM GPU tests,

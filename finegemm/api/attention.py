@@ -7,11 +7,11 @@ query heads, FP8 e4m3 inputs, FP32 math) with ``-inf`` where key ``j`` is outsid
 Backends: one Triton kernel per op (kernels/portable/mqa_logits.py, kernels/portable/paged_mqa_logits.py)
 whose configs come from a heuristic: Hopper tiles (``tl.dot`` compiles to WGMMA there) on sm_90 with
 ``FINEGEMM_BACKEND`` ``auto`` or ``sm90``, portable tiles elsewhere or with ``portable``; CPU tensors run
-through Triton's interpreter. On sm_90 the full form of ``fp8_mqa_logits`` at head dim 32, 64 or 128
-(16-128 heads, contiguous inputs) runs the Gluon kernel of kernels/sm90/mqa_logits.py instead, which sums
-the heads on the tensor cores from ReLU'd scores rounded to bf16 (calc_diff ~3e-6 against float64;
-``FINEGEMM_MQA_FP32_SUM=1`` keeps DeepGEMM's FP32 sum, on the Gluon kernel at head dim 128 and 32-128
-heads, on Triton elsewhere; the rules and measurements: ``mqa_logits.prefill_supported``), and
+through Triton's interpreter. On sm_90 ``fp8_mqa_logits`` (full and compact form) at head dim 32, 64 or
+128 (16-128 heads, contiguous inputs) runs the Gluon kernel of kernels/sm90/mqa_logits.py instead, which
+sums the heads on the tensor cores from ReLU'd scores rounded to bf16 (calc_diff ~3e-6 against float64;
+``FINEGEMM_MQA_FP32_SUM=1`` keeps DeepGEMM's FP32 sum, on the Gluon kernel for the full form at head dim
+128 and 32-128 heads, on Triton elsewhere; the rules and measurements: ``mqa_logits.prefill_supported``), and
 ``fp8_paged_mqa_logits`` at head dim 128 with pages of 64-key multiples and up to 128 query rows a
 sequence runs kernels/sm90/paged_mqa_logits.py (``paged_mqa_logits.dispatched``; faster than the Triton
 kernel on every DeepGEMM anchor case, its docstring lists them).

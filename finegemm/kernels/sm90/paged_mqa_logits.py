@@ -22,12 +22,12 @@ paged_mqa_logits.py, whose docstring states them): program ``(slot, sub)`` walks
 Takes next_n * H in {32, 64, 128, 256} (a power of two: the WGMMA N), D = 128 and block_kv a multiple
 of 64 (:func:`supported`); the API takes it up to 128 rows (:func:`dispatched`) and runs the Triton
 kernel elsewhere. A repeated launch replays its recording (launcher.py): 18.4 us of host time a call
-instead of 98.8. H200, DeepGEMM's paged anchors (results/paged-mqa-sm90-probe-h200-2026-12-03-b33b83d.json,
+instead of 98.8. H200, DeepGEMM's paged anchors (results/paged-mqa-sm90-probe-h200-2026-12-03-f19a8e4.json,
 pages of 64, contexts avg x U(0.7, 1.3), no clean-up pass, the harness timer), this kernel vs the Triton
-one vs DeepGEMM, us: B=256 ctx 8192 n=1 H=64 92.7 / 114.5 / 79, n=2 H=64 109.6 / 208.9 / 87, n=1 H=32
-88.1 / 103.1 / 78; B=256 ctx 65536 n=2 H=32 682.5 / 1290.8 / 566, n=1 H=64 641.7 / 846.0 / 556, n=2 H=64
-785.2 / 1571.1 / 588; B=4096 ctx 8192 n=1 H=32 1223.7 / 1482.7 / 1102, n=2 H=64 1578.7 / 3120.3 / 1195,
-n=2 H=32 1374.6 / 2594.9 / 1129. (The head sum on the tensor cores, as the prefill kernel does it, measured
+one vs DeepGEMM, us: B=256 ctx 8192 n=1 H=64 84.4 / 114.9 / 79, n=2 H=64 102.8 / 208.9 / 87, n=1 H=32
+82.3 / 102.9 / 78; B=256 ctx 65536 n=2 H=32 605.8 / 1290.6 / 566, n=1 H=64 585.8 / 846.2 / 556, n=2 H=64
+744.0 / 1576.7 / 588; B=4096 ctx 8192 n=1 H=32 1138.1 / 1478.7 / 1102, n=2 H=64 1506.1 / 3105.5 / 1195,
+n=2 H=32 1203.4 / 2611.0 / 1129. (The head sum on the tensor cores, as the prefill kernel does it, measured
 slower here on all nine: 106.1 vs 92.4 us at the first, 1438.6 vs 1223.7 at the seventh.)
 """
 

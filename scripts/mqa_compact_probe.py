@@ -28,15 +28,34 @@ CASES = ((2048, 8192, 64, 32, "causal", torch.bfloat16, 167), (2048, 8192, 32, 1
 
 
 def inputs(s, skv, h, d, ranges, seed=0):
+    """``(q, kv, kv_sf, weights, start, end)`` on the GPU with the harness's ranges (``mqa_ranges``)."""
     g = torch.Generator(device="cuda").manual_seed(seed)
     q = torch.randn(s, h, d, device="cuda", generator=g).to(torch.float8_e4m3fn)
     kv = torch.randn(skv, d, device="cuda", generator=g).to(torch.float8_e4m3fn)
     sf = torch.rand(skv, device="cuda", generator=g) * 0.02 + 0.001
-    w = torch.randn(s, h, device="cuda", generator=g)
-    rng = mqa_ranges(s, skv, ranges)
-    st = torch.tensor([r[0] for r in rng], dtype=torch.int32, device="cuda")
-    en = torch.tensor([r[1] for r in rng], dtype=torch.int32, device="cuda")
-    return q, kv, sf, w, st, en
+    st, en = (torch.tensor(col, dtype=torch.int32, device="cuda") for col in zip(*mqa_ranges(s, skv, ranges)))
+    return q, kv, sf, torch.randn(s, h, device="cuda", generator=g), st, en
+
+
+def time_variants(row, variants, call, out, check_rows, want, inside, clean=True):
+    """For each ``name: extra`` of ``variants``: ``call(extra)`` into the poisoned ``out``, the calc_diff of
+    ``out[check_rows]`` on ``inside`` against ``want`` (and, ``clean``, whether ``-inf`` is exactly outside),
+    then its median time; into ``row``."""
+    for name, extra in variants.items():
+        out.fill_(float("nan"))
+        call(extra)
+        torch.cuda.synchronize()
+        got = out[check_rows]
+        if clean:
+            row[name + "_same_neg_inf"] = bool(torch.equal(torch.isneginf(got), ~inside))
+        row[name + "_calc_diff"] = float(calc_diff(got[inside].double(), want[inside]))
+        row[name + "_us"] = time_cuda(lambda e=extra: call(e), FLUSH, warmup=3, repeats=20).median_us
+
+
+def write_rows(rows, name):
+    json.dump(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows,
+                   commit=open(".commit").read().strip() if os.path.exists(".commit") else None),
+              open(os.path.join(os.environ.get("OUT", "."), name), "w"), indent=1)
 
 
 def main() -> None:
@@ -53,22 +72,12 @@ def main() -> None:
                    max_seqlen_k=max_k, deepgemm_us=dg_us, api_config=gluon_mqa.prefill_config(h, d))
         variants = {"api": {}, "rows256": dict(block_q=256 // h), "rows256_168": dict(block_q=256 // h, maxnreg=168),
                     "rows128": dict(block_q=max(1, 128 // h))}
-        for name, extra in variants.items():
-            def call(a=(q, kv, sf, w, st, en, out), max_k=max_k, extra=extra):
-                gluon_mqa.launch(*a, False, max_seqlen_k=max_k, **extra)
-
-            out.fill_(float("nan"))
-            call()
-            torch.cuda.synchronize()
-            got = out[check_rows]
-            row[name + "_calc_diff"] = float(calc_diff(got[inside].double(), want[inside]))
-            row[name + "_us"] = time_cuda(call, FLUSH, warmup=3, repeats=20).median_us
+        time_variants(row, variants, lambda extra, a=(q, kv, sf, w, st, en, out), max_k=max_k: gluon_mqa.launch(
+            *a, False, max_seqlen_k=max_k, **extra), out, check_rows, want, inside, clean=False)
         del want, inside
         rows.append(row)
         print(json.dumps(row), flush=True)
-    json.dump(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows,
-                   commit=open(".commit").read().strip() if os.path.exists(".commit") else None),
-              open(os.path.join(os.environ.get("OUT", "."), "mqa_compact_probe.json"), "w"), indent=1)
+    write_rows(rows, "mqa_compact_probe.json")
 
 
 if __name__ == "__main__":

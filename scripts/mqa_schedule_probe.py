@@ -18,12 +18,10 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from mqa_compact_probe import FLUSH, inputs  # noqa: E402
+from mqa_compact_probe import inputs, time_variants, write_rows  # noqa: E402
 
-from finegemm.bench.timer import time_cuda  # noqa: E402
 from finegemm.kernels.sm90 import mqa_logits as gluon_mqa  # noqa: E402
 from finegemm.reference import mqa as ref  # noqa: E402
-from finegemm.reference.dense import calc_diff  # noqa: E402
 
 # (S, S_kv, H, D, ranges, logits dtype, DeepGEMM us)
 CASES = ((2048, 8192, 32, 64, "cp", torch.float32, 61), (2048, 8192, 64, 128, "causal", torch.float32, 222),
@@ -45,23 +43,12 @@ def main() -> None:
         fin = ~torch.isneginf(want)
         row = dict(seq_len=s, seq_len_kv=skv, heads=h, head_dim=d, ranges=ranges, logits=str(dtype)[6:],
                    deepgemm_us=dg_us, api_config=gluon_mqa.prefill_config(h, d))
-        for name, extra in VARIANTS.items():
-            def call(a=(q, kv, sf, w, st, en, out), extra=extra):
-                gluon_mqa.launch(*a, True, **extra)
-
-            out.fill_(float("nan"))
-            call()
-            torch.cuda.synchronize()
-            got = out[check_rows]
-            row[name + "_same_neg_inf"] = bool(torch.equal(torch.isneginf(got), ~fin))
-            row[name + "_calc_diff"] = float(calc_diff(got[fin].double(), want[fin]))
-            row[name + "_us"] = time_cuda(call, FLUSH, warmup=3, repeats=20).median_us
+        time_variants(row, VARIANTS, lambda extra, a=(q, kv, sf, w, st, en, out): gluon_mqa.launch(*a, True, **extra),
+                      out, check_rows, want, fin)
         del want, fin
         rows.append(row)
         print(json.dumps(row), flush=True)
-    json.dump(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows,
-                   commit=open(".commit").read().strip() if os.path.exists(".commit") else None),
-              open(os.path.join(os.environ.get("OUT", "."), "mqa_schedule_probe.json"), "w"), indent=1)
+    write_rows(rows, "mqa_schedule_probe.json")
 
 
 if __name__ == "__main__":

@@ -241,6 +241,19 @@ def _mma_sum_tiles(kv_desc, kv_smem, q_t, bars, w_t, kv_sf_ptr, st, en, c_begin,
 
 
 @gluon.jit
+def _store_neg_inf_wide(t, q0, seq_len, seq_len_kv, out_ptr, stride_out, BLOCK_Q: gl.constexpr,
+                        BLOCK_KV_: gl.constexpr):
+    """``-inf`` at key tile ``t`` of queries ``q0 + [0, BLOCK_Q)`` in one store of 16-byte vectors (the
+    query-block rows side by side; :func:`_store_neg_inf` stores a row at a time, four lanes a key)."""
+    blk: gl.constexpr = gl.BlockedLayout([1, 4], [2, 16], [4, 1], [1, 0])
+    qi = q0 + gl.arange(0, BLOCK_Q, layout=gl.SliceLayout(1, blk))
+    kj = t * BLOCK_KV_ + gl.arange(0, BLOCK_KV_, layout=gl.SliceLayout(0, blk))
+    neg = gl.full([BLOCK_Q, BLOCK_KV_], float("-inf"), gl.float32, blk).to(out_ptr.dtype.element_ty)
+    ptrs = out_ptr + qi.to(gl.int64)[:, None] * stride_out + kj[None, :]
+    gl.store(ptrs, neg, mask=(qi < seq_len)[:, None] & (kj < seq_len_kv)[None, :])
+
+
+@gluon.jit
 def _store_neg_inf(t, q0, seq_len, seq_len_kv, out_ptr, stride_out, BLOCK_Q: gl.constexpr,
                    BLOCK_KV_: gl.constexpr, row_layout: gl.constexpr):
     kj = t * BLOCK_KV_ + gl.arange(0, BLOCK_KV_, layout=row_layout)
@@ -294,7 +307,7 @@ def mqa_logits_kernel(q_desc, kv_desc, kv_sf_ptr, w_ptr, start_ptr, end_ptr, out
                       HEADS: gl.constexpr, BLOCK_Q: gl.constexpr, STAGES_: gl.constexpr, CLEAN: gl.constexpr,
                       OVERLAP: gl.constexpr = True, SF_AFTER_SUM: gl.constexpr = False,
                       HEAD_SUM_MMA: gl.constexpr = False, COMPRESSED: gl.constexpr = False,
-                      LAST_FIRST: gl.constexpr = False):
+                      LAST_FIRST: gl.constexpr = False, WIDE_CLEAN: gl.constexpr = False):
     ROWS: gl.constexpr = BLOCK_Q * HEADS
     BKV: gl.constexpr = kv_desc.block_type.shape[0]
     gl.static_assert(ROWS <= 256, "BLOCK_Q * HEADS is the WGMMA N: at most 256")
@@ -322,7 +335,12 @@ def mqa_logits_kernel(q_desc, kv_desc, kv_sf_ptr, w_ptr, start_ptr, end_ptr, out
     c_begin = gl.minimum(gl.maximum(lo // BKV, t_begin), t_end)
     c_end = gl.minimum(gl.maximum(gl.cdiv(hi, BKV), c_begin), t_end)
     c_end = gl.where(hi > lo, c_end, c_begin)
-    if CLEAN:
+    if CLEAN and WIDE_CLEAN:
+        for t in range(t_begin, c_begin):
+            _store_neg_inf_wide(t, q0, seq_len, seq_len_kv, out_ptr, stride_out, BLOCK_Q, BKV)
+        for t in range(c_end, t_end):
+            _store_neg_inf_wide(t, q0, seq_len, seq_len_kv, out_ptr, stride_out, BLOCK_Q, BKV)
+    elif CLEAN:
         for t in range(t_begin, c_begin):
             _store_neg_inf(t, q0, seq_len, seq_len_kv, out_ptr, stride_out, BLOCK_Q, BKV, row_layout)
         for t in range(c_end, t_end):
@@ -473,7 +491,7 @@ def launch(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: torc
            end: torch.Tensor, out: torch.Tensor, clean_logits: bool, num_sms: int = 132, block_q: int | None = None,
            overlap: bool = False, sf_after_sum: bool = True, head_sum_mma: bool = True,
            maxnreg: int | None = None, stages: int = STAGES, max_seqlen_k: int = 0, last_first: bool = True,
-           tiles_per_split: int | None = None) -> None:
+           tiles_per_split: int | None = None, wide_clean: bool = False) -> None:
     """Launch on validated tensors (as api/attention.py's ``fp8_mqa_logits`` passes them).
 
     q: e4m3 ``[S, H, D]`` contiguous (seen as ``[S * H, D]``); kv: e4m3 ``[S_kv, D]`` row-major; kv_sf:
@@ -515,7 +533,7 @@ def launch(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: torc
     key = (q.data_ptr(), q.shape, kv.data_ptr(), kv.shape, kv.stride(), kv_sf.data_ptr(), kv_sf.shape,
            weights.data_ptr(), weights.shape, weights.stride(), start.data_ptr(), end.data_ptr(), start.shape,
            out.data_ptr(), out.shape, out.stride(), out.dtype, q.get_device(), bool(clean_logits), num_sms, block_q,
-           overlap, sf_after_sum, head_sum_mma, maxnreg, stages, max_seqlen_k, last_first, tiles_per_split)
+           overlap, sf_after_sum, head_sum_mma, maxnreg, stages, max_seqlen_k, last_first, tiles_per_split, wide_clean)
 
     def build() -> list:
         rows = block_q * heads
@@ -532,8 +550,7 @@ def launch(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: torc
                 weights.stride(0), out.stride(0), max_seqlen_k)
         meta = dict(HEADS=heads, BLOCK_Q=block_q, STAGES_=stages, CLEAN=bool(clean_logits), OVERLAP=overlap,
                     SF_AFTER_SUM=sf_after_sum, HEAD_SUM_MMA=head_sum_mma, COMPRESSED=compressed, LAST_FIRST=last_first,
-                    num_warps=4,
-                    **({"maxnreg": maxnreg} if maxnreg else {}))
+                    WIDE_CLEAN=wide_clean, num_warps=4, **({"maxnreg": maxnreg} if maxnreg else {}))
         return [(mqa_logits_kernel, grid, args, meta)]
 
     launcher.replay_or_record(_recordings, key, build, MAX_RECORDINGS)

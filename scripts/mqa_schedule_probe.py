@@ -34,7 +34,7 @@ CASES = ((2048, 8192, 32, 64, "cp", torch.float32, 61), (2048, 8192, 64, 128, "c
 # and their variants were named for that default
 VARIANTS = {"api": {}, "in_order": dict(last_first=False), "t32": dict(tiles_per_split=32),
             "t16": dict(tiles_per_split=16), "in_order_t32": dict(last_first=False, tiles_per_split=32),
-            "wide_clean": dict(wide_clean=True)}
+            "narrow_clean": dict(wide_clean=False), "wide_clean": dict(wide_clean=True)}
 
 
 def main() -> None:

@@ -331,20 +331,24 @@ def test_key_split_rule():
     assert m.key_splits(4096, 128, 128, None, 132) == 1
     assert m.key_splits(8, 3, 128, None, 132) == 3  # never more runs than tiles
     assert m.key_splits(100000, 1024, 128, None, 132) == 1
+    assert m.wide_clean_for(128, None) and m.wide_clean_for(256, 168) and not m.wide_clean_for(256, None)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("ranges", ["cp", "ragged"])
 def test_gpu_schedule_variants_agree(ranges):
-    """The launch order (``last_first``) and the key split (``tiles_per_split``) change which CTA computes
-    a tile, not its logits: every variant bitwise equal to the default, which matches float64."""
+    """The launch order (``last_first``), the key split (``tiles_per_split``) and the form of the ``-inf``
+    stores (``wide_clean``) change which CTA computes a tile and how
+    unreached tiles are written, not the logits: every variant bitwise equal to the default, which matches
+    float64."""
     sm90_device()
     from finegemm.kernels.sm90 import mqa_logits as m
 
     case = MqaCase(2048, 8192, 32, 64, ranges)
     q, kv, sf, w, st, en = generate_mqa(case, seed=12, device="cuda")
     outs = []
-    for extra in (dict(), dict(last_first=False), dict(tiles_per_split=7), dict(tiles_per_split=128)):
+    for extra in (dict(), dict(last_first=False), dict(tiles_per_split=7), dict(tiles_per_split=128),
+                  dict(wide_clean=True), dict(wide_clean=False)):
         out = torch.full((case.seq_len, case.seq_len_kv), float("nan"), device="cuda")
         m.launch(q, kv, sf, w, st, en, out, clean_logits=True, **extra)
         outs.append(out)

@@ -481,6 +481,16 @@ def key_splits(q_blocks: int, num_tiles: int, rows: int, maxnreg: int | None, nu
     return min(num_tiles, max(1, round(WAVES * resident_ctas(rows, maxnreg) * num_sms / q_blocks)))
 
 
+def wide_clean_for(rows: int, maxnreg: int | None) -> bool:
+    """Whether the ``-inf`` stores of a CTA's unreached key tiles go as one 16-byte-vector store of the query
+    block (``WIDE_CLEAN``) rather than a query at a time: everywhere but 256 rows at the compiler's register
+    count (32 heads, head_dim <= 64). H200, DeepGEMM's ranges, us, wide / a query at a time
+    (results/mqa-schedule-probe-h200-2026-12-03-c2902f8-wide-clean.json): S=8192 H=32/D=128 cp 284.0 / 305.5,
+    H=64/D=128 causal bf16 514.5 / 548.8, H=64/D=64 causal 364.1 / 387.3, S=2048 H=64/D=128 cp bf16 143.2 /
+    152.0; S=2048 H=32/D=64 cp 70.0 / 66.3 (the one it loses), H=64/D=32 causal 130.6 / 128.4."""
+    return not (rows == 256 and maxnreg is None)
+
+
 def launch_config(heads: int, head_dim: int, head_sum_mma: bool) -> tuple[int, int | None]:
     """``(block_q, maxnreg)`` :func:`launch` uses when none is given: :func:`prefill_config` for the
     tensor-core head sum, 128 query-head rows at the compiler's register count for the FP32 sum."""
@@ -491,7 +501,7 @@ def launch(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: torc
            end: torch.Tensor, out: torch.Tensor, clean_logits: bool, num_sms: int = 132, block_q: int | None = None,
            overlap: bool = False, sf_after_sum: bool = True, head_sum_mma: bool = True,
            maxnreg: int | None = None, stages: int = STAGES, max_seqlen_k: int = 0, last_first: bool = True,
-           tiles_per_split: int | None = None, wide_clean: bool = False) -> None:
+           tiles_per_split: int | None = None, wide_clean: bool | None = None) -> None:
     """Launch on validated tensors (as api/attention.py's ``fp8_mqa_logits`` passes them).
 
     q: e4m3 ``[S, H, D]`` contiguous (seen as ``[S * H, D]``); kv: e4m3 ``[S_kv, D]`` row-major; kv_sf:
@@ -510,7 +520,7 @@ def launch(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: torc
     context-parallel ranges grow with the query) the longest blocks start first instead of forming the
     last wave: 1-7 % on nine of DeepGEMM's anchor cases (results/mqa-schedule-probe-h200-2026-12-03-
     70ec4ea.json, e.g. S=8192, H=32/D=64 cp 251.4 -> 233.9 us). ``tiles_per_split`` overrides
-    :func:`key_splits`' cut of the key axis.
+    :func:`key_splits`' cut of the key axis. ``wide_clean``: None takes :func:`wide_clean_for`.
     """
     seq_len, heads, head_dim = q.shape
     seq_len_kv = kv.shape[0]
@@ -529,6 +539,8 @@ def launch(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: torc
     if block_q is None:
         block_q, chosen = launch_config(heads, head_dim, head_sum_mma)
         maxnreg = maxnreg or chosen
+    if wide_clean is None:
+        wide_clean = wide_clean_for(block_q * heads, maxnreg)
     # every argument a launch encodes: tensors' pointers, shapes, strides and dtypes, then the options
     key = (q.data_ptr(), q.shape, kv.data_ptr(), kv.shape, kv.stride(), kv_sf.data_ptr(), kv_sf.shape,
            weights.data_ptr(), weights.shape, weights.stride(), start.data_ptr(), end.data_ptr(), start.shape,

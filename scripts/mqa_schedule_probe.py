@@ -2,7 +2,8 @@
 
 In launch order, CTA ``x`` takes query block ``x``; with ``last_first`` it takes block ``n - 1 - x``, so
 the blocks with the longest ranges (the last queries, in causal and context-parallel prefill) start first
-instead of forming the tail. ``tiles_per_split`` caps the key tiles of one CTA (more, shorter CTAs).
+instead of forming the tail. ``tiles_per_split`` caps the key tiles of one CTA (more, shorter CTAs);
+``wide_clean`` the form of the ``-inf`` stores; ``rows*`` the CTA shape (query-head rows, registers).
 The harness's ranges, fresh random data, CUDA events, 1 GiB L2 flush before each call, 3 warm-ups,
 median of 20; each variant's logits (every 8th query) checked against float64 first.
 Usage: PYTHONPATH=. python3 scripts/mqa_schedule_probe.py (JSON to $OUT/mqa_schedule_probe.json).
@@ -47,7 +48,10 @@ def main() -> None:
         fin = ~torch.isneginf(want)
         row = dict(seq_len=s, seq_len_kv=skv, heads=h, head_dim=d, ranges=ranges, logits=str(dtype)[6:],
                    deepgemm_us=dg_us, api_config=gluon_mqa.prefill_config(h, d))
-        time_variants(row, VARIANTS, lambda extra, a=(q, kv, sf, w, st, en, out): gluon_mqa.launch(*a, True, **extra),
+        shapes = {"rows128": dict(block_q=max(1, 128 // h)), "rows256": dict(block_q=256 // h),
+                  "rows256_168": dict(block_q=256 // h, maxnreg=168)}  # CTA shapes under the API's schedule
+        time_variants(row, {**VARIANTS, **shapes},
+                      lambda extra, a=(q, kv, sf, w, st, en, out): gluon_mqa.launch(*a, True, **extra),
                       out, check_rows, want, fin)
         del want, fin
         rows.append(row)

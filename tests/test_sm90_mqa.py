@@ -27,7 +27,7 @@ CASES = [(64, 128), (32, 128), (16, 128), (128, 128), (64, 64), (32, 64), (64, 3
 
 
 def _compile(heads, head_dim, out, clean, overlap=True, sf_after_sum=True, head_sum_mma=False, block_q=None,
-             maxnreg=None, compressed=False):
+             maxnreg=None, compressed=False, wide_clean=False):
     import triton
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
@@ -42,9 +42,9 @@ def _compile(heads, head_dim, out, clean, overlap=True, sf_after_sum=True, head_
            "seq_len": "i32", "seq_len_kv": "i32", "tiles_per_split": "i32", "stride_ws": "i32", "stride_out": "i32",
            "max_seqlen_k": "i32", "HEADS": "constexpr", "BLOCK_Q": "constexpr", "STAGES_": "constexpr",
            "CLEAN": "constexpr", "OVERLAP": "constexpr", "SF_AFTER_SUM": "constexpr", "HEAD_SUM_MMA": "constexpr",
-           "COMPRESSED": "constexpr"}
+           "COMPRESSED": "constexpr", "WIDE_CLEAN": "constexpr"}
     consts = dict(HEADS=heads, BLOCK_Q=bq, STAGES_=m.STAGES, CLEAN=clean, OVERLAP=overlap, SF_AFTER_SUM=sf_after_sum,
-                  HEAD_SUM_MMA=head_sum_mma, COMPRESSED=compressed)
+                  HEAD_SUM_MMA=head_sum_mma, COMPRESSED=compressed, WIDE_CLEAN=wide_clean)
     restore_language()  # interpreted CPU tests earlier in this process may have left tl patched
     options = {"num_warps": 4, **({"maxnreg": maxnreg} if maxnreg else {})}
     return triton.compile(GluonASTSource(m.mqa_logits_kernel, sig, consts), target=TARGET, options=options)
@@ -166,6 +166,23 @@ def test_compact_form_compiles_as_the_full_form(heads, head_dim):
         assert usage[compressed]["STACK"] <= 16, usage
         _spills_only_in_the_signed_loop(kernel)
     assert usage[True]["REG"] <= usage[False]["REG"] + 8, usage
+
+
+@pytest.mark.parametrize("heads,head_dim", CASES)
+def test_dispatched_clean_form_compiles(heads, head_dim):
+    """What the API launches for clean full-form logits: its CTA shape and its form of the ``-inf`` stores
+    (``wide_clean_for``), with the head-sum instructions, asynchronous WGMMAs and no spill in the loop that
+    runs."""
+    from finegemm.kernels.sm90 import mqa_logits as m
+
+    bq, maxnreg = m.prefill_config(heads, head_dim)
+    wide = m.wide_clean_for(heads, bq * heads, maxnreg)
+    kernel = _compile(heads, head_dim, "fp32", True, overlap=False, head_sum_mma=True, block_q=bq, maxnreg=maxnreg,
+                      wide_clean=wide)
+    ptx = kernel.asm["ptx"]
+    for what, pattern in head_sum_ptx_must_contain(bq * heads, max(8, bq)).items():
+        assert re.search(pattern, ptx), what
+    _spills_only_in_the_signed_loop(kernel)
 
 
 def test_compact_form_launch_rejects_what_it_cannot_run():
@@ -331,7 +348,8 @@ def test_key_split_rule():
     assert m.key_splits(4096, 128, 128, None, 132) == 1
     assert m.key_splits(8, 3, 128, None, 132) == 3  # never more runs than tiles
     assert m.key_splits(100000, 1024, 128, None, 132) == 1
-    assert m.wide_clean_for(128, None) and m.wide_clean_for(256, 168) and not m.wide_clean_for(256, None)
+    assert m.wide_clean_for(64, 128, None) and m.wide_clean_for(64, 256, 168) and not m.wide_clean_for(32, 256, None)
+    assert m.wide_clean_for(32, 128, None) and not m.wide_clean_for(128, 128, None)  # 128 heads: untimed
 
 
 @pytest.mark.gpu

@@ -481,14 +481,15 @@ def key_splits(q_blocks: int, num_tiles: int, rows: int, maxnreg: int | None, nu
     return min(num_tiles, max(1, round(WAVES * resident_ctas(rows, maxnreg) * num_sms / q_blocks)))
 
 
-def wide_clean_for(rows: int, maxnreg: int | None) -> bool:
+def wide_clean_for(heads: int, rows: int, maxnreg: int | None) -> bool:
     """Whether the ``-inf`` stores of a CTA's unreached key tiles go as one 16-byte-vector store of the query
-    block (``WIDE_CLEAN``) rather than a query at a time: everywhere but 256 rows at the compiler's register
-    count (32 heads, head_dim <= 64). H200, DeepGEMM's ranges, us, wide / a query at a time
+    block (``WIDE_CLEAN``) rather than a query at a time: at the measured 32 and 64 heads but 256 rows at the
+    compiler's register count (32 heads, head_dim <= 64); 16 and 128 heads (untimed) keep the narrow form.
+    H200, DeepGEMM's ranges, us, wide / a query at a time
     (results/mqa-schedule-probe-h200-2026-12-03-c2902f8-wide-clean.json): S=8192 H=32/D=128 cp 284.0 / 305.5,
     H=64/D=128 causal bf16 514.5 / 548.8, H=64/D=64 causal 364.1 / 387.3, S=2048 H=64/D=128 cp bf16 143.2 /
     152.0; S=2048 H=32/D=64 cp 70.0 / 66.3 (the one it loses), H=64/D=32 causal 130.6 / 128.4."""
-    return not (rows == 256 and maxnreg is None)
+    return heads in (32, 64) and not (rows == 256 and maxnreg is None)
 
 
 def launch_config(heads: int, head_dim: int, head_sum_mma: bool) -> tuple[int, int | None]:
@@ -540,7 +541,7 @@ def launch(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: torc
         block_q, chosen = launch_config(heads, head_dim, head_sum_mma)
         maxnreg = maxnreg or chosen
     if wide_clean is None:
-        wide_clean = wide_clean_for(block_q * heads, maxnreg)
+        wide_clean = wide_clean_for(heads, block_q * heads, maxnreg)
     # every argument a launch encodes: tensors' pointers, shapes, strides and dtypes, then the options
     key = (q.data_ptr(), q.shape, kv.data_ptr(), kv.shape, kv.stride(), kv_sf.data_ptr(), kv_sf.shape,
            weights.data_ptr(), weights.shape, weights.stride(), start.data_ptr(), end.data_ptr(), start.shape,

@@ -444,15 +444,18 @@ def prefill_supported(heads: int, head_dim: int, max_seqlen_k: int, fp32_sum: bo
 
 
 def prefill_config(heads: int, head_dim: int) -> tuple[int, int | None]:
-    """``(block_q, maxnreg)`` of the tensor-core-sum kernel the API launches, the fastest measured without
-    register spills (results/mqa-sm90-probe-h200-2026-12-03-head-sum-bf0b842.json, us): 256 query-head rows
-    a CTA at head_dim <= 64, at 168 registers (three CTAs an SM) for 64 heads (H=64/D=32 139.6 vs 156.8 at
-    128 rows, H=64/D=64 173.6 vs 181.5) and at the compiler's ~175 (two) for 32 heads (H=32/D=64 66.8 vs
-    77.3; at 168 it spills); 128 rows (four CTAs, ~100 registers) otherwise (H=64/D=128 248.0 vs 257.0 at
-    256 rows, H=16 81.4 vs 84.5, H=128 context-parallel 252.5 vs 266.7; H=32/D=128 137.6, where 256 rows
-    at 168 registers measured 132.4 but spill 16 bytes)."""
-    if head_dim <= 64 and heads in (32, 64):
-        return 256 // heads, 168 if heads == 64 else None
+    """``(block_q, maxnreg)`` of the tensor-core-sum kernel the API launches, the fastest measured under the
+    launch order and key split of :func:`launch` (results/mqa-schedule-probe-h200-2026-12-03-1488389-shapes.json,
+    DeepGEMM's ranges, us): 64 heads: 256 query-head rows a CTA at 168 registers (three CTAs an SM; ptxas
+    spills 8 bytes only in the signed-scale loop, which nonnegative scales never run) at every head_dim
+    (S=2048 D=128 causal 219.7 vs 225.9 at 128 rows, cp bf16 137.3 vs 140.8, S=8192 cp 500.4 vs 515.7,
+    causal bf16 494.0 vs 508.3; D=64 360.6 vs 358.0; D=32 129.1 vs 141.1); otherwise 128 rows at the
+    compiler's ~100 registers (four CTAs): 32 heads at D=64 (S=2048 cp 60.0 vs 65.9 at 256 rows, S=8192 cp
+    202.9 vs 226.5) and D=128 (280.5 vs 283.1 at 256 rows / 168); D=32 at 32 heads, 16 and 128 heads
+    follow untimed under this schedule (before it, results/mqa-sm90-probe-h200-2026-12-03-head-sum-bf0b842.json:
+    H=16 81.4 at 128 rows vs 84.5 at 256, H=128 context-parallel 252.5 vs 266.7)."""
+    if heads == 64:
+        return 4, 168
     return block_q_for(heads), None
 
 

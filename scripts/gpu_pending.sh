@@ -5,8 +5,10 @@
 #                                   sum at every CTA shape) and the paged probe (harness timer, host time per call)
 #   bash scripts/gpu_pending.sh 2   the dense / weight-gradient harness, the harness mqa suite, the GEMM GPU tests,
 #                                   then the k-grouped bench
-#   bash scripts/gpu_pending.sh 3   the MQA GPU tests, the compact-form probe, then the harness mqa suite (DeepGEMM's
-#                                   14 prefill anchor cases) with the Gluon, Triton and torch peers
+#   bash scripts/gpu_pending.sh 3   the MQA GPU tests (prefill, paged, the API, the harness), the harness mqa suite
+#                                   (DeepGEMM's 14 prefill anchor cases) with the Gluon, Triton and torch peers, then
+#                                   the prefill schedule / CTA-shape probe, the compact-form probe and the paged probe
+#                                   (first thing after session 7: its last prefill config, 679fc1a, ran in no test)
 # Logs and JSON in $OUT/pending<part>.tgz (the device tool returns only a few files).
 # Here first: git rev-parse --short HEAD > .commit (and carry ".commit").
 set -uo pipefail
@@ -30,12 +32,14 @@ if [ "$PART" = 1 ]; then
     OUT="$LOGS" timeout 150 python3 scripts/paged_mqa_sm90_probe.py 2>&1 | tee "$LOGS/paged_probe.log" | cut -c1-240
     pack
 elif [ "$PART" = 3 ]; then
-    pytest_gpu pytest-mqa.log tests/test_sm90_mqa.py tests/test_mqa.py tests/test_bench.py
-    OUT="$LOGS" timeout 120 python3 scripts/mqa_compact_probe.py 2>&1 | tee "$LOGS/compact_probe.log" | cut -c1-240
-    pack
+    pytest_gpu pytest-mqa.log tests/test_sm90_mqa.py tests/test_sm90_paged_mqa.py tests/test_mqa.py tests/test_bench.py
     timeout 240 python3 -m finegemm.bench --plain --no-progress --suite mqa --peers finegemm-sm90,finegemm-portable,torch \
         --commit "$commit" --json "$LOGS/bench-mqa.json" > "$LOGS/bench-mqa.log" 2>&1 || status=1
     tail -22 "$LOGS/bench-mqa.log"; pack
+    for probe in mqa_schedule_probe mqa_compact_probe paged_mqa_sm90_probe; do
+        OUT="$LOGS" timeout 120 python3 "scripts/$probe.py" 2>&1 | tee "$LOGS/$probe.log" | cut -c1-240
+        pack
+    done
 else
     timeout 60 python3 -m finegemm.bench --plain --no-progress --suite dense,weight-grad \
         --peers finegemm-sm90,cublas-block --commit "$commit" --json "$LOGS/bench.json" > "$LOGS/bench.log" 2>&1 \

@@ -241,26 +241,23 @@ def _mma_sum_tiles(kv_desc, kv_smem, q_t, bars, w_t, kv_sf_ptr, st, en, c_begin,
 
 
 @gluon.jit
-def _store_neg_inf_wide(t, q0, seq_len, seq_len_kv, out_ptr, stride_out, BLOCK_Q: gl.constexpr,
-                        BLOCK_KV_: gl.constexpr):
-    """``-inf`` at key tile ``t`` of queries ``q0 + [0, BLOCK_Q)`` in one store of 16-byte vectors (the
-    query-block rows side by side; :func:`_store_neg_inf` stores a row at a time, four lanes a key)."""
-    blk: gl.constexpr = gl.BlockedLayout([1, 4], [2, 16], [4, 1], [1, 0])
-    qi = q0 + gl.arange(0, BLOCK_Q, layout=gl.SliceLayout(1, blk))
-    kj = t * BLOCK_KV_ + gl.arange(0, BLOCK_KV_, layout=gl.SliceLayout(0, blk))
-    neg = gl.full([BLOCK_Q, BLOCK_KV_], float("-inf"), gl.float32, blk).to(out_ptr.dtype.element_ty)
-    ptrs = out_ptr + qi.to(gl.int64)[:, None] * stride_out + kj[None, :]
-    gl.store(ptrs, neg, mask=(qi < seq_len)[:, None] & (kj < seq_len_kv)[None, :])
-
-
-@gluon.jit
 def _store_neg_inf(t, q0, seq_len, seq_len_kv, out_ptr, stride_out, BLOCK_Q: gl.constexpr,
-                   BLOCK_KV_: gl.constexpr, row_layout: gl.constexpr):
-    kj = t * BLOCK_KV_ + gl.arange(0, BLOCK_KV_, layout=row_layout)
-    neg = gl.full([BLOCK_KV_], float("-inf"), gl.float32, row_layout).to(out_ptr.dtype.element_ty)
-    for qq in gl.static_range(BLOCK_Q):
-        qi = q0 + qq
-        gl.store(out_ptr + qi.to(gl.int64) * stride_out + kj, neg, mask=(kj < seq_len_kv) & (qi < seq_len))
+                   BLOCK_KV_: gl.constexpr, row_layout: gl.constexpr, WIDE: gl.constexpr):
+    """``-inf`` at key tile ``t`` of queries ``q0 + [0, BLOCK_Q)``: ``WIDE``, in one store of 16-byte vectors
+    (the query-block rows side by side); else a query at a time in ``row_layout`` (four lanes a key)."""
+    if WIDE:
+        blk: gl.constexpr = gl.BlockedLayout([1, 4], [2, 16], [4, 1], [1, 0])
+        qi = q0 + gl.arange(0, BLOCK_Q, layout=gl.SliceLayout(1, blk))
+        kj = t * BLOCK_KV_ + gl.arange(0, BLOCK_KV_, layout=gl.SliceLayout(0, blk))
+        neg = gl.full([BLOCK_Q, BLOCK_KV_], float("-inf"), gl.float32, blk).to(out_ptr.dtype.element_ty)
+        ptrs = out_ptr + qi.to(gl.int64)[:, None] * stride_out + kj[None, :]
+        gl.store(ptrs, neg, mask=(qi < seq_len)[:, None] & (kj < seq_len_kv)[None, :])
+    else:
+        kj = t * BLOCK_KV_ + gl.arange(0, BLOCK_KV_, layout=row_layout)
+        neg = gl.full([BLOCK_KV_], float("-inf"), gl.float32, row_layout).to(out_ptr.dtype.element_ty)
+        for qq in gl.static_range(BLOCK_Q):
+            qi = q0 + qq
+            gl.store(out_ptr + qi.to(gl.int64) * stride_out + kj, neg, mask=(kj < seq_len_kv) & (qi < seq_len))
 
 
 @gluon.jit
@@ -335,16 +332,11 @@ def mqa_logits_kernel(q_desc, kv_desc, kv_sf_ptr, w_ptr, start_ptr, end_ptr, out
     c_begin = gl.minimum(gl.maximum(lo // BKV, t_begin), t_end)
     c_end = gl.minimum(gl.maximum(gl.cdiv(hi, BKV), c_begin), t_end)
     c_end = gl.where(hi > lo, c_end, c_begin)
-    if CLEAN and WIDE_CLEAN:
+    if CLEAN:
         for t in range(t_begin, c_begin):
-            _store_neg_inf_wide(t, q0, seq_len, seq_len_kv, out_ptr, stride_out, BLOCK_Q, BKV)
+            _store_neg_inf(t, q0, seq_len, seq_len_kv, out_ptr, stride_out, BLOCK_Q, BKV, row_layout, WIDE_CLEAN)
         for t in range(c_end, t_end):
-            _store_neg_inf_wide(t, q0, seq_len, seq_len_kv, out_ptr, stride_out, BLOCK_Q, BKV)
-    elif CLEAN:
-        for t in range(t_begin, c_begin):
-            _store_neg_inf(t, q0, seq_len, seq_len_kv, out_ptr, stride_out, BLOCK_Q, BKV, row_layout)
-        for t in range(c_end, t_end):
-            _store_neg_inf(t, q0, seq_len, seq_len_kv, out_ptr, stride_out, BLOCK_Q, BKV, row_layout)
+            _store_neg_inf(t, q0, seq_len, seq_len_kv, out_ptr, stride_out, BLOCK_Q, BKV, row_layout, WIDE_CLEAN)
     n = c_end - c_begin
 
     q_smem, kv_smem, bars = alloc_ring(q_desc, kv_desc, STAGES_)

@@ -19,6 +19,7 @@ from typing import Callable
 import torch
 
 import finegemm
+from finegemm.reference.mqa import mask_and_compact
 
 from .suites import BLOCK, Case, mqa_columns, mqa_ranges
 
@@ -269,21 +270,13 @@ def _mqa(case: Case, inp: Inputs, randn) -> None:
     def ref() -> torch.Tensor:
         """float64 logits of the rows ``ref_rows`` (column ``c`` = key ``c``, or ``start + c`` compact)."""
         kv64 = kv_fp8.double() * kv_sf.double()[:, None]
-        cols = torch.arange(cols_out, device=inp.device)
         out = torch.empty((ref_rows.numel(), cols_out), dtype=torch.float64, device=inp.device)
         rows = max(1, REF_ROWS // max(h, 1))
         for r0 in range(0, ref_rows.numel(), rows):
             idx = ref_rows[r0:r0 + rows]
-            st, en = ks[idx, None], ke[idx, None]
             score = torch.relu(torch.einsum("rhd,jd->rhj", q[idx].double(), kv64))
             logits = torch.einsum("rhj,rh->rj", score, weights[idx].double())  # [r, S_kv]
-            if case.compressed:  # column c of row i is key st[i] + c
-                keys = (st + cols[None, :]).clamp(max=skv - 1)
-                logits = torch.gather(logits, 1, keys)
-                inside = cols[None, :] < en - st
-            else:
-                inside = (cols[None, :] >= st) & (cols[None, :] < en)
-            out[r0:r0 + rows] = torch.where(inside, logits, torch.full_like(logits, float("-inf")))
+            out[r0:r0 + rows] = mask_and_compact(logits, ks[idx], ke[idx], inp.t["max_seqlen_k"])
         return out
 
     inp.builders[("block", True)] = inp.builders[("block", False)] = ref

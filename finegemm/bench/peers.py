@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 import finegemm
+from finegemm.reference.mqa import mask_and_compact
 
 from .inputs import Inputs
 from .suites import Case
@@ -389,20 +390,13 @@ def torch_mqa_logits(q: torch.Tensor, kv: tuple[torch.Tensor, torch.Tensor], wei
     # BF16 on the tensor cores, FP32 out (the CPU has no such mm: FP32 there)
     mm_dtype, mm_out = (torch.bfloat16, {"out_dtype": torch.float32}) if q.is_cuda else (torch.float32, {})
     kv_bf = kv_fp8.to(mm_dtype)
-    cols = torch.arange(out.shape[1], device=q.device)
     rows = max(1, TORCH_MQA_SCORES // (h * skv))
     for r0 in range(0, s, rows):
         r1 = min(s, r0 + rows)
         scores = torch.mm(q[r0:r1].reshape(-1, d).to(mm_dtype), kv_bf.t(), **mm_out)
         scores = torch.relu(scores.view(r1 - r0, h, skv) * kv_sf)
         logits = torch.bmm(weights[r0:r1, None, :], scores)[:, 0]  # [r, S_kv]
-        st, en = ks[r0:r1, None].long(), ke[r0:r1, None].long()
-        if max_seqlen_k:
-            logits = torch.gather(logits, 1, (st + cols).clamp(max=skv - 1))
-            inside = cols < en - st
-        else:
-            inside = (cols >= st) & (cols < en)
-        out[r0:r1] = torch.where(inside, logits, float("-inf")).to(out.dtype)
+        out[r0:r1] = mask_and_compact(logits, ks[r0:r1], ke[r0:r1], max_seqlen_k).to(out.dtype)
     return out
 
 

@@ -47,17 +47,19 @@ def _scores(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: tor
     return out
 
 
-def _mask_and_compact(full: torch.Tensor, st: torch.Tensor, en: torch.Tensor, max_seqlen_k: int) -> torch.Tensor:
-    cols = torch.arange(full.shape[1], device=full.device)
-    inside = (cols[None, :] >= st[:, None]) & (cols[None, :] < en[:, None])
-    full = full.masked_fill(~inside, NEG_INF)
+def mask_and_compact(full: torch.Tensor, st: torch.Tensor, en: torch.Tensor, max_seqlen_k: int) -> torch.Tensor:
+    """``full`` ``[R, S_kv]`` logits (rows with ranges ``[st, en)``, integer ``[R]``, ``en - st <= max_seqlen_k``
+    when compact) with ``-inf`` outside each row's range; with ``max_seqlen_k > 0`` the compact
+    ``[R, max_seqlen_k]`` form, column ``c`` = key ``st + c``, ``-inf`` past ``en - st``. No host sync."""
+    st, en = st.long()[:, None], en.long()[:, None]
     if max_seqlen_k <= 0:
-        return full
-    out = torch.full((full.shape[0], max_seqlen_k), NEG_INF, dtype=full.dtype, device=full.device)
-    for i in range(full.shape[0]):
-        n = int(en[i] - st[i])
-        out[i, :n] = full[i, int(st[i]):int(st[i]) + n]
-    return out
+        cols = torch.arange(full.shape[1], device=full.device)
+        return full.masked_fill(~((cols >= st) & (cols < en)), NEG_INF)
+    cols = torch.arange(max_seqlen_k, device=full.device)
+    if full.shape[1] == 0:  # no keys: every column is past its range
+        return torch.full((full.shape[0], max_seqlen_k), NEG_INF, dtype=full.dtype, device=full.device)
+    picked = torch.gather(full, 1, (st + cols).clamp(max=full.shape[1] - 1))
+    return picked.masked_fill(~(cols < en - st), NEG_INF)
 
 
 def _mqa_logits(q: torch.Tensor, kv: tuple[torch.Tensor, torch.Tensor], weights: torch.Tensor,
@@ -65,7 +67,7 @@ def _mqa_logits(q: torch.Tensor, kv: tuple[torch.Tensor, torch.Tensor], weights:
     """Both prefill references: scores in ``dtype``, then the clamped-range mask and compact form."""
     kv_fp8, kv_sf = kv
     st, en = clamp_ranges(start, end, kv_fp8.shape[0], max_seqlen_k)
-    return _mask_and_compact(_scores(q, kv_fp8, kv_sf, weights, dtype), st, en, max_seqlen_k)
+    return mask_and_compact(_scores(q, kv_fp8, kv_sf, weights, dtype), st, en, max_seqlen_k)
 
 
 def fp8_mqa_logits(q: torch.Tensor, kv: tuple[torch.Tensor, torch.Tensor], weights: torch.Tensor,

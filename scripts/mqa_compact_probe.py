@@ -58,26 +58,39 @@ def write_rows(rows, name):
               open(os.path.join(os.environ.get("OUT", "."), name), "w"), indent=1)
 
 
-def main() -> None:
+def shape_variants(heads):
+    """The CTA shapes: 128 query-head rows, 256 at the compiler's registers, 256 at 168."""
+    return {"rows128": dict(block_q=max(1, 128 // heads)), "rows256": dict(block_q=256 // heads),
+            "rows256_168": dict(block_q=256 // heads, maxnreg=168)}
+
+
+def probe(cases, variants_for, compact, name):
+    """For each ``(S, S_kv, H, D, ranges, dtype, DeepGEMM us)`` of ``cases``: the launches of
+    ``variants_for(H)`` (the full form cleaned, or ``compact`` the compact form unclean with ``max_seqlen_k``
+    the longest range), checked on every 8th query against float64 and timed; rows printed and written to
+    ``$OUT/name``."""
     rows = []
-    for s, skv, h, d, ranges, dtype, dg_us in CASES:
+    for s, skv, h, d, ranges, dtype, dg_us in cases:
         q, kv, sf, w, st, en = inputs(s, skv, h, d, ranges)
-        max_k = int((en - st).max())
-        out = torch.empty(s, max_k, device="cuda", dtype=dtype)
-        check_rows = torch.arange(0, s, 8, device="cuda")  # every 8th query against float64
+        max_k = int((en - st).max()) if compact else 0
+        out = torch.empty(s, max_k or skv, device="cuda", dtype=dtype)
+        check_rows = torch.arange(0, s, 8, device="cuda")
         want = ref.fp8_mqa_logits(q[check_rows], (kv, sf), w[check_rows], st[check_rows], en[check_rows],
                                   max_seqlen_k=max_k)
         inside = ~torch.isneginf(want)
         row = dict(seq_len=s, seq_len_kv=skv, heads=h, head_dim=d, ranges=ranges, logits=str(dtype)[6:],
-                   max_seqlen_k=max_k, deepgemm_us=dg_us, api_config=gluon_mqa.prefill_config(h, d))
-        variants = {"api": {}, "rows256": dict(block_q=256 // h), "rows256_168": dict(block_q=256 // h, maxnreg=168),
-                    "rows128": dict(block_q=max(1, 128 // h))}
-        time_variants(row, variants, lambda extra, a=(q, kv, sf, w, st, en, out), max_k=max_k: gluon_mqa.launch(
-            *a, False, max_seqlen_k=max_k, **extra), out, check_rows, want, inside, clean=False)
+                   **({"max_seqlen_k": max_k} if compact else {}), deepgemm_us=dg_us,
+                   api_config=gluon_mqa.prefill_config(h, d))
+        time_variants(row, variants_for(h), lambda extra, a=(q, kv, sf, w, st, en, out), max_k=max_k: gluon_mqa.launch(
+            *a, not compact, max_seqlen_k=max_k, **extra), out, check_rows, want, inside, clean=not compact)
         del want, inside
         rows.append(row)
         print(json.dumps(row), flush=True)
-    write_rows(rows, "mqa_compact_probe.json")
+    write_rows(rows, name)
+
+
+def main() -> None:
+    probe(CASES, lambda h: {"api": {}, **shape_variants(h)}, True, "mqa_compact_probe.json")
 
 
 if __name__ == "__main__":

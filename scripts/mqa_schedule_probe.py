@@ -11,7 +11,6 @@ Usage: PYTHONPATH=. python3 scripts/mqa_schedule_probe.py (JSON to $OUT/mqa_sche
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -19,10 +18,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from mqa_compact_probe import inputs, time_variants, write_rows  # noqa: E402
-
-from finegemm.kernels.sm90 import mqa_logits as gluon_mqa  # noqa: E402
-from finegemm.reference import mqa as ref  # noqa: E402
+from mqa_compact_probe import probe, shape_variants  # noqa: E402
 
 # (S, S_kv, H, D, ranges, logits dtype, DeepGEMM us)
 CASES = ((2048, 8192, 32, 64, "cp", torch.float32, 61), (2048, 8192, 64, 128, "causal", torch.float32, 222),
@@ -39,24 +35,7 @@ VARIANTS = {"api": {}, "in_order": dict(last_first=False), "t32": dict(tiles_per
 
 
 def main() -> None:
-    rows = []
-    for s, skv, h, d, ranges, dtype, dg_us in CASES:
-        q, kv, sf, w, st, en = inputs(s, skv, h, d, ranges)
-        out = torch.empty(s, skv, device="cuda", dtype=dtype)
-        check_rows = torch.arange(0, s, 8, device="cuda")
-        want = ref.fp8_mqa_logits(q[check_rows], (kv, sf), w[check_rows], st[check_rows], en[check_rows])
-        fin = ~torch.isneginf(want)
-        row = dict(seq_len=s, seq_len_kv=skv, heads=h, head_dim=d, ranges=ranges, logits=str(dtype)[6:],
-                   deepgemm_us=dg_us, api_config=gluon_mqa.prefill_config(h, d))
-        shapes = {"rows128": dict(block_q=max(1, 128 // h)), "rows256": dict(block_q=256 // h),
-                  "rows256_168": dict(block_q=256 // h, maxnreg=168)}  # CTA shapes under the API's schedule
-        time_variants(row, {**VARIANTS, **shapes},
-                      lambda extra, a=(q, kv, sf, w, st, en, out): gluon_mqa.launch(*a, True, **extra),
-                      out, check_rows, want, fin)
-        del want, fin
-        rows.append(row)
-        print(json.dumps(row), flush=True)
-    write_rows(rows, "mqa_schedule_probe.json")
+    probe(CASES, lambda h: {**VARIANTS, **shape_variants(h)}, False, "mqa_schedule_probe.json")
 
 
 if __name__ == "__main__":

@@ -73,12 +73,6 @@ def _row_context(ctx_ptr, b, t: gl.constexpr, stride_ctx_b, stride_ctx_t, key_ca
 
 
 @gluon.jit
-def _page(table_ptr, b64, stride_table, key, num_blocks, PAGE: gl.constexpr):
-    """The cache block holding logical key ``key`` of sequence ``b``, clamped to ``[0, num_blocks)``."""
-    return gl.minimum(gl.maximum(gl.load(table_ptr + b64 * stride_table + key // PAGE), 0), num_blocks - 1)
-
-
-@gluon.jit
 def _tile_logits(acc, sf, w, col_t, k, b64, ctx_ptr, b, stride_ctx_b, stride_ctx_t, key_cap, max_context_len,
                  out_ptr, stride_out, NEXT_N: gl.constexpr, CTX_2D: gl.constexpr):
     """Logits of keys ``k`` [64] for the ``NEXT_N`` tokens of sequence ``b`` from their ``[64, ROWS]`` scores
@@ -134,8 +128,10 @@ def _next_owned(b, s, item, batch, b_stop, s_stop, sub, ctx_ptr, stride_ctx_b, s
 
 @gluon.jit
 def _tile_page(table_ptr, b, s, j, stride_table, num_blocks, BKV: gl.constexpr, PAGE: gl.constexpr):
-    """The cache block of tile ``j`` of item ``(b, s)``."""
-    return _page(table_ptr, b.to(gl.int64), stride_table, s * _SPLIT + j * BKV, num_blocks, PAGE)
+    """The cache block of tile ``j`` of item ``(b, s)`` (sequence ``b``'s block-table entry of its first key),
+    clamped to ``[0, num_blocks)``."""
+    key = s * _SPLIT + j * BKV
+    return gl.minimum(gl.maximum(gl.load(table_ptr + b.to(gl.int64) * stride_table + key // PAGE), 0), num_blocks - 1)
 
 
 @gluon.jit
@@ -208,8 +204,7 @@ def paged_mqa_logits_kernel(q_desc, kv_desc, sf_desc, w_ptr, ctx_ptr, table_ptr,
 
     b, s, item, ok = _next_owned(b0, s0, b0 * 0, batch, b_stop, s_stop, sub, ctx_ptr, stride_ctx_b, stride_ctx_t,
                                  SUBS_, NEXT_N, CTX_2D)
-    n_tiles = _item_tiles(ctx_ptr, b, s, batch, stride_ctx_b, stride_ctx_t, key_cap, BKV, TILES, NEXT_N,
-                                  CTX_2D)
+    n_tiles = _item_tiles(ctx_ptr, b, s, batch, stride_ctx_b, stride_ctx_t, key_cap, BKV, TILES, NEXT_N, CTX_2D)
     if ok == 1:
         _load_tiles(kv_desc, sf_desc, kv_smem, sf_smem, bars, 0, n_tiles, b, s, table_ptr, stride_table, num_blocks,
                     rows_per_page, PAGE, TILES)
@@ -219,8 +214,8 @@ def paged_mqa_logits_kernel(q_desc, kv_desc, sf_desc, w_ptr, ctx_ptr, table_ptr,
     while ok == 1:
         nb, ns, nitem, nok = _next_owned(b, s + 1, item + 1, batch, b_stop, s_stop, sub, ctx_ptr, stride_ctx_b,
                                          stride_ctx_t, SUBS_, NEXT_N, CTX_2D)
-        nn_tiles = _item_tiles(ctx_ptr, nb, ns, batch, stride_ctx_b, stride_ctx_t, key_cap, BKV, TILES,
-                                        NEXT_N, CTX_2D)
+        nn_tiles = _item_tiles(ctx_ptr, nb, ns, batch, stride_ctx_b, stride_ctx_t, key_cap, BKV, TILES, NEXT_N,
+                               CTX_2D)
         nn_tiles = gl.where(nok == 1, nn_tiles, 0)
         b64 = b.to(gl.int64)
         if b != q_b:  # the previous item's WGMMAs, the last readers of q_smem, are complete

@@ -19,7 +19,12 @@ from finegemm.jit.heuristics_sm90 import (
     make_bf16_config,
 )
 from finegemm.kernels.sm90 import dispatch_bf16
-from finegemm.kernels.sm90.compile_check import BF16_PTX_MUST_CONTAIN, compile_bf16_variant, resource_usage
+from finegemm.kernels.sm90.compile_check import (
+    BF16_PTX_MUST_CONTAIN,
+    assert_ptx_contains,
+    compile_bf16_variant,
+    resource_usage,
+)
 
 NK = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]
 DSV3 = [(m, n, k) for m in (64, 128, 4096) for n, k in NK]
@@ -136,9 +141,7 @@ VARIANTS = _variants()
     f"{'-f32' if d.out_fp32 else ''}{'-c' if d.with_c else ''}" for d, c, _ in VARIANTS])
 def test_bf16_compiles_with_required_instructions(desc, cfg, c_dtype):
     kernel = compile_bf16_variant(desc, cfg, c_dtype)
-    ptx = kernel.asm["ptx"]
-    for what, pattern in BF16_PTX_MUST_CONTAIN.items():
-        assert re.search(pattern, ptx), f"PTX lacks {what} ({pattern})"
+    ptx = assert_ptx_contains(kernel, BF16_PTX_MUST_CONTAIN)
     assert re.search(rf"wgmma\.mma_async\.sync\.aligned\.m64n{cfg.block_n}k16\.f32\.bf16\.bf16", ptx)
     usage = resource_usage(kernel)
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, f"register spills: {usage}"

@@ -20,6 +20,7 @@ from finegemm.kernels.sm90.compile_check import (
     TARGET,
     _desc_sig,
     assert_async_wgmma_kernel,
+    assert_ptx_contains,
 )
 from finegemm.reference import mqa as ref
 
@@ -125,8 +126,7 @@ def test_head_sum_on_tensor_cores_compiles(heads, head_dim):
     bq, maxnreg = m.prefill_config(heads, head_dim)
     if maxnreg:  # what the API launches: spills, if any, only in the signed-scale loop
         kernel = _compile(heads, head_dim, "fp32", True, overlap=False, head_sum_mma=True, block_q=bq, maxnreg=maxnreg)
-        for what, pattern in head_sum_ptx_must_contain(bq * heads, max(8, bq)).items():
-            assert re.search(pattern, kernel.asm["ptx"]), what
+        assert_ptx_contains(kernel, head_sum_ptx_must_contain(bq * heads, max(8, bq)))
         _spills_only_in_the_signed_loop(kernel)
         from finegemm.kernels.sm90.compile_check import resource_usage
         assert resource_usage(kernel)["REG"] <= maxnreg
@@ -162,8 +162,7 @@ def test_compact_form_compiles_as_the_full_form(heads, head_dim):
     for compressed in (False, True):
         kernel = _compile(heads, head_dim, "bf16", False, overlap=False, head_sum_mma=True, block_q=bq,
                           maxnreg=maxnreg, compressed=compressed)
-        for what, pattern in must.items():
-            assert re.search(pattern, kernel.asm["ptx"]), what
+        assert_ptx_contains(kernel, must)
         usage[compressed] = resource_usage(kernel)
         assert usage[compressed]["STACK"] <= 16, usage
         _spills_only_in_the_signed_loop(kernel)
@@ -181,9 +180,7 @@ def test_dispatched_clean_form_compiles(heads, head_dim):
     wide = m.wide_clean_for(heads, bq * heads, maxnreg)
     kernel = _compile(heads, head_dim, "fp32", True, overlap=False, head_sum_mma=True, block_q=bq, maxnreg=maxnreg,
                       wide_clean=wide)
-    ptx = kernel.asm["ptx"]
-    for what, pattern in head_sum_ptx_must_contain(bq * heads, max(8, bq)).items():
-        assert re.search(pattern, ptx), what
+    assert_ptx_contains(kernel, head_sum_ptx_must_contain(bq * heads, max(8, bq)))
     _spills_only_in_the_signed_loop(kernel)
 
 

@@ -169,14 +169,20 @@ PTX_MUST_CONTAIN = {
 }
 
 
+def assert_ptx_contains(kernel, must_contain: dict[str, str]) -> str:
+    """Assert that ``kernel``'s PTX matches each pattern of ``must_contain`` (name -> regex); returns the PTX."""
+    ptx = kernel.asm["ptx"]
+    for what, pattern in must_contain.items():
+        assert re.search(pattern, ptx), f"PTX lacks {what} ({pattern})"
+    return ptx
+
+
 def assert_async_wgmma_kernel(kernel, must_contain: dict[str, str]) -> tuple[str, dict[str, int]]:
     """Assert what every compiled sm90 TMA + WGMMA kernel must show; returns its PTX and
     :func:`resource_usage`: the PTX has each of ``must_contain``'s instructions, the cubin spills no
     register (no local memory, no stack), and ptxas keeps the WGMMAs asynchronous
     (:func:`wgmma_serialization`)."""
-    ptx = kernel.asm["ptx"]
-    for what, pattern in must_contain.items():
-        assert re.search(pattern, ptx), f"PTX lacks {what} ({pattern})"
+    ptx = assert_ptx_contains(kernel, must_contain)
     usage = resource_usage(kernel)
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, f"register spills: {usage}"
     assert not (notes := wgmma_serialization(kernel)), notes

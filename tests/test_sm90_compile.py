@@ -158,3 +158,29 @@ def test_compiles_after_an_interpreted_kernel_ran():
     desc = GemmDesc("fp8_1d2d", 64, 2112, 128)
     kernel = compile_variant(desc, get_sm90_config(desc, H200), "bf16")
     assert "wgmma.mma_async" in kernel.asm["ptx"]
+
+
+SPLIT_VARIANTS = [  # (desc, config): split-K summed in the kernel, alone and for the last tile round only
+    (GemmDesc("fp8_1d2d", 64, 2112, 7168), dataclasses.replace(
+        make_config(GemmDesc("fp8_1d2d", 64, 2112, 7168), H200, 64, 128, 4, sfa_tma=True), splitk_fused=True)),
+    (GemmDesc("fp8_1d2d", 4096, 2112, 7168), dataclasses.replace(
+        make_config(GemmDesc("fp8_1d2d", 4096, 2112, 7168), H200, 128, 128, 8, sfa_tma=True), pipe_mma=False,
+        splitk_fused=True, split_tail=True)),
+    (GemmDesc("fp8_1d1d", 576, 4096, 7168, out_fp32=True, with_c=True),
+     get_sm90_config(GemmDesc("fp8_1d1d", 576, 4096, 7168, out_fp32=True, with_c=True), H200)),
+]
+
+
+@pytest.mark.parametrize("desc,cfg", SPLIT_VARIANTS, ids=["fused", "tail-1d2d", "tail-wgrad-pick"])
+def test_split_k_in_kernel_compiles(desc, cfg):
+    """The in-kernel split-K reduction: partials stored, one GPU-scope acq_rel arrival count per warpgroup, the
+    last split's reads from L2 (.cg), no reduction launch; no spills, WGMMAs still asynchronous."""
+    assert cfg.splitk_fused and cfg.split_k > 1
+    kernel = compile_variant(desc, cfg, "fp32")
+    ptx = assert_fast_path_kernel(kernel, H200.smem_per_block)
+    assert len(re.findall(r"atom\.global\.gpu\.acq_rel\.add", ptx)) == gemm_1d2d.num_math_warpgroups(cfg.block_m)
+    assert re.search(r"ld\.global\.cg", ptx)
+    if cfg.split_tail and cfg.c_tma:  # whole tiles still stage C by TMA: one more TMA load per math warpgroup
+        plain = compile_variant(desc, dataclasses.replace(cfg, c_tma=False), "fp32").asm["ptx"]
+        loads = [len(re.findall(PTX_MUST_CONTAIN["TMA load"], p)) for p in (ptx, plain)]
+        assert loads[0] - loads[1] == gemm_1d2d.num_math_warpgroups(cfg.block_m), loads

@@ -192,3 +192,107 @@ def test_1d1d_c_by_tma(m, n, k, variant, in_place):
     ref = reference.fp8_gemm_nt((a, sfa), (b, sfb), c, recipe=(1, 1, 128))
     assert reference.calc_diff(outs[True], ref) < 1e-3, (m, n, k, base)
     assert torch.equal(outs[True], outs[False]), "C by TMA differs from C by global loads"
+
+
+SPLITK_FUSED_CASES = [  # (m, n, k, recipe, packed, with_c, (bm, bn, split))
+    (64, 2112, 7168, "1d2d", False, False, (64, 128, 4)),
+    (77, 2112, 7168, "1d2d", False, False, (128, 64, 4)),
+    (128, 4096, 7168, "1d2d", True, False, (128, 128, 2)),
+    (1, 576, 7168, "1d2d", False, False, (64, 64, 7)),
+    (333, 576, 7168, "1d1d", False, True, (128, 64, 4)),
+    (64, 2112, 1536, "1d2d", False, True, (64, 128, 3)),
+]
+
+
+@pytest.mark.parametrize("m,n,k,recipe,packed,with_c,tile", SPLITK_FUSED_CASES)
+def test_splitk_fused_matches_reference_and_the_reduce_launch(m, n, k, recipe, packed, with_c, tile):
+    """Split-K summed inside the GEMM (``splitk_fused``): right against the reference, bitwise the result of
+    the separate reduction launch (same split order), and repeated launches stay equal (the arrival counters
+    are back at 0 after each launch)."""
+    import dataclasses
+
+    from finegemm.jit.device import device_facts
+    from finegemm.jit.heuristics import GemmDesc
+    from finegemm.jit.heuristics_sm90 import make_config
+
+    dispatch = _sm90()
+    dev = torch.device("cuda")
+    a, sfa = per_token_cast_to_fp8(torch.randn(m, k, device=dev, dtype=torch.bfloat16), use_ue8m0=packed)
+    w = torch.randn(n, k, device=dev, dtype=torch.bfloat16)
+    b, sfb = per_block_cast_to_fp8(w, use_ue8m0=packed) if recipe == "1d2d" else per_token_cast_to_fp8(w, packed)
+    if packed:
+        sfa_k = finegemm.get_mn_major_tma_aligned_packed_ue8m0_tensor(sfa)
+        sfb_k = (pack_ue8m0(sfb).contiguous() if recipe == "1d2d"
+                 else finegemm.get_mn_major_tma_aligned_packed_ue8m0_tensor(sfb))
+    else:
+        sfa_k = finegemm.get_mn_major_tma_aligned_tensor(sfa)
+        sfb_k = sfb.contiguous() if recipe == "1d2d" else finegemm.get_mn_major_tma_aligned_tensor(sfb)
+    out_fp32 = recipe == "1d1d" or with_c
+    out_dtype = torch.float32 if out_fp32 else torch.bfloat16
+    c = torch.randn(m, n, device=dev, dtype=torch.float32) if with_c else None
+    desc = GemmDesc(f"fp8_{recipe}", m, n, k, True, True, out_fp32, with_c, packed)
+    bm, bn, split = tile
+    base = dataclasses.replace(make_config(desc, device_facts(dev), bm, bn, split, sfa_tma=True), pipe_mma=True)
+    outs = []
+    for fused in (False, True, True, True):
+        d = torch.full((m, n), float("nan"), device=dev, dtype=out_dtype)
+        dispatch.fp8_gemm(desc, dataclasses.replace(base, splitk_fused=fused), a, sfa_k, b, sfb_k, d, c)
+        outs.append(d)
+    torch.cuda.synchronize()
+    ref = reference.fp8_gemm_nt((a, sfa), (b, sfb), c, recipe=(1, 128, 128) if recipe == "1d2d" else (1, 1, 128))
+    assert reference.calc_diff(outs[1], ref) < 1e-3, (m, n, k, base)
+    assert torch.equal(outs[1], outs[0]), "fused split-K differs from the reduction launch"
+    assert torch.equal(outs[2], outs[1]) and torch.equal(outs[3], outs[1]), "repeated fused launches differ"
+
+
+SPLIT_TAIL_CASES = [  # (m, n, k, recipe, with_c, (bm, bn, split), pipe_mma, num_sms): 544, 544, 288, 27 tiles
+    (4096, 2112, 7168, "1d2d", False, (128, 128, 8), False, 132),
+    (2112, 4096, 7168, "1d1d", True, (128, 128, 8), True, 132),
+    (576, 4096, 7168, "1d1d", True, (64, 128, 4), True, 132),
+    (333, 576, 7168, "1d2d", False, (128, 64, 4), True, 16),
+    (333, 576, 1536, "1d1d", True, (128, 64, 3), True, 16),
+]
+
+
+@pytest.mark.parametrize("m,n,k,recipe,with_c,tile,pipe,num_sms", SPLIT_TAIL_CASES)
+@pytest.mark.parametrize("in_place", [False, True])
+def test_split_tail(m, n, k, recipe, with_c, tile, pipe, num_sms, in_place):
+    """Only the tiles of the grid's last partial round split K (``split_tail``): right against the reference,
+    C (by TMA for the whole tiles where the config stages it) in a separate tensor or in D itself, several
+    split units a CTA where the grid is small, repeated launches equal."""
+    import dataclasses
+
+    from finegemm.jit.device import device_facts
+    from finegemm.jit.heuristics import GemmDesc
+    from finegemm.jit.heuristics_sm90 import make_config
+
+    if in_place and not with_c:
+        pytest.skip("no C to accumulate into")
+    dispatch = _sm90()
+    dev = torch.device("cuda")
+    a, sfa = per_token_cast_to_fp8(torch.randn(m, k, device=dev, dtype=torch.bfloat16))
+    w = torch.randn(n, k, device=dev, dtype=torch.bfloat16)
+    b, sfb = per_block_cast_to_fp8(w) if recipe == "1d2d" else per_token_cast_to_fp8(w)
+    sfa_k = finegemm.get_mn_major_tma_aligned_tensor(sfa)
+    sfb_k = sfb.contiguous() if recipe == "1d2d" else finegemm.get_mn_major_tma_aligned_tensor(sfb)
+    out_fp32 = recipe == "1d1d" or with_c
+    out_dtype = torch.float32 if out_fp32 else torch.bfloat16
+    c = torch.randn(m, n, device=dev, dtype=torch.float32) if with_c else None
+    desc = GemmDesc(f"fp8_{recipe}", m, n, k, True, True, out_fp32, with_c, False)
+    bm, bn, split = tile
+    cfg = dataclasses.replace(
+        make_config(desc, device_facts(dev), bm, bn, split, sfa_tma=True, sfb_tma=recipe == "1d1d"),
+        pipe_mma=pipe, splitk_fused=True, split_tail=True, c_tma=with_c, num_sms=num_sms)
+    outs = []
+    for _ in range(3):
+        if in_place:
+            d = c.clone()
+            dispatch.fp8_gemm(desc, cfg, a, sfa_k, b, sfb_k, d, d)
+        else:
+            d = torch.full((m, n), float("nan"), device=dev, dtype=out_dtype)
+            dispatch.fp8_gemm(desc, cfg, a, sfa_k, b, sfb_k, d, c)
+        outs.append(d)
+    torch.cuda.synchronize()
+    ref = reference.fp8_gemm_nt((a, sfa), (b, sfb), c, recipe=(1, 128, 128) if recipe == "1d2d" else (1, 1, 128))
+    assert reference.calc_diff(outs[0], ref) < 1e-3, (m, n, k, cfg)
+    assert torch.equal(outs[1], outs[0]) and torch.equal(outs[2], outs[0]), "repeated launches differ"

@@ -42,7 +42,7 @@ def c_tma_effective(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32") -
 def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32"):
     """The compiled kernel (``triton.compiler.CompiledKernel``) for ``desc`` under ``config``."""
     bm, bn, split = config.block_m, config.block_n, config.split_k
-    d_fp32 = desc.out_fp32 or split > 1
+    d_fp32 = desc.out_fp32 or (split > 1 and not config.splitk_fused)
     sf = "*i32" if desc.sf_packed else "*fp32"
     sig = {
         "a_desc": _desc_sig("fp8e4nv", [bm, 128], gl.float8e4nv),
@@ -70,11 +70,19 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32"):
         constexprs["sfb_desc"] = None
     c_tma = c_tma_effective(desc, config, c_dtype)
     constexprs["C_TMA"] = c_tma
-    constexprs["C_TMA_LATE"] = c_tma and config.c_tma_late
+    constexprs["C_TMA_LATE"] = c_tma and config.c_tma_late and not (split > 1 and config.splitk_fused
+                                                                    and config.split_tail)
     if c_tma:
         sig["c_desc"] = _desc_sig("fp32", [64, bn], gl.float32)
     else:
         constexprs["c_desc"] = None
+    fused = split > 1 and config.splitk_fused
+    constexprs["SPLITK_FUSED"] = fused
+    constexprs["SPLIT_TAIL"] = fused and config.split_tail
+    if fused:
+        sig["ws_ptr"], sig["cnt_ptr"] = "*fp32", "*i32"
+    else:
+        constexprs["ws_ptr"] = constexprs["cnt_ptr"] = None
     for name in constexprs:
         sig[name] = "constexpr"
     src = GluonASTSource(gemm_1d2d.fp8_gemm_kernel, sig, constexprs)

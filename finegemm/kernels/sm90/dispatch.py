@@ -69,6 +69,18 @@ def _workspace(device: torch.device, numel: int) -> torch.Tensor:
     return ws
 
 
+_counters: dict[tuple, torch.Tensor] = {}
+
+
+def _arrival_counters(device: torch.device, numel: int) -> torch.Tensor:
+    """Zeroed int32 split-K arrival counters (``Sm90Config.splitk_fused``); the kernel leaves them 0."""
+    key = (device, numel)
+    cnt = _counters.get(key)
+    if cnt is None:
+        cnt = _counters[key] = torch.zeros(numel, dtype=torch.int32, device=device)
+    return cnt
+
+
 def _desc(t: torch.Tensor, block: list[int]) -> TensorDescriptor:
     layout = gl.NVMMASharedLayout.get_default_for(block, _GL_DTYPES[t.dtype])
     return TensorDescriptor(t, list(t.shape), list(t.stride()), block, layout)
@@ -113,14 +125,24 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c):
     b_desc = _desc(b, [bn, 128])
     num_pid_m = triton.cdiv(m, bm)
     ws = None
-    if split > 1:
+    fused = split > 1 and config.splitk_fused
+    tiles = num_pid_m * triton.cdiv(n, bn)
+    units = tiles * split
+    if fused:
+        # the kernel's _unit_plan: with split_tail only the tiles past the last whole round of the grid split
+        whole = tiles // config.num_sms * config.num_sms if config.split_tail else 0
+        units = whole + (tiles - whole) * split
+        m_pad = m
+        ws = _workspace(a.device, max(tiles - whole, 1) * split * bm * bn)
+        counters = _arrival_counters(a.device, max(tiles - whole, 1) * min(bm // 64, 2))
+        d_desc = _desc(d, [64, bn])
+    elif split > 1:
         m_pad = num_pid_m * bm
         ws = _workspace(a.device, split * m_pad * n).view(split * m_pad, n)
         d_desc = _desc(ws, [64, bn])
     else:
         m_pad = m
         d_desc = _desc(d, [64, bn])
-    units = num_pid_m * triton.cdiv(n, bn) * split
     grid = (min(units, config.num_sms),)
     per_channel = desc.kind == "fp8_1d1d"
     stride_sfb = sfb.stride(1) if per_channel else sfb.stride(0)
@@ -142,11 +164,14 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c):
         SF_PACKED=sfa.dtype == torch.int32, SFB_PER_CHANNEL=per_channel, HAS_C=c is not None,
         PIPE_MMA=config.pipe_mma, PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS,
         SMALL_EPI=config.small_epi, SFA_TMA=config.sfa_tma, sfb_desc=sfb_desc, SFB_TMA=config.sfb_tma,
-        K_DYN=config.k_dynamic, c_desc=c_desc, C_TMA=config.c_tma, C_TMA_LATE=config.c_tma and config.c_tma_late,
-        num_warps=config.num_warps,
+        K_DYN=config.k_dynamic, c_desc=c_desc, C_TMA=config.c_tma,
+        C_TMA_LATE=config.c_tma and config.c_tma_late and not (fused and config.split_tail),
+        num_warps=config.num_warps, SPLITK_FUSED=fused, SPLIT_TAIL=fused and config.split_tail,
     )
+    if fused:
+        meta.update(ws_ptr=ws, cnt_ptr=counters)
     reduce = None
-    if split > 1:
+    if split > 1 and not fused:
         block = 256 if n >= 256 else triton.next_power_of_2(n)
         reduce = ((m, triton.cdiv(n, block)), (ws, d, c_arg, m, n, m_pad, d.stride(0), c_arg.stride(0)),
                   dict(SPLIT_K=split, HAS_C=c is not None, BLOCK=block, num_warps=4))

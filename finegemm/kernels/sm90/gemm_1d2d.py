@@ -27,8 +27,12 @@ warpgroup). Phase of slot ``s`` on its ``i``-th use is ``i & 1``; the producer w
 with the flipped phase so that the first pass through the ring does not block.
 
 Split-K (``SPLIT_K > 1``, small M): work units are (tile, k-split) pairs; each writes its FP32
-partial tile to a workspace ``[SPLIT_K * M_pad, N]`` and :func:`_splitk_reduce_kernel` sums the
-splits in a fixed order (deterministic), adds ``C`` and casts.
+partial tile to a workspace ``[SPLIT_K * M_pad, N]``. The reduction sums the splits in a fixed order
+(deterministic), adds ``C`` and casts: either a second launch (:func:`_splitk_reduce_kernel`), or
+(``SPLITK_FUSED``) in the kernel itself: each math warpgroup stores its partial with plain stores,
+counts its arrival on a per-(tile, warpgroup) counter (release/acquire at GPU scope), and the last of
+the ``SPLIT_K`` to arrive reads all partials back in split order, finishes the tile through the usual
+epilogue and resets the counter to 0 for the next launch (:func:`_splitk_fused_epilogue`).
 
 NOTES:
   - Gluon 3.6 has no TMA multicast; tiles of A are re-read from L2 by every N tile.
@@ -99,6 +103,30 @@ def _num_k_blocks(a_desc, K: gl.constexpr, K_DYN: gl.constexpr):
 
 
 @gluon.jit
+def _unit_plan(num_tiles, SPLIT_K: gl.constexpr, SPLIT_TAIL: gl.constexpr):
+    """(whole tiles, work units) of the persistent grid: without split-K every tile is one unit; with it
+    (``SPLIT_K > 1``) every tile is ``SPLIT_K`` units, or with ``SPLIT_TAIL`` only the tiles of the last,
+    partial round of the grid are (the whole rounds' tiles run whole first)."""
+    if SPLIT_K == 1:
+        n_full = num_tiles
+    elif SPLIT_TAIL:
+        n_full = num_tiles // gl.num_programs(0) * gl.num_programs(0)
+    else:
+        n_full = num_tiles * 0
+    return n_full, n_full + (num_tiles - n_full) * SPLIT_K
+
+
+@gluon.jit
+def _unit_tile(unit, n_full, SPLIT_K: gl.constexpr):
+    """(tile, split) of work unit ``unit`` (:func:`_unit_plan`); a whole tile is split 0 of 1."""
+    if SPLIT_K == 1:
+        return unit, unit * 0
+    else:
+        v = gl.maximum(unit - n_full, 0)
+        return gl.where(unit < n_full, unit, n_full + v // SPLIT_K), gl.where(unit < n_full, 0, v % SPLIT_K)
+
+
+@gluon.jit
 def _load_scale(ptr, idx, kb, stride_k, mask, PACKED: gl.constexpr):
     """FP32 scales at ``ptr[idx + kb * stride_k]`` (``idx`` tensor or scalar); packed UE8M0 decoded."""
     if PACKED:
@@ -122,7 +150,7 @@ def _load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                     layout_ptr=None, GROUPING: gl.constexpr = 0, NUM_GROUPS: gl.constexpr = 1,
                     GROUP_ROWS: gl.constexpr = 0, SFK_ROWS: gl.constexpr = 0, USE_PSUM: gl.constexpr = False,
                     ALIGN: gl.constexpr = 128, sfb_desc=None, sfb_bufs=None, SFB_TMA: gl.constexpr = False,
-                    K_DYN: gl.constexpr = False):
+                    K_DYN: gl.constexpr = False, SPLIT_TAIL: gl.constexpr = False):
     if GROUPING != 0:
         _grouped_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M, N, K, BLOCK_M, BLOCK_N,
                                 STAGES, GROUP_M, sfa_desc, sfa_bufs, SFA_TMA, SF_PACKED, layout_ptr, GROUPING,
@@ -130,7 +158,7 @@ def _load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
     else:
         _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M, N, K, BLOCK_M, BLOCK_N,
                               STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA, SF_PACKED, sfb_desc, sfb_bufs,
-                              SFB_TMA, K_DYN)
+                              SFB_TMA, K_DYN, SPLIT_TAIL)
 
 
 @gluon.jit
@@ -138,7 +166,7 @@ def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars,
                           N: gl.constexpr, K: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                           STAGES: gl.constexpr, GROUP_M: gl.constexpr, SPLIT_K: gl.constexpr,
                           sfa_desc, sfa_bufs, SFA_TMA: gl.constexpr, SF_PACKED: gl.constexpr, sfb_desc, sfb_bufs,
-                          SFB_TMA: gl.constexpr, K_DYN: gl.constexpr):
+                          SFB_TMA: gl.constexpr, K_DYN: gl.constexpr, SPLIT_TAIL: gl.constexpr = False):
     num_kb = _num_k_blocks(a_desc, K, K_DYN)
     nbytes: gl.constexpr = (a_desc.block_type.nbytes + b_desc.block_type.nbytes
                             + (sfa_desc.block_type.nbytes if SFA_TMA else 0)
@@ -146,16 +174,19 @@ def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars,
     kb_per_split = num_kb // SPLIT_K
     num_pid_m = gl.cdiv(M, BLOCK_M)
     num_pid_n: gl.constexpr = (N + BLOCK_N - 1) // BLOCK_N
-    num_units = num_pid_m * num_pid_n * SPLIT_K
+    n_full, num_units = _unit_plan(num_pid_m * num_pid_n, SPLIT_K, SPLIT_TAIL)
     it = 0
     for unit in range(gl.program_id(0), num_units, gl.num_programs(0)):
-        tile = unit // SPLIT_K
-        split = unit % SPLIT_K
+        tile, split = _unit_tile(unit, n_full, SPLIT_K)
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
         kb0 = split * kb_per_split
-        for kk in range(kb_per_split):
+        if SPLIT_K == 1:
+            kb_count = num_kb
+        else:
+            kb_count = gl.where(unit < n_full, num_kb, kb_per_split)
+        for kk in range(kb_count):
             s = it % STAGES
             phase = (it // STAGES) & 1
             mbarrier.wait(empty_bars.index(s), phase ^ 1)
@@ -365,9 +396,11 @@ def _release(empty_bars, s, READ_RING: gl.constexpr):
     with generic ``ld.shared``; the producer's next TMA write to it is an async-proxy access, so a proxy
     fence orders the reads before the release. Without it the H200 produced run-to-run differences
     (8-row x 32-column patches of D; benchmarks/NOTES.md v5). WGMMA reads are async-proxy already.
-    The per-token ring scales (``SFA_TMA``, 2 words a thread) are released without the fence: it
-    measured 2-11 % slower on the dense 1d2d shapes (it also waits for the epilogue's in-flight TMA
-    store), and no repeat test has ever differed there (NOTES v5 lists this as an open risk).
+    The per-token ring scales (``SFA_TMA``, 2 words a thread) are released without the fence (it
+    measured 2-11 % slower on the dense 1d2d shapes: it also waits for the epilogue's in-flight TMA
+    store) but only after the promotion that consumes them, so that no ``ld.shared`` of the slot is
+    still in flight at the arrive. Released before it, an H200 run with a 16-CTA grid (many ring laps a
+    CTA) gave run-to-run differences (NOTES v10); with 132 CTAs no repeat test had ever differed.
     """
     if READ_RING:
         fence_async_shared()
@@ -417,14 +450,16 @@ def _issue_block(a_bufs, b_bufs, full_bars, it, row0: gl.constexpr, zero, STAGES
 def _retire_block(acc, tok, s, kb, PENDING: gl.constexpr, sfa_bufs, sfb_bufs, empty_bars, row0: gl.constexpr,
                   row_layout: gl.constexpr, col_layout: gl.constexpr, sa, sb0, sb1, second_col,
                   PACKED: gl.constexpr, SFA_TMA: gl.constexpr, SFB_TMA: gl.constexpr,
-                  SFB_PER_CHANNEL: gl.constexpr, SFB_UNIFORM: gl.constexpr):
+                  SFB_PER_CHANNEL: gl.constexpr, SFB_UNIFORM: gl.constexpr, FENCE_RING: gl.constexpr = False):
     """Wait for K block ``kb``'s WGMMA (``PENDING`` later ones stay in flight), release its slot ``s`` and
     promote it into ``acc`` with its scales (ring ones read here, the others passed in)."""
     part = warpgroup_mma_wait(PENDING, deps=(tok,))
     sa, sb0, sb1 = _ring_scales(sfa_bufs, sfb_bufs, s, kb, row0, row_layout, col_layout, sa, sb0, sb1, PACKED,
                                 SFA_TMA, SFB_TMA)
-    _release(empty_bars, s, SFB_TMA)
-    return _promote(acc, part, sa, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
+    acc = _promote(acc, part, sa, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
+    # after the promotion has consumed the slot's ring scales (see _release)
+    _release(empty_bars, s, SFB_TMA or FENCE_RING)
+    return acc
 
 
 @gluon.jit
@@ -433,13 +468,15 @@ def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
                    mma_layout: gl.constexpr, NUM_NB: gl.constexpr, KB, STAGES: gl.constexpr,
                    SF_PACKED: gl.constexpr, SFB_PER_CHANNEL: gl.constexpr, SFB_UNIFORM: gl.constexpr,
                    PIPE_MMA: gl.constexpr, SFA_TMA: gl.constexpr, sfb_bufs=None, SFB_TMA: gl.constexpr = False,
-                   c_desc=None, c_bar=None, c_sub=None, c_row=0, c_col=0, C_LATE: gl.constexpr = False):
+                   c_desc=None, c_bar=None, c_sub=None, c_row=0, c_col=0, C_LATE: gl.constexpr = False,
+                   FENCE_RING: gl.constexpr = False):
     """One 64-row wave over ``KB`` K blocks: returns (promoted [64, BLOCK_N] fp32 accumulator, ring counter).
 
     ``KB`` is a constexpr for dense tiles; grouped tiles pass a runtime count (0 for a skipped tile: a
     zero accumulator, no barrier touched). ``C_LATE`` (PIPE_MMA only): start the tile's C load
     (:func:`_prefetch_c` of ``c_row, c_col`` into ``c_sub``) once the first K-block pair is issued, so
     that its wait for the previous tile's D store to leave the buffer runs under those WGMMAs.
+    ``FENCE_RING``: every slot is released behind the proxy fence (as with ``SFB_TMA``), see :func:`_release`.
     """
     gl.static_assert(PIPE_MMA or not C_LATE, "C_LATE: the paired PIPE_MMA loop only")
     BLOCK_N: gl.constexpr = b_bufs.shape[1]
@@ -467,13 +504,13 @@ def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
                                       SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA, SFB_TMA)
             acc = _retire_block(acc, tok_a, s_a, kb0 + kk, 1, sfa_bufs, sfb_bufs, empty_bars, row0,
                                 row_layout, col_layout, sa, sb0, sb1, second_col, SF_PACKED, SFA_TMA, SFB_TMA,
-                                SFB_PER_CHANNEL, SFB_UNIFORM)
+                                SFB_PER_CHANNEL, SFB_UNIFORM, FENCE_RING)
             sa, sb0, sb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col,
                                    gl.minimum(kb0 + kk + 2, kb0 + KB - 1), stride_sfa_k, stride_sfb, NUM_NB,
                                    SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA, SFB_TMA)
             acc = _retire_block(acc, tok_b, s_b, kb0 + kk + 1, 0, sfa_bufs, sfb_bufs, empty_bars, row0,
                                 row_layout, col_layout, nsa, nsb0, nsb1, second_col, SF_PACKED, SFA_TMA, SFB_TMA,
-                                SFB_PER_CHANNEL, SFB_UNIFORM)
+                                SFB_PER_CHANNEL, SFB_UNIFORM, FENCE_RING)
         if C_LATE:
             if KB < 2:  # no pair issued
                 _prefetch_c(c_desc, c_bar, c_sub, c_row, c_col)
@@ -482,7 +519,7 @@ def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
             it += 1
             acc = _retire_block(acc, tok_a, s_a, kb0 + KB - 1, 0, sfa_bufs, sfb_bufs, empty_bars, row0,
                                 row_layout, col_layout, sa, sb0, sb1, second_col, SF_PACKED, SFA_TMA, SFB_TMA,
-                                SFB_PER_CHANNEL, SFB_UNIFORM)
+                                SFB_PER_CHANNEL, SFB_UNIFORM, FENCE_RING)
     else:
         for kk in range(KB):
             part, s = _issue_block(a_bufs, b_bufs, full_bars, it, row0, zero, STAGES)
@@ -494,8 +531,8 @@ def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
                                       nkb, stride_sfa_k, stride_sfb, NUM_NB,
                                       SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA, SFB_TMA)
             part = warpgroup_mma_wait(0, deps=(part,))
-            _release(empty_bars, s, SFB_TMA)
             acc = _promote(acc, part, sa, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
+            _release(empty_bars, s, SFB_TMA or FENCE_RING)
             sa = nsa
             sb0 = nsb0
             sb1 = nsb1
@@ -564,8 +601,8 @@ def _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
         if SFB_TMA:
             sb0 = _ring_scale(sfb_bufs, s, kb0 + kk, 0, col_layout, SF_PACKED, BLOCK_N)
             sb1 = sb0
-        _release(empty_bars, s, SFB_TMA)
         acc1 = _promote(acc1, part, sa1, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
+        _release(empty_bars, s, SFB_TMA)
         sa0 = nsa0
         sa1 = nsa1
         sb0 = nsb0
@@ -602,6 +639,32 @@ def _store_wave(acc, d_desc, d_sub, c_ptr, rows, cols, row_mask, col_mask, strid
 
 
 @gluon.jit
+def _splitk_fused_epilogue(acc, ws_tile, cnt_ptr, slot, split, local, d_desc, d_sub, c_ptr, rows, cols, row_mask,
+                           col_mask, stride_cm, out_row, off_n, PLANE: gl.constexpr, SPLIT_K: gl.constexpr,
+                           HAS_C: gl.constexpr):
+    """In-kernel split-K reduction of one 64-row wave (``SPLITK_FUSED``).
+
+    ``ws_tile``: the tile's ``SPLIT_K`` FP32 partial planes of ``PLANE`` (= BLOCK_M x BLOCK_N) words each,
+    row-major; ``local``: this wave's offsets in a plane. Stores this split's partial (plain stores), then
+    one thread counts the arrival on ``cnt_ptr[slot]`` (acq_rel, GPU scope) after a barrier of the
+    warpgroup, so that every thread's partial is released with it. The split that arrives last sums the
+    planes in split order (the result does not depend on which split arrives last), adds C, stores D
+    through :func:`_store_wave` and resets the counter to 0; the others store nothing more.
+    """
+    gl.store(ws_tile + split * PLANE + local, acc)
+    gl.thread_barrier()
+    arrived = gl.atomic_add(cnt_ptr + slot, 1, sem="acq_rel", scope="gpu")
+    if arrived == SPLIT_K - 1:
+        # L2 reads (.cg): the other splits' partials were written by other SMs
+        total = gl.load(ws_tile + local, cache_modifier=".cg")
+        for s in gl.static_range(1, SPLIT_K):
+            total += gl.load(ws_tile + s * PLANE + local, cache_modifier=".cg")
+        gl.store(cnt_ptr + slot, 0)
+        _store_wave(total, d_desc, d_sub, c_ptr, rows, cols, row_mask, col_mask, stride_cm, out_row, off_n, 0,
+                    HAS_C)
+
+
+@gluon.jit
 def _prefetch_c(c_desc, c_bar, d_sub, off_row, off_n):
     """Start the TMA load of the 64 C rows from ``off_row`` into this warpgroup's D staging rows ``d_sub``,
     arriving on ``c_bar``: it runs under the tile's main loop.
@@ -627,7 +690,8 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                     SFB_STRIDE_G: gl.constexpr = 0, USE_PSUM: gl.constexpr = False, ALIGN: gl.constexpr = 128,
                     sfb_bufs=None, SFB_TMA: gl.constexpr = False, a_desc=None,
                     K_DYN: gl.constexpr = False, c_desc=None, c_bars=None, C_TMA: gl.constexpr = False,
-                    C_TMA_LATE: gl.constexpr = False):
+                    C_TMA_LATE: gl.constexpr = False, ws_ptr=None, cnt_ptr=None, SPLITK_FUSED: gl.constexpr = False,
+                    SPLIT_TAIL: gl.constexpr = False):
     """One math warpgroup (4 warps). Its rows of each tile: wave ``w`` covers tile rows
     ``w * 64 * NUM_WG + 64 * WG + [0, 64)`` (BLOCK_M 64/128: one wave; 256: two, DeepGEMM's order).
     ``d_smem`` holds [BLOCK_M, BLOCK_N] (or, with ``SMALL_EPI``, [64 * NUM_WG, BLOCK_N] that both
@@ -641,7 +705,8 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
         _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr, sfb_ptr, c_ptr, M,
                     stride_sfa_k, stride_sfb, stride_cm, N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
                     SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, WG, sfb_bufs,
-                    SFB_TMA, a_desc, K_DYN, c_desc, c_bars, C_TMA, C_TMA_LATE)
+                    SFB_TMA, a_desc, K_DYN, c_desc, c_bars, C_TMA, C_TMA_LATE, ws_ptr, cnt_ptr, SPLITK_FUSED,
+                    SPLIT_TAIL)
 
 
 @gluon.jit
@@ -652,13 +717,20 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                 SF_PACKED: gl.constexpr, SFB_PER_CHANNEL: gl.constexpr, HAS_C: gl.constexpr,
                 PIPE_MMA: gl.constexpr, SMALL_EPI: gl.constexpr, sfa_bufs, SFA_TMA: gl.constexpr,
                 WG: gl.constexpr, sfb_bufs, SFB_TMA: gl.constexpr, a_desc, K_DYN: gl.constexpr, c_desc, c_bars,
-                C_TMA: gl.constexpr, C_TMA_LATE: gl.constexpr = False):
+                C_TMA: gl.constexpr, C_TMA_LATE: gl.constexpr = False, ws_ptr=None, cnt_ptr=None,
+                SPLITK_FUSED: gl.constexpr = False, SPLIT_TAIL: gl.constexpr = False):
     """The dense math partition (GROUPING 0): persistent (tile, k-split) units.
 
     ``C_TMA`` (with C, no split-K, FP32 C and D): the C rows of each tile's first wave are loaded by TMA into
     its D staging rows before the main loop (:func:`_prefetch_c`) instead of by blocking loads in the
     epilogue. BLOCK_M 256 needs ``SMALL_EPI`` (without it, the CPU compile spills 280 bytes), and there the
-    second wave reads its C as before: it reuses the first wave's buffer."""
+    second wave reads its C as before: it reuses the first wave's buffer.
+
+    ``SPLITK_FUSED``: the split-K reduction runs here (:func:`_splitk_fused_epilogue`); ``d_desc`` is D's
+    descriptor then, ``ws_ptr`` the FP32 workspace (``SPLIT_K`` planes of BLOCK_M x BLOCK_N per split tile)
+    and ``cnt_ptr`` int32 arrival counters, one per (split tile, math warpgroup), 0 between launches.
+    ``SPLIT_TAIL``: only the tiles of the grid's last, partial round are split (:func:`_unit_plan`); the
+    others run their whole K and store as usual."""
     WG_M: gl.constexpr = 64
     NUM_WG: gl.constexpr = num_math_warpgroups(BLOCK_M)
     WAVES: gl.constexpr = BLOCK_M // (WG_M * NUM_WG)
@@ -673,25 +745,33 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
     kb_per_split = num_kb // SPLIT_K
     num_pid_m = gl.cdiv(M, BLOCK_M)
     num_pid_n: gl.constexpr = (N + BLOCK_N - 1) // BLOCK_N
-    num_units = num_pid_m * num_pid_n * SPLIT_K
-    ADD_C: gl.constexpr = HAS_C and SPLIT_K == 1
+    n_full, num_units = _unit_plan(num_pid_m * num_pid_n, SPLIT_K, SPLIT_TAIL)
+    ADD_C: gl.constexpr = HAS_C and (SPLIT_K == 1 or SPLITK_FUSED)
     gl.static_assert(not C_TMA or ADD_C, "C_TMA: C added in the kernel (no split-K)")
     gl.static_assert(not C_TMA or WAVES == 1 or SMALL_EPI, "C_TMA at BLOCK_M 256 needs SMALL_EPI (else it spills)")
-    # C_TMA_LATE: the C load starts after the first K-block pair instead of before the main loop
-    C_LATE: gl.constexpr = C_TMA and C_TMA_LATE and WAVES == 1 and PIPE_MMA
+    gl.static_assert(not SPLIT_TAIL or SPLITK_FUSED, "SPLIT_TAIL: the reduction in the kernel")
+    # C_TMA_LATE: the C load starts after the first K-block pair instead of before the main loop (whole K only)
+    C_LATE: gl.constexpr = C_TMA and C_TMA_LATE and WAVES == 1 and PIPE_MMA and not SPLIT_TAIL
+    PLANE: gl.constexpr = BLOCK_M * BLOCK_N
+    # In-kernel split-K with the per-token scales in the ring: release every slot behind the proxy fence.
+    # Without it the H200 gave wrong and run-to-run different results once CTAs ran several split units
+    # (a 16-CTA grid; NOTES v10): the warpgroups drift apart around the reduction.
+    FENCE_RING: gl.constexpr = SPLITK_FUSED and SFA_TMA
+    # this wave's offsets in a split tile's partial plane (SPLITK_FUSED)
+    local = (row0 + gl.arange(0, WG_M, layout=row_layout))[:, None] * BLOCK_N + gl.arange(
+        0, BLOCK_N, layout=col_layout)[None, :]
 
     d_sub0 = d_smem.slice(row0, WG_M, dim=0)
     c_bar = c_bars.index(WG)
     it = 0
     tcount = 0
     for unit in range(gl.program_id(0), num_units, gl.num_programs(0)):
-        tile = unit // SPLIT_K
-        split = unit % SPLIT_K
+        tile, split = _unit_tile(unit, n_full, SPLIT_K)
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
         kb0 = split * kb_per_split
-        if SPLIT_K > 1:
+        if SPLIT_K > 1 and not SPLITK_FUSED:
             # partials go to the workspace, split after split; the reduction adds C
             out_m = split * (num_pid_m * BLOCK_M) + off_m
         else:
@@ -703,17 +783,48 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
         nb0 = off_n // 128
         second_col = (cols // 128) != nb0
         if C_TMA and not C_LATE:
-            _prefetch_c(c_desc, c_bar, d_sub0, off_m + row0, off_n)
+            if SPLIT_TAIL:
+                if unit < n_full:  # split tiles add C from global memory in their reduction
+                    _prefetch_c(c_desc, c_bar, d_sub0, off_m + row0, off_n)
+            else:
+                _prefetch_c(c_desc, c_bar, d_sub0, off_m + row0, off_n)
         c_phase = tcount & 1
         tcount += 1
         if WAVES == 1:
-            acc, it = _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row0,
-                                     sfa_ptr, sfb_ptr, rows0, cols, mask0, col_mask, nb0, second_col,
-                                     stride_sfa_k, stride_sfb, mma_layout, NUM_NB, kb_per_split, STAGES,
-                                     SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, PIPE_MMA, SFA_TMA, sfb_bufs, SFB_TMA,
-                                     c_desc, c_bar, d_sub0, off_m + row0, off_n, C_LATE)
-            _store_wave(acc, d_desc, d_sub0, c_ptr, rows0, cols, mask0, col_mask, stride_cm,
-                        out_m + row0, off_n, 0, ADD_C, C_TMA, c_bar, c_phase)
+            if SPLIT_TAIL:
+                # whole tiles and split ones each with a constant trip count (a runtime one risks ptxas
+                # serializing the WGMMAs)
+                if unit < n_full:
+                    acc, it = _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, 0, row0,
+                                             sfa_ptr, sfb_ptr, rows0, cols, mask0, col_mask, nb0, second_col,
+                                             stride_sfa_k, stride_sfb, mma_layout, NUM_NB, num_kb, STAGES,
+                                             SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, PIPE_MMA, SFA_TMA, sfb_bufs,
+                                             SFB_TMA, FENCE_RING=FENCE_RING)
+                else:
+                    acc, it = _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row0,
+                                             sfa_ptr, sfb_ptr, rows0, cols, mask0, col_mask, nb0, second_col,
+                                             stride_sfa_k, stride_sfb, mma_layout, NUM_NB, kb_per_split, STAGES,
+                                             SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, PIPE_MMA, SFA_TMA, sfb_bufs,
+                                             SFB_TMA, FENCE_RING=FENCE_RING)
+            else:
+                acc, it = _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row0,
+                                         sfa_ptr, sfb_ptr, rows0, cols, mask0, col_mask, nb0, second_col,
+                                         stride_sfa_k, stride_sfb, mma_layout, NUM_NB, kb_per_split, STAGES,
+                                         SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, PIPE_MMA, SFA_TMA, sfb_bufs,
+                                         SFB_TMA, c_desc, c_bar, d_sub0, off_m + row0, off_n, C_LATE, FENCE_RING)
+            if SPLITK_FUSED:
+                if unit < n_full:
+                    _store_wave(acc, d_desc, d_sub0, c_ptr, rows0, cols, mask0, col_mask, stride_cm,
+                                out_m + row0, off_n, 0, ADD_C, C_TMA, c_bar, c_phase)
+                else:
+                    split_tile = (tile - n_full).to(gl.int64)
+                    _splitk_fused_epilogue(acc, ws_ptr + split_tile * (SPLIT_K * PLANE), cnt_ptr,
+                                           split_tile * NUM_WG + WG, split, local, d_desc, d_sub0, c_ptr, rows0,
+                                           cols, mask0, col_mask, stride_cm, off_m + row0, off_n, PLANE, SPLIT_K,
+                                           HAS_C)
+            else:
+                _store_wave(acc, d_desc, d_sub0, c_ptr, rows0, cols, mask0, col_mask, stride_cm,
+                            out_m + row0, off_n, 0, ADD_C, C_TMA, c_bar, c_phase)
         else:
             rows1 = off_m + row1 + gl.arange(0, WG_M, layout=row_layout)
             mask1 = rows1 < M
@@ -862,7 +973,8 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                     GROUP_ROWS: gl.constexpr = 0, SFK_ROWS: gl.constexpr = 0, SFA_STRIDE_G: gl.constexpr = 0,
                     SFB_STRIDE_G: gl.constexpr = 0, USE_PSUM: gl.constexpr = False, ALIGN: gl.constexpr = 128,
                     sfb_desc=None, SFB_TMA: gl.constexpr = False, K_DYN: gl.constexpr = False,
-                    c_desc=None, C_TMA: gl.constexpr = False, C_TMA_LATE: gl.constexpr = False):
+                    c_desc=None, C_TMA: gl.constexpr = False, C_TMA_LATE: gl.constexpr = False,
+                    ws_ptr=None, cnt_ptr=None, SPLITK_FUSED: gl.constexpr = False, SPLIT_TAIL: gl.constexpr = False):
     """Entry: carve shared memory, init barriers, fork producer and math partitions.
 
     ``c_desc`` (``C_TMA`` only, else None): TMA descriptor of the FP32 C ``[M, N]``, box [64, BLOCK_N], the
@@ -885,6 +997,11 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
       its [G * SFK_ROWS, max_m] view; ``M`` = G * max_m.
 
     Grouped forms use BLOCK_M 64/128, no split-K, no C, the 1d2d recipe.
+
+    ``SPLITK_FUSED`` (dense, ``SPLIT_K > 1``, BLOCK_M 64/128): ``ws_ptr`` fp32 [split tiles, SPLIT_K,
+    BLOCK_M, BLOCK_N], ``cnt_ptr`` int32 [split tiles * math warpgroups], all 0 at launch (and left 0);
+    ``d_desc`` is D's own descriptor. Without it, split-K ``d_desc`` is the workspace's. ``SPLIT_TAIL``
+    (with ``SPLITK_FUSED``): only the tiles past the last whole round of the grid are split.
     """
     if GROUPING != 0:
         gl.static_assert(BLOCK_M <= 128, "grouped tiles: BLOCK_M 64 or 128")
@@ -903,6 +1020,17 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
     gl.static_assert(not K_DYN or (SPLIT_K == 1 and GROUPING == 0), "K_DYN: dense tiles without split-K")
     gl.static_assert(BLOCK_N % 8 == 0, "BLOCK_N must be a multiple of 8")
     gl.static_assert(SFB_PER_CHANNEL or not SFB_TMA, "SFB_TMA: recipe (1, 1, 128) only")
+    gl.static_assert(not SPLITK_FUSED or (SPLIT_K > 1 and GROUPING == 0 and BLOCK_M <= 128),
+                     "SPLITK_FUSED: dense split-K tiles of BLOCK_M 64/128")
+    gl.static_assert(not C_TMA or SPLIT_K == 1 or SPLIT_TAIL, "C_TMA: whole-K tiles (split ones add C themselves)")
+    gl.static_assert(not SPLIT_TAIL or SPLITK_FUSED, "SPLIT_TAIL needs SPLITK_FUSED")
+    # warp_specialize takes no None argument: unfused, the scale pointers stand in (never read)
+    if SPLITK_FUSED:
+        ws_arg = ws_ptr
+        cnt_arg = cnt_ptr
+    else:
+        ws_arg = sfa_ptr
+        cnt_arg = sfb_ptr
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
     SFA_SLOTS: gl.constexpr = STAGES if SFA_TMA else 1
@@ -938,18 +1066,20 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, 0,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
-                               c_tma_desc, c_bars, C_TMA, C_TMA_LATE)),
+                               c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
+                               SPLIT_TAIL)),
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                                sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
                                SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, 1,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
-                               c_tma_desc, c_bars, C_TMA, C_TMA_LATE)),
+                               c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
+                               SPLIT_TAIL)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
                                SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,
-                               ALIGN, sfb_tma_desc, sfb_bufs, SFB_TMA, K_DYN)),
+                               ALIGN, sfb_tma_desc, sfb_bufs, SFB_TMA, K_DYN, SPLIT_TAIL)),
         ], [4, 1], [MATH_REGS, PRODUCER_REGS])
     else:
         gl.warp_specialize([
@@ -959,11 +1089,12 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, 0,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
-                               c_tma_desc, c_bars, C_TMA, C_TMA_LATE)),
+                               c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
+                               SPLIT_TAIL)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
                                SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,
-                               ALIGN, sfb_tma_desc, sfb_bufs, SFB_TMA, K_DYN)),
+                               ALIGN, sfb_tma_desc, sfb_bufs, SFB_TMA, K_DYN, SPLIT_TAIL)),
         ], [1], [PRODUCER_REGS])
 
 

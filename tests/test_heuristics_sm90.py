@@ -34,9 +34,10 @@ def test_config_is_legal(desc):
     hash(cfg)  # frozen: usable as a cache key
     assert cfg.block_m in (64, 128, 256) and cfg.block_n in (32, 64, 128)
     assert (desc.k // 128) % cfg.split_k == 0
-    assert cfg.split_k == 1 or desc.m <= 256
+    assert cfg.split_k == 1 or desc.m <= 256 or cfg.split_tail
+    assert not cfg.split_tail or (cfg.splitk_fused and cfg.split_k > 1 and cfg.block_m <= 128)
     assert cfg.stages >= 3
-    out_fp32 = desc.out_fp32 or cfg.split_k > 1
+    out_fp32 = desc.out_fp32 or (cfg.split_k > 1 and not cfg.splitk_fused)
     smem = cfg.stages * layouts.stage_bytes(cfg.block_m, cfg.block_n, cfg.sfa_tma, cfg.sfb_tma) + \
         layouts.epilogue_bytes(cfg.block_m, cfg.block_n, out_fp32, cfg.small_epi)
     assert smem + layouts.SMEM_RESERVED <= H200.smem_per_block
@@ -190,3 +191,22 @@ def test_unsupported_reasons():
     assert "multiple of 128" in unsupported_reason(GemmDesc("fp8_1d2d", 64, 2112, 7000), H200)
     assert "16-byte" in unsupported_reason(GemmDesc("fp8_1d2d", 64, 2113, 7168), H200)
     assert unsupported_reason(GemmDesc("fp8_1d2d", 64, 2112, 7168, layout="m_grouped_masked"), H200)
+
+
+def test_split_tail_rule():
+    """The last partial tile round splits K 4 ways (split_tail, v9) only where it fills <= 1/4 of the SMs."""
+    from finegemm.jit.heuristics_sm90 import SPLIT_TAIL_K
+
+    wgrad = GemmDesc("fp8_1d1d", 576, 4096, 7168, out_fp32=True, with_c=True)
+    cfg = get_sm90_config(wgrad, H200)  # 64x128: 288 tiles, 2 rounds and 24
+    assert (cfg.block_m, cfg.block_n, cfg.split_k, cfg.splitk_fused, cfg.split_tail) == (64, 128, SPLIT_TAIL_K,
+                                                                                         True, True)
+    assert cfg.c_tma and cfg.can_stage_c  # the whole tiles still stage C by TMA
+    # 1056 tiles (8 whole rounds), a 76-tile tail, 256-row tiles, BF16-out 1d2d: no split tail
+    for desc in (GemmDesc("fp8_1d1d", 2112, 4096, 7168, out_fp32=True, with_c=True),
+                 GemmDesc("fp8_1d1d", 7168, 4096, 2048, out_fp32=True, with_c=True),
+                 GemmDesc("fp8_1d1d", 4096, 4096, 7168, out_fp32=True, with_c=True),
+                 GemmDesc("fp8_1d2d", 4096, 2112, 7168)):
+        assert not get_sm90_config(desc, H200).split_tail, desc
+    # the same shape on a device whose SM count leaves no tail
+    assert not get_sm90_config(wgrad, DeviceFacts("test", 144, 232448, (9, 0))).split_tail

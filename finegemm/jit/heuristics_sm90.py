@@ -49,6 +49,12 @@ class Sm90Config:
     # first K-block pair instead of before the main loop (its wait for the previous D store then runs
     # under WGMMAs). On by default: a rule that turns PIPE_MMA on after make_config gets it too.
     c_tma_late: bool = True
+    # split-K only: the splits are summed inside the GEMM kernel by the last split to finish a tile (arrival
+    # counters, fixed summation order) instead of by a second launch
+    splitk_fused: bool = False
+    # with splitk_fused: split only the tiles of the grid's last, partial round (the whole rounds' tiles run
+    # their whole K): a short tail round instead of one that leaves most SMs idle
+    split_tail: bool = False
 
     @property
     def num_warps(self) -> int:
@@ -58,9 +64,10 @@ class Sm90Config:
     @property
     def can_stage_c(self) -> bool:
         """Whether this tiling can stage C by TMA (``c_tma``; the tensors are checked at launch): no split-K
-        (its reduction adds C), BLOCK_M 256 only with the shared D staging (the kernel's static assert) and
-        not with runtime K (CPU compile: 8 bytes of stack)."""
-        return self.split_k == 1 and (self.block_m < 256 or (self.small_epi and not self.k_dynamic))
+        (its reduction adds C; with ``split_tail`` the whole-K tiles stage theirs), BLOCK_M 256 only with the
+        shared D staging (the kernel's static assert) and not with runtime K (CPU compile: 8 bytes of stack)."""
+        return ((self.split_k == 1 or (self.splitk_fused and self.split_tail))
+                and (self.block_m < 256 or (self.small_epi and not self.k_dynamic)))
 
 
 def _split_for(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int) -> int:
@@ -145,7 +152,8 @@ def _weight_grad_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Conf
     """
     eff = {bm: _wave_efficiency(desc, facts, bm, bn) for bm in (64, 128, 256)}
     if desc.k > 1024 and eff[64] >= eff[128] + 0.1 and eff[64] >= eff[256]:
-        return dataclasses.replace(make_config(desc, facts, 64, bn, sfa_tma=True, sfb_tma=True), pipe_mma=True)
+        cfg = dataclasses.replace(make_config(desc, facts, 64, bn, sfa_tma=True, sfb_tma=True), pipe_mma=True)
+        return _with_split_tail(desc, facts, cfg)
     bm = 128
     if desc.k >= 4096 and eff[256] + 0.05 >= eff[128]:
         bm = 256
@@ -156,7 +164,34 @@ def _weight_grad_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Conf
         bn = min(bn, 64)
     # make_config's register estimate keeps PIPE_MMA off here (two partials + the transient scale
     # vector); the compile checks show 128x128 and 128x64 pipelined without spills (tests/test_sm90_compile.py)
-    return dataclasses.replace(make_config(desc, facts, 128, bn, sfa_tma=True, sfb_tma=True), pipe_mma=True)
+    cfg = dataclasses.replace(make_config(desc, facts, 128, bn, sfa_tma=True, sfb_tma=True), pipe_mma=True)
+    return _with_split_tail(desc, facts, cfg)
+
+
+# split_tail: the split of the last round's tiles, and the fullest last round it is used for
+SPLIT_TAIL_K = 4
+_SPLIT_TAIL_MAX_FILL = 0.25
+
+
+def _with_split_tail(desc: GemmDesc, facts: DeviceFacts, cfg: Sm90Config) -> Sm90Config:
+    """``cfg`` with its last, partial tile round split 4 ways along K (``split_tail``, the reduction in the
+    kernel) when that round fills at most a quarter of the SMs and each split keeps >= 4 K blocks.
+
+    v9 sweep (results/sm90_v9_split_tail_sweep.json, H200, C by TMA for the whole tiles): 576x4096x7168 at
+    64x128 (288 tiles: 2 rounds and 24 tiles) 66.9 -> 59.5 us; 2112x4096x7168 at 128x128 (544 tiles: 4 rounds
+    and 16) 176.1 -> 163.8 us, where the 64-row pick (1056 tiles, no tail) takes 168.3. Fuller tails gain
+    less than the reduction costs; the BF16-out 4096x2112x7168 lost at every split (121.5 us unsplit, 126.3
+    at the best split), so the dense 1d2d rule does not use it.
+    """
+    num_kb = desc.k // layouts.BLOCK_K
+    tiles = math.ceil(desc.m / cfg.block_m) * math.ceil(desc.n / cfg.block_n)
+    tail = tiles % facts.num_sms
+    if (cfg.block_m > 128 or cfg.split_k > 1 or tail == 0 or tiles < facts.num_sms
+            or tail > _SPLIT_TAIL_MAX_FILL * facts.num_sms or num_kb % SPLIT_TAIL_K or num_kb // SPLIT_TAIL_K < 4):
+        return cfg
+    tailed = dataclasses.replace(cfg, split_k=SPLIT_TAIL_K, splitk_fused=True, split_tail=True)
+    out_fp32 = desc.out_fp32
+    return dataclasses.replace(tailed, c_tma=desc.with_c and out_fp32 and tailed.can_stage_c)
 
 
 # Small-M tile candidates, largest first: ties in wave efficiency go to the larger tile (fewer

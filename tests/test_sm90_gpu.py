@@ -27,11 +27,8 @@ def _sm90():
     return dispatch
 
 
-def _run(m, n, k, recipe, packed, with_c, out_dtype, cfg=None):
-    dispatch = _sm90()
-    from finegemm.jit.device import device_facts
-    from finegemm.jit.heuristics import GemmDesc
-
+def _operands(m, n, k, recipe, packed):
+    """Random FP8 operands: (a, sfa, sfa as the kernel reads it, b, sfb, sfb as the kernel reads it)."""
     dev = torch.device("cuda")
     x = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
     w = torch.randn(n, k, device=dev, dtype=torch.bfloat16)
@@ -44,6 +41,16 @@ def _run(m, n, k, recipe, packed, with_c, out_dtype, cfg=None):
     else:
         sfa_k = finegemm.get_mn_major_tma_aligned_tensor(sfa)
         sfb_k = sfb.contiguous() if recipe == "1d2d" else finegemm.get_mn_major_tma_aligned_tensor(sfb)
+    return a, sfa, sfa_k, b, sfb, sfb_k
+
+
+def _run(m, n, k, recipe, packed, with_c, out_dtype, cfg=None):
+    dispatch = _sm90()
+    from finegemm.jit.device import device_facts
+    from finegemm.jit.heuristics import GemmDesc
+
+    dev = torch.device("cuda")
+    a, sfa, sfa_k, b, sfb, sfb_k = _operands(m, n, k, recipe, packed)
     c = torch.randn(m, n, device=dev, dtype=torch.float32) if with_c else None
     desc = GemmDesc("fp8_1d2d" if recipe == "1d2d" else "fp8_1d1d", m, n, k, True, True,
                     out_dtype == torch.float32, with_c, packed)
@@ -217,16 +224,7 @@ def test_splitk_fused_matches_reference_and_the_reduce_launch(m, n, k, recipe, p
 
     dispatch = _sm90()
     dev = torch.device("cuda")
-    a, sfa = per_token_cast_to_fp8(torch.randn(m, k, device=dev, dtype=torch.bfloat16), use_ue8m0=packed)
-    w = torch.randn(n, k, device=dev, dtype=torch.bfloat16)
-    b, sfb = per_block_cast_to_fp8(w, use_ue8m0=packed) if recipe == "1d2d" else per_token_cast_to_fp8(w, packed)
-    if packed:
-        sfa_k = finegemm.get_mn_major_tma_aligned_packed_ue8m0_tensor(sfa)
-        sfb_k = (pack_ue8m0(sfb).contiguous() if recipe == "1d2d"
-                 else finegemm.get_mn_major_tma_aligned_packed_ue8m0_tensor(sfb))
-    else:
-        sfa_k = finegemm.get_mn_major_tma_aligned_tensor(sfa)
-        sfb_k = sfb.contiguous() if recipe == "1d2d" else finegemm.get_mn_major_tma_aligned_tensor(sfb)
+    a, sfa, sfa_k, b, sfb, sfb_k = _operands(m, n, k, recipe, packed)
     out_fp32 = recipe == "1d1d" or with_c
     out_dtype = torch.float32 if out_fp32 else torch.bfloat16
     c = torch.randn(m, n, device=dev, dtype=torch.float32) if with_c else None
@@ -270,11 +268,7 @@ def test_split_tail(m, n, k, recipe, with_c, tile, pipe, num_sms, in_place):
         pytest.skip("no C to accumulate into")
     dispatch = _sm90()
     dev = torch.device("cuda")
-    a, sfa = per_token_cast_to_fp8(torch.randn(m, k, device=dev, dtype=torch.bfloat16))
-    w = torch.randn(n, k, device=dev, dtype=torch.bfloat16)
-    b, sfb = per_block_cast_to_fp8(w) if recipe == "1d2d" else per_token_cast_to_fp8(w)
-    sfa_k = finegemm.get_mn_major_tma_aligned_tensor(sfa)
-    sfb_k = sfb.contiguous() if recipe == "1d2d" else finegemm.get_mn_major_tma_aligned_tensor(sfb)
+    a, sfa, sfa_k, b, sfb, sfb_k = _operands(m, n, k, recipe, False)
     out_fp32 = recipe == "1d1d" or with_c
     out_dtype = torch.float32 if out_fp32 else torch.bfloat16
     c = torch.randn(m, n, device=dev, dtype=torch.float32) if with_c else None

@@ -174,8 +174,9 @@ _SPLIT_TAIL_MAX_FILL = 0.25
 
 
 def _with_split_tail(desc: GemmDesc, facts: DeviceFacts, cfg: Sm90Config) -> Sm90Config:
-    """``cfg`` with its last, partial tile round split 4 ways along K (``split_tail``, the reduction in the
-    kernel) when that round fills at most a quarter of the SMs and each split keeps >= 4 K blocks.
+    """``cfg`` with its last, partial tile round split ``SPLIT_TAIL_K`` ways along K (``split_tail``, the
+    reduction in the kernel) when that round fills at most a quarter of the SMs and each split keeps >= 4 K
+    blocks.
 
     v9 sweep (results/sm90_v9_split_tail_sweep.json, H200, C by TMA for the whole tiles): 576x4096x7168 at
     64x128 (288 tiles: 2 rounds and 24 tiles) 66.9 -> 59.5 us; 2112x4096x7168 at 128x128 (544 tiles: 4 rounds
@@ -190,8 +191,7 @@ def _with_split_tail(desc: GemmDesc, facts: DeviceFacts, cfg: Sm90Config) -> Sm9
             or tail > _SPLIT_TAIL_MAX_FILL * facts.num_sms or num_kb % SPLIT_TAIL_K or num_kb // SPLIT_TAIL_K < 4):
         return cfg
     tailed = dataclasses.replace(cfg, split_k=SPLIT_TAIL_K, splitk_fused=True, split_tail=True)
-    out_fp32 = desc.out_fp32
-    return dataclasses.replace(tailed, c_tma=desc.with_c and out_fp32 and tailed.can_stage_c)
+    return dataclasses.replace(tailed, c_tma=desc.with_c and desc.out_fp32 and tailed.can_stage_c)
 
 
 # Small-M tile candidates, largest first: ties in wave efficiency go to the larger tile (fewer

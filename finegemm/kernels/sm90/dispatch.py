@@ -132,9 +132,8 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c):
         # the kernel's _unit_plan: with split_tail only the tiles past the last whole round of the grid split
         whole = tiles // config.num_sms * config.num_sms if config.split_tail else 0
         units = whole + (tiles - whole) * split
-        m_pad = m
         ws = _workspace(a.device, max(tiles - whole, 1) * split * bm * bn)
-        counters = _arrival_counters(a.device, max(tiles - whole, 1) * min(bm // 64, 2))
+        counters = _arrival_counters(a.device, max(tiles - whole, 1) * gemm_1d2d.num_math_warpgroups(bm))
         d_desc = _desc(d, [64, bn])
     elif split > 1:
         m_pad = num_pid_m * bm

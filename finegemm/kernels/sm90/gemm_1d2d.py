@@ -398,9 +398,10 @@ def _release(empty_bars, s, READ_RING: gl.constexpr):
     (8-row x 32-column patches of D; benchmarks/NOTES.md v5). WGMMA reads are async-proxy already.
     The per-token ring scales (``SFA_TMA``, 2 words a thread) are released without the fence (it
     measured 2-11 % slower on the dense 1d2d shapes: it also waits for the epilogue's in-flight TMA
-    store) but only after the promotion that consumes them, so that no ``ld.shared`` of the slot is
-    still in flight at the arrive. Released before it, an H200 run with a 16-CTA grid (many ring laps a
-    CTA) gave run-to-run differences (NOTES v10); with 132 CTAs no repeat test had ever differed.
+    store), after the promotion that consumes them, so that no ``ld.shared`` of the slot is still in
+    flight at the arrive; no repeat test or probe has differed there (132, 16 and 4 CTAs; NOTES v10).
+    The kernels that sum split-K in the kernel (``SPLITK_FUSED``) do differ without the fence (a 16-CTA
+    grid on the H200, NOTES v10) and release every slot behind it (``FENCE_RING``).
     """
     if READ_RING:
         fence_async_shared()

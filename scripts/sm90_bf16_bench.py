@@ -35,6 +35,7 @@ def main() -> None:
     ap.add_argument("--alts", type=int, default=2)
     ap.add_argument("--commit", default=os.environ.get("FG_COMMIT", "unknown"))
     ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--ms", default="64,128,4096", help="comma-separated M values to run")
     args = ap.parse_args()
     out_dir = os.environ.get("OUT", ".")
     facts = device_facts(DEV)
@@ -46,7 +47,7 @@ def main() -> None:
                 commit=args.commit, method="CUDA events, 1 GiB L2 flush before each call, 5 warm-ups, "
                 f"median of {args.reps}, fresh random normal inputs per shape", facts=facts.__dict__)
     path = os.path.join(out_dir, "sm90_bf16_bench.json")
-    for m in (64, 128, 4096):
+    for m in [int(v) for v in args.ms.split(",")]:
         for n, k in NK:
             a = torch.randn(m, k, device=DEV, dtype=torch.bfloat16)
             b = torch.randn(n, k, device=DEV, dtype=torch.bfloat16)

@@ -9,7 +9,9 @@ compiled in parallel worker processes (disk cache), then checked against the flo
 timed; stops timing new configs past ``V4_DEADLINE_S`` (default 140 s) so a bounded run comes back.
 ``v5``: the weight-gradient shapes with the per-channel RHS scales in the ring (sfb_tma), 128 vs 256 rows.
 ``v6``: PIPE_MMA on and off on every shape; ``v7``: BLOCK_N 16 / 32 / 64 at M <= 128; ``v8``: split-K with the
-reduction fused into the GEMM kernel at M <= 128; ``v9``: split-K of the last partial tile round only.
+reduction fused into the GEMM kernel at M <= 128; ``v9``: split-K of the last partial tile round only;
+``v11``: v9's 1d2d split tails again and 256x64 tiles; ``v12``: split-K at M <= 128 with the
+reduction launched by programmatic dependent launch.
 ``v4compile`` (CPU, no GPU): compiles every v4 candidate for sm_90 and prints registers/spills.
 Writes ``$OUT/sm90_dev.json`` (or ./sm90_dev.json) and prints a short table last.
 Timing: CUDA events around each call, a 1 GiB buffer zeroed before each timed call (L2 flush),
@@ -621,6 +623,40 @@ def v9_configs(desc, facts):
     return _distinct(out)
 
 
+def v11_shapes():
+    """v11: the 1d2d shape whose split tail lost in v9 (4096x2112x7168, 16 tiles in the last round at 128x128)."""
+    return v9_shapes()[:1]
+
+
+def v11_configs(desc, facts):
+    """v11: v9's 128x128 split tails again and 256x64 tiles (4096x2112: 16 x 33 = 528 tiles, exactly four
+    rounds of 132). Run once on a tree whose split-tail kernel released the whole tiles without the proxy fence
+    (no faster: benchmarks/NOTES.md v11; that change was not kept)."""
+    out = [(name, cfg) for name, cfg in v9_configs(desc, facts) if not name.startswith("64x")]
+    return out + [("256x64", make_config(desc, facts, 256, 64, 1, sfa_tma=True))]
+
+
+def v12_shapes():
+    """v12: the decode shapes with K >= 7168, where splitting K can fill the SMs (M = 64 and 128)."""
+    return [("small", m, n, k, "1d2d", torch.bfloat16, False) for m in (64, 128) for n, k in SHAPES_NK if k >= 7168]
+
+
+def v12_configs(desc, facts):
+    """v12: split-K with the reduction launched by programmatic dependent launch (its launch off the critical
+    path): 64-row (and at M = 128, 128-row) tiles of 64 / 128 columns, every split of 2-8 that divides K/128,
+    leaves >= 8 K blocks a split and keeps the units within one round, beside the heuristic's pick."""
+    out = [("heuristic", get_sm90_config(desc, facts))]
+    num_kb = desc.k // 128
+    for bm in (64, 128) if desc.m > 64 else (64,):
+        for bn in (64, 128):
+            tiles = math.ceil(desc.m / bm) * math.ceil(desc.n / bn)
+            for split in (2, 4, 7, 8):
+                if num_kb % split or num_kb // split < 8 or tiles * split > facts.num_sms:
+                    continue
+                out.append((f"{bm}x{bn} s{split}", make_config(desc, facts, bm, bn, split, sfa_tma=True)))
+    return _distinct(out)
+
+
 def phase_v4(result, path, shapes=None, configs=None, key="v4"):
     shapes, configs = shapes or v4_shapes, configs or v4_configs
     t_start = time.time()
@@ -748,6 +784,10 @@ def main():
         phase_v4(result, os.path.join(outdir, "sm90_v7_narrow_sweep.json"), v7_shapes, v7_configs, "v7")
     if "v9" in args:
         phase_v4(result, os.path.join(outdir, "sm90_v9_split_tail_sweep.json"), v9_shapes, v9_configs, "v9")
+    if "v11" in args:
+        phase_v4(result, os.path.join(outdir, "sm90_v11_split_tail_sweep.json"), v11_shapes, v11_configs, "v11")
+    if "v12" in args:
+        phase_v4(result, os.path.join(outdir, "sm90_v12_pdl_split_sweep.json"), v12_shapes, v12_configs, "v12")
     if "v8" in args:
         phase_v4(result, os.path.join(outdir, "sm90_v8_splitk_fused_sweep.json"), v7_shapes, v8_configs, "v8")
     json.dump(result, open(path, "w"), indent=1, default=str)

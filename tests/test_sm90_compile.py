@@ -184,3 +184,46 @@ def test_split_k_in_kernel_compiles(desc, cfg):
         plain = compile_variant(desc, dataclasses.replace(cfg, c_tma=False), "fp32").asm["ptx"]
         loads = [len(re.findall(PTX_MUST_CONTAIN["TMA load"], p)) for p in (ptx, plain)]
         assert loads[0] - loads[1] == gemm_1d2d.num_math_warpgroups(cfg.block_m), loads
+
+
+@pytest.mark.parametrize("split,pdl", [(4, True), (1, True), (4, False)],
+                         ids=["split-pdl", "whole-pdl", "split-no-pdl"])
+def test_programmatic_dependent_launch(split, pdl):
+    """With PDL (the default) the GEMM waits for the previous kernels (``griddepcontrol.wait``) before its first
+    global access, and a split-K GEMM lets its reduction launch early (``griddepcontrol.launch_dependents``);
+    the reduction waits for the GEMM in turn. Without PDL neither instruction is emitted in the GEMM."""
+    desc = GemmDesc("fp8_1d2d", 64, 2112, 7168)
+    cfg = make_config(desc, H200, 64, 128, split, sfa_tma=True)
+    kernel = compile_variant(desc, cfg, "bf16", pdl=pdl)
+    ptx = assert_fast_path_kernel(kernel, H200.smem_per_block)
+    assert ("griddepcontrol.wait" in ptx) == pdl
+    assert ("griddepcontrol.launch_dependents" in ptx) == (split > 1)
+    assert kernel.metadata.launch_pdl == pdl
+    if pdl:  # nothing reads or writes global memory before the wait
+        head = ptx[:ptx.index("griddepcontrol.wait")]
+        assert not re.search(r"cp\.async\.bulk|ld\.global|st\.global", head)
+
+
+def test_split_k_reduction_waits_for_the_gemm():
+    """The split-K reduction kernels (FP8 and BF16) begin with ``griddepcontrol.wait``: launched with PDL they may
+    start while the GEMM still runs, and must not read its partials before it has finished."""
+    import inspect
+
+    import triton
+    from triton.compiler import ASTSource
+    from triton.runtime.jit import JITFunction
+
+    from finegemm.kernels.sm90 import gemm_bf16
+    from finegemm.kernels.sm90.compile_check import TARGET, restore_language
+
+    for fn in (gemm_1d2d._splitk_reduce_kernel, gemm_bf16.splitk_reduce_kernel):
+        raw = getattr(fn, "fn", fn)  # under the interpreter the decorator wraps the Python function
+        constexprs = {"SPLIT_K": 4, "HAS_C": False, "BLOCK": 256}
+        sig = {name: "constexpr" if name in constexprs else "*fp32" if name == "ws_ptr" else
+               "*bf16" if name.endswith("_ptr") else "i32" for name in inspect.signature(raw).parameters}
+        restore_language()
+        kernel = triton.compile(ASTSource(JITFunction(raw), sig, constexprs), target=TARGET,
+                                options={"num_warps": 4, "launch_pdl": True})
+        ptx = kernel.asm["ptx"]
+        assert "griddepcontrol.wait" in ptx
+        assert not re.search(r"ld\.global", ptx[:ptx.index("griddepcontrol.wait")])

@@ -64,7 +64,14 @@ MQA_FP32_SUM = EnvSwitch(
     "rounded to bf16 (calc_diff ~3e-6 against float64, 10-35 % faster)",
 )
 
-ALL_SWITCHES = (PRINT_CONFIGS, BACKEND, CACHE_DIR, DEBUG, MQA_FP32_SUM)
+PDL = EnvSwitch(
+    "FINEGEMM_PDL",
+    "1",
+    "0: launch the sm90 split-K reductions without programmatic dependent launch (they then start only "
+    "once the GEMM has finished, as ordinary stream order); read when a shape's launch plan is built",
+)
+
+ALL_SWITCHES = (PRINT_CONFIGS, BACKEND, CACHE_DIR, DEBUG, MQA_FP32_SUM, PDL)
 BACKENDS = ("auto", "sm90", "portable")
 
 

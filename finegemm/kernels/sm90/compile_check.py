@@ -39,8 +39,9 @@ def c_tma_effective(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32") -
     return config.c_tma and config.can_stage_c and desc.with_c and desc.out_fp32 and c_dtype == "fp32"
 
 
-def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32"):
-    """The compiled kernel (``triton.compiler.CompiledKernel``) for ``desc`` under ``config``."""
+def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32", pdl: bool = True):
+    """The compiled kernel (``triton.compiler.CompiledKernel``) for ``desc`` under ``config``; ``pdl``: with
+    programmatic dependent launch, as the dense dispatch launches it by default (``FINEGEMM_PDL``)."""
     bm, bn, split = config.block_m, config.block_n, config.split_k
     d_fp32 = desc.out_fp32 or (split > 1 and not config.splitk_fused)
     sf = "*i32" if desc.sf_packed else "*fp32"
@@ -79,6 +80,7 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32"):
     fused = split > 1 and config.splitk_fused
     constexprs["SPLITK_FUSED"] = fused
     constexprs["SPLIT_TAIL"] = fused and config.split_tail
+    constexprs["PDL"] = pdl
     if fused:
         sig["ws_ptr"], sig["cnt_ptr"] = "*fp32", "*i32"
     else:
@@ -87,7 +89,7 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32"):
         sig[name] = "constexpr"
     src = GluonASTSource(gemm_1d2d.fp8_gemm_kernel, sig, constexprs)
     restore_language()  # interpreted CPU tests earlier in this process may have left tl patched
-    return triton.compile(src, target=TARGET, options={"num_warps": config.num_warps})
+    return triton.compile(src, target=TARGET, options={"num_warps": config.num_warps, "launch_pdl": pdl})
 
 
 def compile_grouped_variant(desc: GemmDesc, config: Sm90Config, use_psum: bool = False, align: int = 128):

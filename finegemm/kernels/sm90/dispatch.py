@@ -16,6 +16,7 @@ import triton
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+from ...jit import env
 from ...jit.device import DeviceFacts
 from ...jit.heuristics import GemmDesc
 from ...jit.heuristics_sm90 import Sm90Config, get_sm90_config
@@ -144,6 +145,7 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c):
         d_desc = _desc(d, [64, bn])
     grid = (min(units, config.num_sms),)
     per_channel = desc.kind == "fp8_1d1d"
+    pdl = env.flag(env.PDL)
     stride_sfb = sfb.stride(1) if per_channel else sfb.stride(0)
     c_arg = c if c is not None else d
     sfa_desc = _scale_desc(sfa, bm, config.sfa_tma)
@@ -166,6 +168,7 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c):
         K_DYN=config.k_dynamic, c_desc=c_desc, C_TMA=config.c_tma,
         C_TMA_LATE=config.c_tma and config.c_tma_late and not (fused and config.split_tail),
         num_warps=config.num_warps, SPLITK_FUSED=fused, SPLIT_TAIL=fused and config.split_tail,
+        PDL=pdl, launch_pdl=pdl,
     )
     if fused:
         meta.update(ws_ptr=ws, cnt_ptr=counters)
@@ -173,7 +176,8 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c):
     if split > 1 and not fused:
         block = 256 if n >= 256 else triton.next_power_of_2(n)
         reduce = ((m, triton.cdiv(n, block)), (ws, d, c_arg, m, n, m_pad, d.stride(0), c_arg.stride(0)),
-                  dict(SPLIT_K=split, HAS_C=c is not None, BLOCK=block, num_warps=4))
+                  dict(SPLIT_K=split, HAS_C=c is not None, BLOCK=block, num_warps=4,
+                       launch_pdl=pdl))
     return grid, kernel_args, meta, reduce
 
 

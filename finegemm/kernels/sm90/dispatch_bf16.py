@@ -20,6 +20,7 @@ import triton
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+from ...jit import env
 from ...jit.device import DeviceFacts
 from ...jit.heuristics import GemmDesc, get_portable_config
 from ...jit.heuristics_sm90 import Sm90Bf16Config, get_sm90_bf16_config
@@ -105,7 +106,8 @@ def _build_plan(desc: GemmDesc, config: Sm90Bf16Config, a, b, d, c):
         block = 256 if n >= 256 else triton.next_power_of_2(n)
         reduce = ((m, triton.cdiv(n, block)),
                   (ws, d, c_arg, n, m_pad, d.stride(0), c_arg.stride(0), c_arg.stride(1)),
-                  dict(SPLIT_K=split, HAS_C=c is not None, BLOCK=block, num_warps=4))
+                  dict(SPLIT_K=split, HAS_C=c is not None, BLOCK=block, num_warps=4,
+                       launch_pdl=env.flag(env.PDL)))
     else:
         d_desc = _desc(d, [64, bn])
     units = num_pid_m * triton.cdiv(n, bn) * split

@@ -28,7 +28,9 @@ with the flipped phase so that the first pass through the ring does not block.
 
 Split-K (``SPLIT_K > 1``, small M): work units are (tile, k-split) pairs; each writes its FP32
 partial tile to a workspace ``[SPLIT_K * M_pad, N]``. The reduction sums the splits in a fixed order
-(deterministic), adds ``C`` and casts: either a second launch (:func:`_splitk_reduce_kernel`), or
+(deterministic), adds ``C`` and casts: either a second launch (:func:`_splitk_reduce_kernel`, made with
+programmatic dependent launch: the GEMM lets it start at once (:func:`launch_dependents`) and it waits for the
+GEMM's end in ``griddepcontrol.wait``, which takes its launch latency off the critical path), or
 (``SPLITK_FUSED``) in the kernel itself: each math warpgroup stores its partial with plain stores,
 counts its arrival on a per-(tile, warpgroup) counter (release/acquire at GPU scope), and the last of
 the ``SPLIT_K`` to arrive reads all partials back in split order, finishes the tile through the usual
@@ -53,6 +55,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma,
     warpgroup_mma_wait,
 )
+from triton.language.extra.cuda import gdc_wait
 
 BLOCK_K: tl.constexpr = tl.constexpr(128)
 
@@ -963,6 +966,26 @@ def ring_barriers(STAGES: gl.constexpr, NUM_WG: gl.constexpr):
 
 
 @gluon.jit
+def launch_dependents():
+    """``griddepcontrol.launch_dependents``: the next kernel in the stream, if it was launched with programmatic
+    dependent launch (the split-K reductions), may start its CTAs now, on SMs this grid leaves free, and park
+    them in ``griddepcontrol.wait``, which returns once this grid has finished and its writes are visible.
+    Correctness never rests on this call (without it the dependents start at this grid's end); it only
+    takes their launch off the critical path."""
+    gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [], dtype=gl.int32, is_pure=False,
+                              pack=1)
+
+
+@gluon.jit
+def wait_prerequisites():
+    """``griddepcontrol.wait``: under programmatic dependent launch, block until the grids this launch depends
+    on (the previous kernels of the stream) have finished and their writes are visible; a no-op otherwise.
+    Called before the kernel's first global memory access, so only its launch and shared-memory setup
+    overlap the previous kernel's tail."""
+    gl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
 def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                     M, stride_sfa_k, stride_sfb, stride_cm, sfa_desc,
                     N: gl.constexpr, K: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
@@ -975,8 +998,12 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                     SFB_STRIDE_G: gl.constexpr = 0, USE_PSUM: gl.constexpr = False, ALIGN: gl.constexpr = 128,
                     sfb_desc=None, SFB_TMA: gl.constexpr = False, K_DYN: gl.constexpr = False,
                     c_desc=None, C_TMA: gl.constexpr = False, C_TMA_LATE: gl.constexpr = False,
-                    ws_ptr=None, cnt_ptr=None, SPLITK_FUSED: gl.constexpr = False, SPLIT_TAIL: gl.constexpr = False):
+                    ws_ptr=None, cnt_ptr=None, SPLITK_FUSED: gl.constexpr = False, SPLIT_TAIL: gl.constexpr = False,
+                    PDL: gl.constexpr = False):
     """Entry: carve shared memory, init barriers, fork producer and math partitions.
+
+    ``PDL``: launched with programmatic dependent launch; waits for the previous kernels
+    (:func:`wait_prerequisites`) after the barriers are initialized, before any global memory access.
 
     ``c_desc`` (``C_TMA`` only, else None): TMA descriptor of the FP32 C ``[M, N]``, box [64, BLOCK_N], the
     layout of ``d_desc`` (C is staged in the D buffer).
@@ -1057,6 +1084,11 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
     else:
         c_tma_desc = d_desc
 
+    if PDL:
+        wait_prerequisites()
+    if SPLIT_K > 1 and not SPLITK_FUSED:
+        launch_dependents()  # the reduction's CTAs wait for this grid on the SMs it leaves free
+
     if NUM_WG == 2:
         # Two math warpgroups in two partitions: no CTA-wide barrier couples them, so one
         # promotes while the other's WGMMA runs (the overlap DeepGEMM gets from its 2 WGs).
@@ -1105,6 +1137,8 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
 @triton.jit
 def _splitk_reduce_kernel(ws_ptr, d_ptr, c_ptr, M, N, M_PAD, stride_dm, stride_cm,
                           SPLIT_K: tl.constexpr, HAS_C: tl.constexpr, BLOCK: tl.constexpr):
+    # launched with programmatic dependent launch: wait here until the GEMM grid has finished (its partials visible)
+    gdc_wait()
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     cols = pid_n * BLOCK + tl.arange(0, BLOCK)

@@ -51,6 +51,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma,
     warpgroup_mma_wait,
 )
+from triton.language.extra.cuda import gdc_wait
 
 from .gemm_1d2d import (
     _contiguous_group,
@@ -59,6 +60,7 @@ from .gemm_1d2d import (
     _store_masked_wave,
     _store_wave,
     _tile_coords,
+    launch_dependents,
     ring_barriers,
 )
 
@@ -233,6 +235,8 @@ def bf16_gemm_kernel(a_desc, b_desc, d_desc, c_ptr, M, N, K, stride_cm, stride_c
     NUM_WG: gl.constexpr = BLOCK_M // 64
     gl.static_assert(BLOCK_M == 64 or BLOCK_M == 128, "BLOCK_M is 64 or 128 (one warpgroup per 64 rows)")
     a_bufs, b_bufs, d_smem, full_bars, empty_bars = _shared_ring(a_desc, b_desc, d_desc, BLOCK_M, BLOCK_N, STAGES)
+    if SPLIT_K > 1:
+        launch_dependents()  # the reduction's CTAs wait for this grid on the SMs it leaves free
 
     # (argument tuples written out per partition: a tuple held in a variable loses the constexprs)
     if NUM_WG == 2:
@@ -431,7 +435,9 @@ def bf16_grouped_gemm_kernel(a_desc, b_desc, d_desc, layout_ptr, d_ptr, M,
 @triton.jit
 def splitk_reduce_kernel(ws_ptr, d_ptr, c_ptr, N, M_PAD, stride_dm, stride_cm, stride_cn,
                          SPLIT_K: tl.constexpr, HAS_C: tl.constexpr, BLOCK: tl.constexpr):
-    """``d[m, :] = c[m, :] + sum_s ws[s * M_PAD + m, :]`` in a fixed order; grid ``(M, cdiv(N, BLOCK))``."""
+    """``d[m, :] = c[m, :] + sum_s ws[s * M_PAD + m, :]`` in a fixed order; grid ``(M, cdiv(N, BLOCK))``.
+    Launched with programmatic dependent launch: waits first until the GEMM grid has finished."""
+    gdc_wait()
     row = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     mask = cols < N

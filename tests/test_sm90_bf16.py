@@ -61,6 +61,15 @@ def test_heuristic_prefers_wide_tiles_at_large_m_and_splits_small_m():
     assert small.block_m == 64 and small.split_k > 1  # 17-33 N tiles alone leave most SMs idle
 
 
+@pytest.mark.parametrize("n,k", [(7168, 16384), (7168, 2048), (24576, 1536), (4096, 7168), (64, 7168)])
+def test_single_row_takes_no_64_column_tile(n, k):
+    """Below 64 rows the BF16 tile is at least 128 columns wide (64-column tiles lost every M = 1 decode shape on
+    the H200), unless N itself fits 64 columns."""
+    cfg = get_sm90_bf16_config(_desc(1, n, k), H200)
+    assert cfg.block_n >= 128 or n <= 64
+    assert get_sm90_bf16_config(_desc(64, 7168, 16384), H200).block_n == 64  # the M = 64 pick is unchanged
+
+
 def test_estimate_is_monotone_in_work():
     a = bf16_estimate_us(_desc(4096, 4096, 7168), H200, 128, 256, 1)
     b = bf16_estimate_us(_desc(4096, 4096, 14336), H200, 128, 256, 1)

@@ -368,6 +368,12 @@ def _bf16_candidates(desc: GemmDesc, facts: DeviceFacts):
         for bn in (64, 128, 256):
             if bn > 64 and bn // 2 >= desc.n:
                 continue  # a narrower tile covers N
+            # Fewer than 64 rows: 64-column tiles lost to wider ones on every decode shape at M = 1 (H200,
+            # results/sm90-bf16-m1-h200-2026-12-04.json: 1x7168x16384 64x64 112.8 us, 64x256 split 4 72.5;
+            # 1x7168x2048 20.3 vs 17.4 for 64x128), while at M = 64 64x64 is the best tile there (69.7 us):
+            # the A box, mostly rows past M, is loaded once per BLOCK_N columns of B.
+            if bn == 64 and desc.m < 64 and desc.n > 64:
+                continue
             # FP32 D or C beside a 64x256 accumulator does not fit the 232 registers / the smem.
             if bn == 256 and (desc.out_fp32 or desc.with_c):
                 continue

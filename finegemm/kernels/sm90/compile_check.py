@@ -39,9 +39,11 @@ def c_tma_effective(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32") -
     return config.c_tma and config.can_stage_c and desc.with_c and desc.out_fp32 and c_dtype == "fp32"
 
 
-def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32", pdl: bool = True):
+def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32", pdl: bool = True,
+                    trace: bool = False):
     """The compiled kernel (``triton.compiler.CompiledKernel``) for ``desc`` under ``config``; ``pdl``: with
-    programmatic dependent launch, as the dense dispatch launches it by default (``FINEGEMM_PDL``)."""
+    programmatic dependent launch, as the dense dispatch launches it by default (``FINEGEMM_PDL``);
+    ``trace``: the timing-probe variant (``TRACE``, never dispatched)."""
     bm, bn, split = config.block_m, config.block_n, config.split_k
     d_fp32 = desc.out_fp32 or (split > 1 and not config.splitk_fused)
     sf = "*i32" if desc.sf_packed else "*fp32"
@@ -81,6 +83,11 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32", p
     constexprs["SPLITK_FUSED"] = fused
     constexprs["SPLIT_TAIL"] = fused and config.split_tail
     constexprs["PDL"] = pdl
+    constexprs["TRACE"] = trace
+    if trace:
+        sig["trace_ptr"] = "*i64"
+    else:
+        constexprs["trace_ptr"] = None
     if fused:
         sig["ws_ptr"], sig["cnt_ptr"] = "*fp32", "*i32"
     else:

@@ -682,6 +682,23 @@ def _prefetch_c(c_desc, c_bar, d_sub, off_row, off_n):
     tma.async_copy_global_to_shared(c_desc, [off_row, off_n], c_bar, d_sub)
 
 
+# Units a CTA may record with ``TRACE`` (the last slot holds the partition's entry time).
+TRACE_UNITS: tl.constexpr = tl.constexpr(64)
+
+
+@gluon.jit
+def _stamp(trace_ptr, unit, wg: gl.constexpr, event: gl.constexpr, NUM_WG: gl.constexpr, TRACE: gl.constexpr):
+    """``TRACE`` only (a timing probe, never dispatched): store ``%globaltimer`` (ns) at
+    ``trace_ptr[((program * TRACE_UNITS + unit) * NUM_WG + wg) * 3 + event]``; events 0 unit start, 1 main
+    loop done, 2 epilogue issued (``unit`` ``TRACE_UNITS - 1``, event 0: the partition's entry)."""
+    if TRACE:
+        if unit < TRACE_UNITS:
+            t = gl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=gl.int64, is_pure=False,
+                                          pack=1)
+            slot = ((gl.program_id(0) * TRACE_UNITS + unit) * NUM_WG + wg) * 3 + event
+            gl.store(trace_ptr + slot, t)
+
+
 @gluon.jit
 def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                     sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
@@ -695,7 +712,7 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                     sfb_bufs=None, SFB_TMA: gl.constexpr = False, a_desc=None,
                     K_DYN: gl.constexpr = False, c_desc=None, c_bars=None, C_TMA: gl.constexpr = False,
                     C_TMA_LATE: gl.constexpr = False, ws_ptr=None, cnt_ptr=None, SPLITK_FUSED: gl.constexpr = False,
-                    SPLIT_TAIL: gl.constexpr = False):
+                    SPLIT_TAIL: gl.constexpr = False, trace_ptr=None, TRACE: gl.constexpr = False):
     """One math warpgroup (4 warps). Its rows of each tile: wave ``w`` covers tile rows
     ``w * 64 * NUM_WG + 64 * WG + [0, 64)`` (BLOCK_M 64/128: one wave; 256: two, DeepGEMM's order).
     ``d_smem`` holds [BLOCK_M, BLOCK_N] (or, with ``SMALL_EPI``, [64 * NUM_WG, BLOCK_N] that both
@@ -710,7 +727,7 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                     stride_sfa_k, stride_sfb, stride_cm, N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
                     SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, WG, sfb_bufs,
                     SFB_TMA, a_desc, K_DYN, c_desc, c_bars, C_TMA, C_TMA_LATE, ws_ptr, cnt_ptr, SPLITK_FUSED,
-                    SPLIT_TAIL)
+                    SPLIT_TAIL, trace_ptr, TRACE)
 
 
 @gluon.jit
@@ -722,7 +739,8 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                 PIPE_MMA: gl.constexpr, SMALL_EPI: gl.constexpr, sfa_bufs, SFA_TMA: gl.constexpr,
                 WG: gl.constexpr, sfb_bufs, SFB_TMA: gl.constexpr, a_desc, K_DYN: gl.constexpr, c_desc, c_bars,
                 C_TMA: gl.constexpr, C_TMA_LATE: gl.constexpr = False, ws_ptr=None, cnt_ptr=None,
-                SPLITK_FUSED: gl.constexpr = False, SPLIT_TAIL: gl.constexpr = False):
+                SPLITK_FUSED: gl.constexpr = False, SPLIT_TAIL: gl.constexpr = False, trace_ptr=None,
+                TRACE: gl.constexpr = False):
     """The dense math partition (GROUPING 0): persistent (tile, k-split) units.
 
     ``C_TMA`` (with C, no split-K, FP32 C and D): the C rows of each tile's first wave are loaded by TMA into
@@ -769,7 +787,9 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
     c_bar = c_bars.index(WG)
     it = 0
     tcount = 0
+    _stamp(trace_ptr, TRACE_UNITS - 1, WG, 0, NUM_WG, TRACE)
     for unit in range(gl.program_id(0), num_units, gl.num_programs(0)):
+        _stamp(trace_ptr, tcount, WG, 0, NUM_WG, TRACE)
         tile, split = _unit_tile(unit, n_full, SPLIT_K)
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
@@ -816,6 +836,7 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                                          stride_sfa_k, stride_sfb, mma_layout, NUM_NB, kb_per_split, STAGES,
                                          SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, PIPE_MMA, SFA_TMA, sfb_bufs,
                                          SFB_TMA, c_desc, c_bar, d_sub0, off_m + row0, off_n, C_LATE, FENCE_RING)
+            _stamp(trace_ptr, tcount - 1, WG, 1, NUM_WG, TRACE)
             if SPLITK_FUSED:
                 if unit < n_full:
                     _store_wave(acc, d_desc, d_sub0, c_ptr, rows0, cols, mask0, col_mask, stride_cm,
@@ -829,6 +850,7 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
             else:
                 _store_wave(acc, d_desc, d_sub0, c_ptr, rows0, cols, mask0, col_mask, stride_cm,
                             out_m + row0, off_n, 0, ADD_C, C_TMA, c_bar, c_phase)
+            _stamp(trace_ptr, tcount - 1, WG, 2, NUM_WG, TRACE)
         else:
             rows1 = off_m + row1 + gl.arange(0, WG_M, layout=row_layout)
             mask1 = rows1 < M
@@ -837,6 +859,7 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                                             nb0, second_col, stride_sfa_k, stride_sfb, mma_layout, NUM_NB,
                                             kb_per_split, STAGES, SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM,
                                             SFA_TMA, sfb_bufs, SFB_TMA)
+            _stamp(trace_ptr, tcount - 1, WG, 1, NUM_WG, TRACE)
             _store_wave(acc0, d_desc, d_sub0, c_ptr, rows0, cols, mask0, col_mask, stride_cm,
                         out_m + row0, off_n, 0, ADD_C, C_TMA, c_bar, c_phase)
             # SMALL_EPI: wave 1 reuses wave 0's buffer, so wave 0's store must have read it first.
@@ -846,6 +869,7 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                 d_sub1 = d_smem.slice(row1, WG_M, dim=0)
             _store_wave(acc1, d_desc, d_sub1, c_ptr, rows1, cols, mask1, col_mask, stride_cm,
                         out_m + row1, off_n, 0 if SMALL_EPI else 1, ADD_C)
+            _stamp(trace_ptr, tcount - 1, WG, 2, NUM_WG, TRACE)
     tma.store_wait(0)
 
 
@@ -999,8 +1023,11 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                     sfb_desc=None, SFB_TMA: gl.constexpr = False, K_DYN: gl.constexpr = False,
                     c_desc=None, C_TMA: gl.constexpr = False, C_TMA_LATE: gl.constexpr = False,
                     ws_ptr=None, cnt_ptr=None, SPLITK_FUSED: gl.constexpr = False, SPLIT_TAIL: gl.constexpr = False,
-                    PDL: gl.constexpr = False):
+                    PDL: gl.constexpr = False, trace_ptr=None, TRACE: gl.constexpr = False):
     """Entry: carve shared memory, init barriers, fork producer and math partitions.
+
+    ``TRACE`` (timing probes only, ``scripts/trace_probe.py``): every math warpgroup of the dense form records
+    ``%globaltimer`` into int64 ``trace_ptr`` [grid, TRACE_UNITS, math warpgroups, 3] (:func:`_stamp`).
 
     ``PDL``: launched with programmatic dependent launch; waits for the previous kernels
     (:func:`wait_prerequisites`) after the barriers are initialized, before any global memory access.
@@ -1059,6 +1086,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
     else:
         ws_arg = sfa_ptr
         cnt_arg = sfb_ptr
+    trace_arg = trace_ptr if TRACE else sfa_ptr
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
     SFA_SLOTS: gl.constexpr = STAGES if SFA_TMA else 1
@@ -1100,7 +1128,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
                                c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
-                               SPLIT_TAIL)),
+                               SPLIT_TAIL, trace_arg, TRACE)),
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                                sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
@@ -1108,7 +1136,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
                                c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
-                               SPLIT_TAIL)),
+                               SPLIT_TAIL, trace_arg, TRACE)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
                                SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,
@@ -1123,7 +1151,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
                                c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
-                               SPLIT_TAIL)),
+                               SPLIT_TAIL, trace_arg, TRACE)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
                                SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,

@@ -11,7 +11,8 @@ timed; stops timing new configs past ``V4_DEADLINE_S`` (default 140 s) so a boun
 ``v6``: PIPE_MMA on and off on every shape; ``v7``: BLOCK_N 16 / 32 / 64 at M <= 128; ``v8``: split-K with the
 reduction fused into the GEMM kernel at M <= 128; ``v9``: split-K of the last partial tile round only;
 ``v11``: v9's 1d2d split tails again and 256x64 tiles; ``v12``: split-K at M <= 128 with the
-reduction launched by programmatic dependent launch.
+reduction launched by programmatic dependent launch; ``v13``: BLOCK_M 192 (three math warpgroups) at M = 4096;
+``v14``: the BLOCK_M 192 rule's other shapes against the rule before it.
 ``v4compile`` (CPU, no GPU): compiles every v4 candidate for sm_90 and prints registers/spills.
 Writes ``$OUT/sm90_dev.json`` (or ./sm90_dev.json) and prints a short table last.
 Timing: CUDA events around each call, a 1 GiB buffer zeroed before each timed call (L2 flush),
@@ -657,6 +658,39 @@ def v12_configs(desc, facts):
     return _distinct(out)
 
 
+def v13_shapes():
+    """v13: the six M = 4096 1d2d shapes (BF16 out)."""
+    return [("large", 4096, n, k, "1d2d", torch.bfloat16, False) for n, k in SHAPES_NK]
+
+
+def v13_configs(desc, facts):
+    """v13: BLOCK_M 192, three math warpgroups (one 64-row wave each, 152 registers, one partial), against the
+    heuristic's pick: 192x128 and 192x64 with the per-token scales in the ring or from global memory."""
+    out = [("heuristic", get_sm90_config(desc, facts))]
+    for bn in (128, 64):
+        out.append((f"192x{bn}", make_config(desc, facts, 192, bn, sfa_tma=True)))
+    out.append(("192x128 gmem sf", make_config(desc, facts, 192, 128, sfa_tma=False)))
+    return _distinct(out)
+
+
+def v14_shapes():
+    """v14: shapes where the BLOCK_M 192 rule (heuristics_sm90._large_m_config) fires beyond v13's one."""
+    return [("large", m, n, k, "1d2d", torch.bfloat16, False)
+            for m, n, k in ((4096, 576, 7168), (1024, 2112, 7168), (333, 7168, 2048), (333, 24576, 1536),
+                            (577, 4096, 7168), (4096, 2112, 7168))]
+
+
+def v14_configs(desc, facts):
+    """v14: the heuristic's pick (BLOCK_M 192 on these shapes) against what the rule chose before it (256 rows
+    unless 128 fill the SMs 10 points better; TMA scales, unpipelined; GROUP_M 16 at 256 rows and K < 2048)."""
+    from finegemm.jit.heuristics_sm90 import _wave_efficiency
+    bm = 128 if _wave_efficiency(desc, facts, 128, 128) > _wave_efficiency(desc, facts, 256, 128) + 0.1 else 256
+    old = dataclasses.replace(make_config(desc, facts, bm, 128, sfa_tma=True), pipe_mma=False)
+    if bm == 256 and desc.k < 2048:
+        old = dataclasses.replace(old, group_m=16)
+    return _distinct([("heuristic", get_sm90_config(desc, facts)), (f"before ({bm}x128)", old)])
+
+
 def phase_v4(result, path, shapes=None, configs=None, key="v4"):
     shapes, configs = shapes or v4_shapes, configs or v4_configs
     t_start = time.time()
@@ -788,6 +822,11 @@ def main():
         phase_v4(result, os.path.join(outdir, "sm90_v11_split_tail_sweep.json"), v11_shapes, v11_configs, "v11")
     if "v12" in args:
         phase_v4(result, os.path.join(outdir, "sm90_v12_pdl_split_sweep.json"), v12_shapes, v12_configs, "v12")
+    if "v13" in args:
+        phase_v4(result, os.path.join(outdir, "sm90_v13_three_warpgroups_sweep.json"), v13_shapes, v13_configs,
+                 "v13")
+    if "v14" in args:
+        phase_v4(result, os.path.join(outdir, "sm90_v14_bm192_rule_sweep.json"), v14_shapes, v14_configs, "v14")
     if "v8" in args:
         phase_v4(result, os.path.join(outdir, "sm90_v8_splitk_fused_sweep.json"), v7_shapes, v8_configs, "v8")
     json.dump(result, open(path, "w"), indent=1, default=str)

@@ -32,7 +32,9 @@ def test_config_is_legal(desc):
     cfg = get_sm90_config(desc, H200)
     assert isinstance(cfg, Sm90Config)
     hash(cfg)  # frozen: usable as a cache key
-    assert cfg.block_m in (64, 128, 256) and cfg.block_n in (32, 64, 128)
+    assert cfg.block_m in (64, 128, 192, 256) and cfg.block_n in (32, 64, 128)
+    if cfg.block_m == 192:  # three math warpgroups at 152 registers: one partial, 1d2d, no split-K
+        assert not cfg.pipe_mma and desc.kind == "fp8_1d2d" and cfg.split_k == 1 and not desc.out_fp32
     assert (desc.k // 128) % cfg.split_k == 0
     assert cfg.split_k == 1 or desc.m <= 256 or cfg.split_tail
     assert not cfg.split_tail or (cfg.splitk_fused and cfg.split_k > 1 and cfg.block_m <= 128)
@@ -97,8 +99,9 @@ def test_v4_small_m_fills_sms_on_other_devices():
         assert cfg.split_k > 1 or _wave_efficiency(desc, small, cfg.block_m, cfg.block_n) >= 0.6
 
 
-# v3 sweep at M=4096 (benchmarks/results/sm90_v3_sweep.json): (block_m, group_m) that measured best
-V3_BEST = {(2112, 7168): (128, 8), (24576, 1536): (256, 16), (32768, 512): (256, 16),
+# v3 sweep at M=4096 (benchmarks/results/sm90_v3_sweep.json): (block_m, group_m) that measured best; N=2112 since
+# v13 (sm90_v13_three_warpgroups_sweep.json): 192 rows, three math warpgroups (103.9 us against 121.2 at 128 rows)
+V3_BEST = {(2112, 7168): (192, 8), (24576, 1536): (256, 16), (32768, 512): (256, 16),
            (7168, 16384): (256, 8), (4096, 7168): (256, 8), (7168, 2048): (256, 8)}
 
 
@@ -107,7 +110,7 @@ def test_v3_measured_rules(nk):
     cfg = get_sm90_config(GemmDesc("fp8_1d2d", 4096, *nk), H200)
     assert (cfg.block_m, cfg.group_m) == V3_BEST[nk]
     assert cfg.block_n == 128 and cfg.split_k == 1 and not cfg.pipe_mma and not cfg.small_epi
-    assert cfg.sfa_tma and cfg.stages == (3 if cfg.block_m == 256 else 5)
+    assert cfg.sfa_tma and cfg.stages == {256: 3, 192: 4, 128: 5}[cfg.block_m]
 
 
 def test_v5_weight_grad_rules():
@@ -148,6 +151,29 @@ def test_v3_keeps_v2_where_unmeasured():
     assert cfg.block_m == 256 and not cfg.sfa_tma
 
 
+# v14 (benchmarks/results/sm90_v14_bm192_rule_sweep.json, us: 192 rows / the rule before): 4096x576x7168
+# 35.7 / 48.1, 1024x2112x7168 35.4 / 47.5, 333x7168x2048 16.2 / 18.7, 333x24576x1536 29.4 / 40.0,
+# 577x4096x7168 37.8 / 48.0
+BM192 = [(4096, 2112, 7168), (4096, 576, 7168), (1024, 2112, 7168), (333, 7168, 2048), (333, 24576, 1536),
+         (577, 4096, 7168)]
+
+
+@pytest.mark.parametrize("mnk", BM192, ids=str)
+def test_block_m_192_where_it_fills_the_sms_better(mnk):
+    cfg = get_sm90_config(GemmDesc("fp8_1d2d", *mnk), H200)
+    assert (cfg.block_m, cfg.block_n, cfg.split_k, cfg.pipe_mma, cfg.sfa_tma) == (192, 128, 1, False, True)
+    # FP32 out (unmeasured at 192 rows) and the weight-gradient recipe (its scales spill there) keep their rules
+    assert get_sm90_config(GemmDesc("fp8_1d2d", *mnk, out_fp32=True, with_c=True), H200).block_m != 192
+    assert get_sm90_config(GemmDesc("fp8_1d1d", *mnk, out_fp32=True, with_c=True), H200).block_m != 192
+
+
+def test_block_m_192_only_for_unsplit_1d2d():
+    with pytest.raises(ValueError, match="BLOCK_M 192"):
+        make_config(GemmDesc("fp8_1d1d", 4096, 2112, 7168, out_fp32=True, with_c=True), H200, 192, 128)
+    with pytest.raises(ValueError, match="BLOCK_M 192"):
+        make_config(GemmDesc("fp8_1d2d", 333, 2112, 7168), H200, 192, 128, 2)
+
+
 def test_wave_efficiency_picks_block_m():
     from finegemm.jit.heuristics_sm90 import _wave_efficiency
 
@@ -181,6 +207,15 @@ def test_barrier_arithmetic():
     assert layouts.accumulator_regs(256, 128, pipelined=False) == 192  # 2 waves + 1 partial of 64
     assert layouts.stage_tx_bytes(256, 128, sfa_tma=True) == 49152 + 1024
     assert layouts.sfa_box(256, True) == [1, 256] and layouts.sfa_box(64, False) == [1, 4]
+    # BLOCK_M 192: three warpgroups, A and its scales in 64-row boxes (descriptor blocks are powers of two),
+    # three warpgroups at 152 registers beside the producer's at 40 fit the 64 Ki register file
+    assert layouts.math_warpgroups(192) == 3 and layouts.waves_per_warpgroup(192) == 1
+    assert layouts.empty_barrier_arrivals(192) == 3
+    assert layouts.a_box_rows(192) == 64 and layouts.a_box_rows(256) == 256 and layouts.sfa_box(192, True) == [1, 64]
+    assert layouts.stage_tx_bytes(192, 128, sfa_tma=True) == 320 * 128 + 768
+    assert layouts.stage_bytes(192, 128, sfa_tma=True) == 320 * 128 + 1024  # the scales' row is 256 long
+    assert 3 * 128 * layouts.math_regs(192) + 128 * layouts.PRODUCER_REGS <= 65536
+    assert layouts.math_regs(128) == layouts.MATH_REGS
 
 
 def test_unsupported_reasons():

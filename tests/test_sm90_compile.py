@@ -14,7 +14,7 @@ import pytest
 from finegemm.jit.device import H200
 from finegemm.jit.heuristics import GemmDesc
 from finegemm.jit.heuristics_sm90 import get_sm90_config, make_config
-from finegemm.kernels.sm90 import gemm_1d2d
+from finegemm.kernels.sm90 import gemm_1d2d, layouts
 from finegemm.kernels.sm90.compile_check import (
     PTX_MUST_CONTAIN,
     assert_fast_path_kernel,
@@ -137,9 +137,13 @@ def test_compiles_with_required_instructions(desc, cfg, c_dtype):
         # ring loads only: C staged by TMA adds one load per math warpgroup to both
         c_loads = gemm_1d2d.num_math_warpgroups(cfg.block_m) * c_tma_effective(desc, cfg, c_dtype)
         loads = [len(re.findall(PTX_MUST_CONTAIN["TMA load"], p)) - c_loads for p in (ptx, plain)]
-        assert 2 * loads[0] == (2 + cfg.sfa_tma + cfg.sfb_tma) * loads[1], loads
+        boxes = cfg.block_m // layouts.a_box_rows(cfg.block_m)  # A boxes a stage (BLOCK_M 192: three of 64 rows)
+        assert (boxes + 1) * loads[0] == (boxes + 1 + boxes * cfg.sfa_tma + cfg.sfb_tma) * loads[1], loads
     if cfg.block_m == 256:  # two m64 waves a warpgroup: 2 x 4 k32 WGMMAs per K block in each partition
         assert len(re.findall(PTX_MUST_CONTAIN["wgmma e4m3"], ptx)) == 16
+    if cfg.block_m == 192:  # three math partitions, one wave each: 3 x 4 k32 WGMMAs per K block
+        assert len(re.findall(PTX_MUST_CONTAIN["wgmma e4m3"], ptx)) == 12
+        assert len(re.findall(r"setmaxnreg\.inc\.sync\.aligned\.u32\s+152;", ptx)) == 2  # the two worker warpgroups
 
 
 def test_compiles_after_an_interpreted_kernel_ran():

@@ -127,6 +127,14 @@ def test_block_m_256(m, n, k, packed, with_c, variant):
     _run_cfg(m, n, k, packed, with_c, **variant)
 
 
+@pytest.mark.parametrize("m,n,k,packed,with_c", V3_CASES)
+@pytest.mark.parametrize("variant", [{}, {"sfa_tma": True}], ids=["plain", "sfa_tma"])
+def test_block_m_192(m, n, k, packed, with_c, variant):
+    """Three math warpgroups (one 64-row wave each; A and its ring scales in three 64-row TMA boxes a stage):
+    M not a multiple of 192, packed scales, FP32 out with C."""
+    _run_cfg(m, n, k, packed, with_c, tile=(192, 128, 1), **variant)
+
+
 @pytest.mark.parametrize("tile", [(128, 128, 1), (64, 64, 4)])
 @pytest.mark.parametrize("packed", [False, True])
 def test_sfa_tma_small_tiles(tile, packed):

@@ -95,6 +95,12 @@ def _wave_efficiency(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int) -> fl
     return tiles / (math.ceil(tiles / facts.num_sms) * facts.num_sms)
 
 
+def _fill(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int) -> float:
+    """Useful fraction of the persistent grid's work: :func:`_wave_efficiency` times the rows of the last M
+    tile that are inside M."""
+    return _wave_efficiency(desc, facts, bm, bn) * desc.m / (math.ceil(desc.m / bm) * bm)
+
+
 def _large_m_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Config:
     """M > 256: measured rules of the v3 sweep (H200, M=4096, benchmarks/results/sm90_v3_sweep.json).
 
@@ -113,9 +119,17 @@ def _large_m_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Config:
       of 256 rows leaves no room for a third stage otherwise) and TMA scales: 4096x4096x7168 with C
       281.7 -> 216.5 us, 4096x7168x2048 197.4 -> 169.7 us (128x128 + TMA scales: 245.4 / 182.9).
     - The 1d1d recipe (weight gradients): :func:`_weight_grad_config` (v5).
+    - BLOCK_M 192 (three math warpgroups, one 64-row wave each; v13, benchmarks/results/
+      sm90_v13_three_warpgroups_sweep.json) for BF16-out 1d2d where its tiles fill the SMs clearly better
+      than 128 and 256 rows (:func:`_fill`, 5 points): 4096x2112x7168 121.2 -> 103.9 us (374 tiles, 92 %
+      of three rounds, against 82 % of five at 128 rows). Elsewhere it tied (24576x1536, 32768x512) or lost
+      (7168x16384: 816.7 vs 747.9, 7168x2048: 104.5 vs 102.1), so nothing else takes it.
     """
     if desc.kind == "fp8_1d1d":
         return _weight_grad_config(desc, facts, bn)
+    if not desc.out_fp32 and _fill(desc, facts, 192, bn) > max(_fill(desc, facts, 128, bn),
+                                                               _fill(desc, facts, 256, bn)) + 0.05:
+        return dataclasses.replace(make_config(desc, facts, 192, bn, sfa_tma=True), pipe_mma=False)
     bm = 256
     if _wave_efficiency(desc, facts, 128, bn) > _wave_efficiency(desc, facts, 256, bn) + 0.1:
         bm = 128
@@ -259,6 +273,9 @@ def make_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int
     BLOCK_M 256 never pipelines (its two accumulator waves plus one partial already take 192 registers
     at BLOCK_N 128); ``small_epi`` (BLOCK_M 256 only) trades the D staging overlap for one more stage.
     """
+    if bm == 192 and (desc.kind == "fp8_1d1d" or split > 1):
+        raise ValueError(f"BLOCK_M 192 runs 1d2d tiles without split-K only (got {desc.kind}, split {split}): "
+                         "the per-channel scales spill at its 152 registers")
     out_fp32 = desc.out_fp32 or split > 1
     small_epi = small_epi and bm == 256
     # CPU compile check: packed UE8M0 scales from the ring at BLOCK_M 256 spill 112 bytes (the decode
@@ -273,7 +290,7 @@ def make_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int
     regs = layouts.accumulator_regs(bm, bn, pipelined=True)
     if desc.kind == "fp8_1d1d":
         regs += bn // 4 if sfb_tma else 2 * bn // 4
-    pipe = regs <= 192 and bm < 256
+    pipe = regs <= 192 and bm <= 128  # BLOCK_M 192 runs three warpgroups at 152 registers: one partial
     # C by TMA into the D staging buffer wherever the kernel takes it (dispatch.c_tma_ok checks the tensors:
     # FP32 C, row-major, aligned). H200, results/c-epilogue-probe-h200-2026-12-03-8d46235.json, c = d:
     # 24576x4096x1536 536.8 -> 477.5 us, 7168x4096x2048 203.1 -> 181.9, 4096x7168x2048 209.2 -> 183.4,

@@ -48,7 +48,7 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32", p
     d_fp32 = desc.out_fp32 or (split > 1 and not config.splitk_fused)
     sf = "*i32" if desc.sf_packed else "*fp32"
     sig = {
-        "a_desc": _desc_sig("fp8e4nv", [bm, 128], gl.float8e4nv),
+        "a_desc": _desc_sig("fp8e4nv", [layouts.a_box_rows(bm), 128], gl.float8e4nv),
         "b_desc": _desc_sig("fp8e4nv", [bn, 128], gl.float8e4nv),
         "d_desc": _desc_sig("fp32", [64, bn], gl.float32) if d_fp32 else _desc_sig("bf16", [64, bn], gl.bfloat16),
         "sfa_ptr": sf, "sfb_ptr": sf, "c_ptr": f"*{c_dtype}",
@@ -63,7 +63,7 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32", p
         N=desc.n, K=layouts.BLOCK_K if config.k_dynamic else desc.k, BLOCK_M=bm, BLOCK_N=bn, STAGES=config.stages,
         GROUP_M=config.group_m, SPLIT_K=split,
         SF_PACKED=desc.sf_packed, SFB_PER_CHANNEL=desc.kind == "fp8_1d1d", HAS_C=desc.with_c,
-        PIPE_MMA=config.pipe_mma, PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS,
+        PIPE_MMA=config.pipe_mma, PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.math_regs(bm),
         SMALL_EPI=config.small_epi, SFA_TMA=config.sfa_tma,
         # ASTSource applies no defaults: the dense form names every grouped parameter's default
         layout_ptr=None, d_ptr=None, **DENSE_GROUPING, SFB_TMA=config.sfb_tma,

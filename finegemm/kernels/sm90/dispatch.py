@@ -122,7 +122,7 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c):
     m, k = a.shape
     n = b.shape[0]
     bm, bn, split = config.block_m, config.block_n, config.split_k
-    a_desc = _desc(a, [bm, 128])
+    a_desc = _desc(a, [layouts.a_box_rows(bm), 128])
     b_desc = _desc(b, [bn, 128])
     num_pid_m = triton.cdiv(m, bm)
     ws = None
@@ -163,7 +163,7 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c):
         N=n, K=layouts.BLOCK_K if config.k_dynamic else k, BLOCK_M=bm, BLOCK_N=bn, STAGES=config.stages,
         GROUP_M=config.group_m, SPLIT_K=split,
         SF_PACKED=sfa.dtype == torch.int32, SFB_PER_CHANNEL=per_channel, HAS_C=c is not None,
-        PIPE_MMA=config.pipe_mma, PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS,
+        PIPE_MMA=config.pipe_mma, PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.math_regs(bm),
         SMALL_EPI=config.small_epi, SFA_TMA=config.sfa_tma, sfb_desc=sfb_desc, SFB_TMA=config.sfb_tma,
         K_DYN=config.k_dynamic, c_desc=c_desc, C_TMA=config.c_tma,
         C_TMA_LATE=config.c_tma and config.c_tma_late and not (fused and config.split_tail),

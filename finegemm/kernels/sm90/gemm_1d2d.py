@@ -11,6 +11,9 @@ Roles (``gl.warp_specialize``):
   - math: one warpgroup (4 warps) per 64 rows of the tile up to two, each its own partition (the
     default one and, for BLOCK_M 128/256, a worker), ``setmaxnreg.inc`` to 232 registers. BLOCK_M 256:
     each warpgroup issues two 64-row waves per K block into one partial (see :func:`_two_wave_loop`).
+    BLOCK_M 192: three warpgroups of one wave each at 152 registers (one partial, dense 1d2d only); its A
+    tile and ring scales arrive as three 64-row TMA boxes a stage (descriptor blocks and shared-memory
+    shapes must be powers of two), and its D staging is one [64, BLOCK_N] buffer per warpgroup.
     Per K block:
     wait ``full[s]``, issue ``wgmma.mma_async`` (4 x m64nNk32 per warpgroup) into a *fresh*
     accumulator, and promote the previous block's partial on the CUDA cores while the tensor cores
@@ -73,8 +76,9 @@ def mma_layout_for(block_m, block_n, num_warps):
 
 @gluon.constexpr_function
 def num_math_warpgroups(block_m):
-    """Math warpgroups of a BLOCK_M tile: one per 64 rows up to two (BLOCK_M 256: two waves each)."""
-    return min(block_m // 64, 2)
+    """Math warpgroups of a BLOCK_M tile: one per 64 rows up to two (BLOCK_M 256: two waves each); BLOCK_M
+    192: three, one wave each."""
+    return 3 if block_m == 192 else min(block_m // 64, 2)
 
 
 @gluon.constexpr_function
@@ -171,8 +175,11 @@ def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars,
                           sfa_desc, sfa_bufs, SFA_TMA: gl.constexpr, SF_PACKED: gl.constexpr, sfb_desc, sfb_bufs,
                           SFB_TMA: gl.constexpr, K_DYN: gl.constexpr, SPLIT_TAIL: gl.constexpr = False):
     num_kb = _num_k_blocks(a_desc, K, K_DYN)
-    nbytes: gl.constexpr = (a_desc.block_type.nbytes + b_desc.block_type.nbytes
-                            + (sfa_desc.block_type.nbytes if SFA_TMA else 0)
+    # A (and its ring scales) come in BOXES boxes of A_ROWS rows a stage: 1, or 3 at BLOCK_M 192
+    A_ROWS: gl.constexpr = a_desc.block_type.shape[0]
+    BOXES: gl.constexpr = BLOCK_M // A_ROWS
+    nbytes: gl.constexpr = (BOXES * a_desc.block_type.nbytes + b_desc.block_type.nbytes
+                            + (BOXES * sfa_desc.block_type.nbytes if SFA_TMA else 0)
                             + (sfb_desc.block_type.nbytes if SFB_TMA else 0))
     kb_per_split = num_kb // SPLIT_K
     num_pid_m = gl.cdiv(M, BLOCK_M)
@@ -198,11 +205,18 @@ def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars,
             mbarrier.expect(bar, nbytes)
             # the MN-major scale tensors are [K/128 (packed: /4), M or N]: one row of the tile per stage
             krow = kb // 4 if SF_PACKED else kb
-            if SFA_TMA:
-                tma.async_copy_global_to_shared(sfa_desc, [krow, off_m], bar, sfa_bufs.index(s))
+            for i in gl.static_range(BOXES):
+                if SFA_TMA:
+                    if BOXES == 1:
+                        sfa_dst = sfa_bufs.index(s)
+                    else:
+                        sfa_dst = sfa_bufs.index(s).slice(i * A_ROWS, A_ROWS, dim=1)
+                    tma.async_copy_global_to_shared(sfa_desc, [krow, off_m + i * A_ROWS], bar, sfa_dst)
             if SFB_TMA:
                 tma.async_copy_global_to_shared(sfb_desc, [krow, off_n], bar, sfb_bufs.index(s))
-            tma.async_copy_global_to_shared(a_desc, [off_m, kb * BLOCK_K], bar, a_bufs.index(s))
+            for i in gl.static_range(BOXES):
+                tma.async_copy_global_to_shared(a_desc, [off_m + i * A_ROWS, kb * BLOCK_K], bar,
+                                                a_bufs.index(s * BOXES + i))
             tma.async_copy_global_to_shared(b_desc, [off_n, kb * BLOCK_K], bar, b_bufs.index(s))
             it += 1
 
@@ -434,9 +448,24 @@ def _promote(acc, part, sa, sb0, sb1, second_col,
 
 
 @gluon.jit
-def _a_rows(a_bufs, s, row0: gl.constexpr):
-    """Rows ``row0 + [0, 64)`` (one WGMMA wave) of the A tile in ring slot ``s``."""
-    return a_bufs.index(s).slice(row0, 64, dim=0)
+def _a_rows(a_bufs, s, row0: gl.constexpr, STAGES: gl.constexpr = 0):
+    """Rows ``row0 + [0, 64)`` (one WGMMA wave) of the A tile in ring slot ``s``: a slice of the slot's box,
+    or with several boxes a slot (BLOCK_M 192: ``a_bufs`` [STAGES * 3, 64, 128]; pass ``STAGES``) the box
+    of those rows."""
+    BOXES: gl.constexpr = a_bufs.shape[0] // STAGES if STAGES > 0 else 1
+    if BOXES == 1:
+        return a_bufs.index(s).slice(row0, 64, dim=0)
+    else:
+        return a_bufs.index(s * BOXES + row0 // 64)
+
+
+@gluon.jit
+def _d_rows(d_smem, row0: gl.constexpr):
+    """The D staging rows ``row0 + [0, 64)``: a slice, or (BLOCK_M 192: [3, 64, BLOCK_N]) one buffer."""
+    if len(d_smem.shape) == 3:
+        return d_smem.index(row0 // 64)
+    else:
+        return d_smem.slice(row0, 64, dim=0)
 
 
 @gluon.jit
@@ -445,7 +474,7 @@ def _issue_block(a_bufs, b_bufs, full_bars, it, row0: gl.constexpr, zero, STAGES
     (async token, slot)."""
     s = it % STAGES
     mbarrier.wait(full_bars.index(s), (it // STAGES) & 1)
-    tok = warpgroup_mma(_a_rows(a_bufs, s, row0), b_bufs.index(s).permute((1, 0)), zero, use_acc=False,
+    tok = warpgroup_mma(_a_rows(a_bufs, s, row0, STAGES), b_bufs.index(s).permute((1, 0)), zero, use_acc=False,
                         is_async=True)
     return tok, s
 
@@ -783,7 +812,7 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
     local = (row0 + gl.arange(0, WG_M, layout=row_layout))[:, None] * BLOCK_N + gl.arange(
         0, BLOCK_N, layout=col_layout)[None, :]
 
-    d_sub0 = d_smem.slice(row0, WG_M, dim=0)
+    d_sub0 = _d_rows(d_smem, row0)
     c_bar = c_bars.index(WG)
     it = 0
     tcount = 0
@@ -1066,7 +1095,10 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
     if GROUPING == 1:
         gl.static_assert(ALIGN % BLOCK_M == 0, "contiguous: BLOCK_M must divide the alignment")
     NUM_WG: gl.constexpr = num_math_warpgroups(BLOCK_M)
-    gl.static_assert(BLOCK_M == 64 or BLOCK_M == 128 or BLOCK_M == 256, "BLOCK_M must be 64, 128 or 256")
+    gl.static_assert(BLOCK_M == 64 or BLOCK_M == 128 or BLOCK_M == 192 or BLOCK_M == 256,
+                     "BLOCK_M must be 64, 128, 192 or 256")
+    gl.static_assert(BLOCK_M != 192 or (GROUPING == 0 and not PIPE_MMA and not SFB_PER_CHANNEL and SPLIT_K == 1),
+                     "BLOCK_M 192 (three math warpgroups, 152 registers): dense 1d2d tiles, one partial, no split-K")
     gl.static_assert(BLOCK_M == 256 or not SMALL_EPI, "SMALL_EPI needs two waves a warpgroup")
     gl.static_assert(BLOCK_M < 256 or not PIPE_MMA, "BLOCK_M 256 has registers for one partial only")
     gl.static_assert(K % 128 == 0, "K must be a multiple of 128 (the scale block)")
@@ -1087,10 +1119,15 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
         ws_arg = sfa_ptr
         cnt_arg = sfb_ptr
     trace_arg = trace_ptr if TRACE else sfa_ptr
-    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
+    # one A box a stage, or at BLOCK_M 192 (shared-memory shapes are powers of two) three 64-row boxes:
+    # slot s's rows 64 i + [0, 64) are a_bufs[3 s + i] (_a_rows)
+    A_BOXES: gl.constexpr = BLOCK_M // a_desc.block_type.shape[0]
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES * A_BOXES] + a_desc.block_type.shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
     SFA_SLOTS: gl.constexpr = STAGES if SFA_TMA else 1
-    sfa_bufs = gl.allocate_shared_memory(sfa_desc.dtype, [SFA_SLOTS] + sfa_desc.block_type.shape, sfa_desc.layout)
+    # BLOCK_M 192: the three boxes of ring scales land in one row of 256 (its last 64 unused)
+    SFA_ROW: gl.constexpr = (256 if BLOCK_M == 192 else BLOCK_M) if SFA_TMA else sfa_desc.block_type.shape[1]
+    sfa_bufs = gl.allocate_shared_memory(sfa_desc.dtype, [SFA_SLOTS, 1, SFA_ROW], sfa_desc.layout)
     # warp_specialize takes no None argument: without SFB_TMA a 16-byte placeholder buffer and the LHS
     # scale descriptor stand in (never read)
     if SFB_TMA:
@@ -1099,7 +1136,11 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
     else:
         sfb_tma_desc = sfa_desc
         sfb_bufs = gl.allocate_shared_memory(gl.float32, [1, 1, 4], sfa_desc.layout)
-    d_smem = gl.allocate_shared_memory(d_desc.dtype, [d_staging_rows(BLOCK_M, SMALL_EPI), BLOCK_N], d_desc.layout)
+    if BLOCK_M == 192:  # one [64, BLOCK_N] staging buffer per warpgroup (_d_rows)
+        d_smem = gl.allocate_shared_memory(d_desc.dtype, [3, 64, BLOCK_N], d_desc.layout)
+    else:
+        d_smem = gl.allocate_shared_memory(d_desc.dtype, [d_staging_rows(BLOCK_M, SMALL_EPI), BLOCK_N],
+                                           d_desc.layout)
     full_bars, empty_bars = ring_barriers(STAGES, NUM_WG)
     # one C-arrival barrier per math warpgroup; without C_TMA never waited on, and d_desc stands in for c_desc
     c_bars = gl.allocate_shared_memory(gl.int64, [NUM_WG, 1], mbarrier.MBarrierLayout())
@@ -1142,6 +1183,38 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,
                                ALIGN, sfb_tma_desc, sfb_bufs, SFB_TMA, K_DYN, SPLIT_TAIL)),
         ], [4, 1], [MATH_REGS, PRODUCER_REGS])
+    elif NUM_WG == 3:
+        # BLOCK_M 192: three math warpgroups, one 64-row wave each, at MATH_REGS (152: see layouts)
+        gl.warp_specialize([
+            (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
+                               sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
+                               N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
+                               SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, 0,
+                               layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
+                               SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
+                               c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
+                               SPLIT_TAIL, trace_arg, TRACE)),
+            (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
+                               sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
+                               N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
+                               SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, 1,
+                               layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
+                               SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
+                               c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
+                               SPLIT_TAIL, trace_arg, TRACE)),
+            (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
+                               sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
+                               N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
+                               SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, 2,
+                               layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
+                               SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
+                               c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
+                               SPLIT_TAIL, trace_arg, TRACE)),
+            (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
+                               N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
+                               SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,
+                               ALIGN, sfb_tma_desc, sfb_bufs, SFB_TMA, K_DYN, SPLIT_TAIL)),
+        ], [4, 4, 1], [MATH_REGS, MATH_REGS, PRODUCER_REGS])
     else:
         gl.warp_specialize([
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,

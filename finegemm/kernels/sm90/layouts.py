@@ -19,12 +19,21 @@ PRODUCER_REGS = 40
 # Registers each math warpgroup asks for with setmaxnreg.inc (the compiler's leftover rule then
 # gives the default partition the same 232 when a producer warpgroup keeps 40).
 MATH_REGS = 232
+# With three math warpgroups (BLOCK_M 192) the register file (64 Ki) holds 3 x 128 threads at this many
+# beside the producer's warpgroup at PRODUCER_REGS: (65536 - 128 * 40) / 384 = 157, rounded down to 8.
+MATH_REGS_3WG = 152
 
 
 def math_warpgroups(block_m: int) -> int:
-    """Math warpgroups, each its own partition: one per 64 rows of the tile (m64nNk32 WGMMA), at most two."""
-    assert block_m in (64, 128, 256), block_m
-    return min(block_m // 64, 2)
+    """Math warpgroups, each its own partition: one per 64 rows of the tile (m64nNk32 WGMMA), at most two,
+    except BLOCK_M 192: three (one wave each)."""
+    assert block_m in (64, 128, 192, 256), block_m
+    return 3 if block_m == 192 else min(block_m // 64, 2)
+
+
+def math_regs(block_m: int) -> int:
+    """setmaxnreg of each math warpgroup for a BLOCK_M tile."""
+    return MATH_REGS_3WG if math_warpgroups(block_m) == 3 else MATH_REGS
 
 
 def waves_per_warpgroup(block_m: int) -> int:
@@ -35,8 +44,10 @@ def waves_per_warpgroup(block_m: int) -> int:
 def stage_bytes(block_m: int, block_n: int, sfa_tma: bool = False, sfb_tma: bool = False) -> int:
     """Shared memory of one pipeline stage: an e4m3 A tile and an e4m3 B tile of 128 K each, plus the
     tile's BLOCK_M 4-byte per-token scales when they ride in the ring (``sfa_tma``) and its BLOCK_N
-    per-channel RHS scales (``sfb_tma``, recipe (1, 1, 128))."""
-    return (block_m + block_n) * BLOCK_K + (4 * block_m if sfa_tma else 0) + (4 * block_n if sfb_tma else 0)
+    per-channel RHS scales (``sfb_tma``, recipe (1, 1, 128)). BLOCK_M 192's scales land in a row of 256 (shared
+    memory shapes are powers of two)."""
+    sfa_row = 256 if block_m == 192 else block_m
+    return (block_m + block_n) * BLOCK_K + (4 * sfa_row if sfa_tma else 0) + (4 * block_n if sfb_tma else 0)
 
 
 def epilogue_bytes(block_m: int, block_n: int, out_fp32: bool, small_epi: bool = False) -> int:
@@ -66,7 +77,7 @@ def empty_barrier_arrivals(block_m: int) -> int:
 
 def stage_tx_bytes(block_m: int, block_n: int, sfa_tma: bool = False, sfb_tma: bool = False) -> int:
     """Bytes the TMA loads of one stage deliver (boxes past the edge still count in full)."""
-    return stage_bytes(block_m, block_n, sfa_tma, sfb_tma)
+    return (block_m + block_n) * BLOCK_K + (4 * block_m if sfa_tma else 0) + (4 * block_n if sfb_tma else 0)
 
 
 def accumulator_regs(block_m: int, block_n: int, pipelined: bool) -> int:
@@ -81,10 +92,16 @@ def wgmma_instr_n(block_n: int) -> int:
     return block_n
 
 
+def a_box_rows(block_m: int) -> int:
+    """Rows of one TMA box of A (and of the per-token scales): the whole tile, or for BLOCK_M 192 (not a power
+    of two, which a descriptor's block must be) one warpgroup's 64, three boxes a stage."""
+    return 64 if block_m == 192 else block_m
+
+
 def sfa_box(block_m: int, sfa_tma: bool) -> list[int]:
-    """TMA box of the LHS-scale descriptor over the [K/128, M] view: one K block's BLOCK_M scales
-    (or a 16-byte placeholder box when the scales are loaded from global memory instead)."""
-    return [1, block_m] if sfa_tma else [1, 4]
+    """TMA box of the LHS-scale descriptor over the [K/128, M] view: one K block's scales of
+    :func:`a_box_rows` rows (or a 16-byte placeholder box when the scales are loaded from global memory)."""
+    return [1, a_box_rows(block_m)] if sfa_tma else [1, 4]
 
 
 

@@ -36,6 +36,7 @@ def main() -> None:
     ap.add_argument("--commit", default=os.environ.get("FG_COMMIT", "unknown"))
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--ms", default="64,128,4096", help="comma-separated M values to run")
+    ap.add_argument("--shapes", default="", help="'M,N,K;M,N,K' instead of --ms x the six (N, K)")
     args = ap.parse_args()
     out_dir = os.environ.get("OUT", ".")
     facts = device_facts(DEV)
@@ -47,43 +48,44 @@ def main() -> None:
                 commit=args.commit, method="CUDA events, 1 GiB L2 flush before each call, 5 warm-ups, "
                 f"median of {args.reps}, fresh random normal inputs per shape", facts=facts.__dict__)
     path = os.path.join(out_dir, "sm90_bf16_bench.json")
-    for m in [int(v) for v in args.ms.split(",")]:
-        for n, k in NK:
-            a = torch.randn(m, k, device=DEV, dtype=torch.bfloat16)
-            b = torch.randn(n, k, device=DEV, dtype=torch.bfloat16)
-            ref = reference.bf16_gemm("nt", a, b)
-            desc = GemmDesc("bf16", m, n, k)
-            chosen = get_sm90_bf16_config(desc, facts)
-            ranked = sorted(_bf16_candidates(desc, facts), key=lambda c: bf16_estimate_us(desc, facts, *c))
-            cfgs = [chosen] + [make_bf16_config(desc, facts, *c) for c in ranked
-                               if c != (chosen.block_m, chosen.block_n, chosen.split_k)][:args.alts]
-            flops = 2 * m * n * k
-            dc = torch.empty(m, n, device=DEV, dtype=torch.bfloat16)
-            t_cublas = time_cuda(functools.partial(torch.mm, a, b.T, out=dc), flush, 5, args.reps).median_us
-            row = dict(M=m, N=n, K=k, cublas_us=t_cublas, cublas_diff=reference.calc_diff(dc, ref), configs=[])
-            for cfg in cfgs:
-                d = torch.full((m, n), float("nan"), device=DEV, dtype=torch.bfloat16)
-                entry = dict(cfg=cfg.__dict__, heuristic=cfg is chosen,
-                             model_us=bf16_estimate_us(desc, facts, cfg.block_m, cfg.block_n, cfg.split_k))
-                try:
-                    dispatch_bf16.bf16_gemm(desc, cfg, a, b, d, None)
-                    torch.cuda.synchronize()
-                    entry["diff"] = reference.calc_diff(d, ref)
-                    entry["us"] = time_cuda(functools.partial(dispatch_bf16.bf16_gemm, desc, cfg, a, b, d, None),
-                                            flush, 5, args.reps).median_us
-                except Exception as e:  # record and go on: one bad config must not lose the table
-                    entry["error"] = repr(e)[:300]
-                row["configs"].append(entry)
-            rows.append(row)
-            with open(path, "w") as f:
-                json.dump(dict(meta, rows=rows), f, indent=1)
-            h = row["configs"][0]
-            best = min((c for c in row["configs"] if "us" in c), key=lambda c: c["us"], default=None)
-            print(f"{m:5d} {n:6d} {k:6d} | heur {h.get('us', float('nan')):8.1f} us "
-                  f"{flops / h.get('us', float('nan')) / 1e6:6.0f} TF diff {h.get('diff', float('nan')):.1e} "
-                  f"cfg {h['cfg']['block_m']}x{h['cfg']['block_n']}s{h['cfg']['split_k']} | cuBLAS {t_cublas:8.1f} "
-                  f"| x {t_cublas / h.get('us', float('nan')):.2f} | best {best and best['us']:.1f} "
-                  f"{best and (best['cfg']['block_m'], best['cfg']['block_n'], best['cfg']['split_k'])}", flush=True)
+    shapes = ([tuple(int(v) for v in item.split(",")) for item in args.shapes.split(";")] if args.shapes else
+              [(m, n, k) for m in (int(v) for v in args.ms.split(",")) for n, k in NK])
+    for m, n, k in shapes:
+        a = torch.randn(m, k, device=DEV, dtype=torch.bfloat16)
+        b = torch.randn(n, k, device=DEV, dtype=torch.bfloat16)
+        ref = reference.bf16_gemm("nt", a, b)
+        desc = GemmDesc("bf16", m, n, k)
+        chosen = get_sm90_bf16_config(desc, facts)
+        ranked = sorted(_bf16_candidates(desc, facts), key=lambda c: bf16_estimate_us(desc, facts, *c))
+        cfgs = [chosen] + [make_bf16_config(desc, facts, *c) for c in ranked
+                           if c != (chosen.block_m, chosen.block_n, chosen.split_k)][:args.alts]
+        flops = 2 * m * n * k
+        dc = torch.empty(m, n, device=DEV, dtype=torch.bfloat16)
+        t_cublas = time_cuda(functools.partial(torch.mm, a, b.T, out=dc), flush, 5, args.reps).median_us
+        row = dict(M=m, N=n, K=k, cublas_us=t_cublas, cublas_diff=reference.calc_diff(dc, ref), configs=[])
+        for cfg in cfgs:
+            d = torch.full((m, n), float("nan"), device=DEV, dtype=torch.bfloat16)
+            entry = dict(cfg=cfg.__dict__, heuristic=cfg is chosen,
+                         model_us=bf16_estimate_us(desc, facts, cfg.block_m, cfg.block_n, cfg.split_k))
+            try:
+                dispatch_bf16.bf16_gemm(desc, cfg, a, b, d, None)
+                torch.cuda.synchronize()
+                entry["diff"] = reference.calc_diff(d, ref)
+                entry["us"] = time_cuda(functools.partial(dispatch_bf16.bf16_gemm, desc, cfg, a, b, d, None),
+                                        flush, 5, args.reps).median_us
+            except Exception as e:  # record and go on: one bad config must not lose the table
+                entry["error"] = repr(e)[:300]
+            row["configs"].append(entry)
+        rows.append(row)
+        with open(path, "w") as f:
+            json.dump(dict(meta, rows=rows), f, indent=1)
+        h = row["configs"][0]
+        best = min((c for c in row["configs"] if "us" in c), key=lambda c: c["us"], default=None)
+        print(f"{m:5d} {n:6d} {k:6d} | heur {h.get('us', float('nan')):8.1f} us "
+              f"{flops / h.get('us', float('nan')) / 1e6:6.0f} TF diff {h.get('diff', float('nan')):.1e} "
+              f"cfg {h['cfg']['block_m']}x{h['cfg']['block_n']}s{h['cfg']['split_k']} | cuBLAS {t_cublas:8.1f} "
+              f"| x {t_cublas / h.get('us', float('nan')):.2f} | best {best and best['us']:.1f} "
+              f"{best and (best['cfg']['block_m'], best['cfg']['block_n'], best['cfg']['split_k'])}", flush=True)
 
 
 if __name__ == "__main__":

@@ -319,7 +319,11 @@ BF16_SPLITK_FIXED_US = 2.5
 # Fraction of the WGMMA peak a warpgroup reaches per tile shape (m64 nN per instruction; wider N
 # reads less shared memory per FLOP); 128-row tiles share each B slice between two warpgroups.
 BF16_TILE_EFF = {(128, 256): 0.92, (128, 128): 0.82, (64, 256): 0.80, (128, 64): 0.62,
-                  (64, 128): 0.70, (64, 64): 0.50}
+                  (64, 128): 0.70, (64, 64): 0.50,
+                  # three math warpgroups (BLOCK_M 192): the FP8 kernel's 192x128 tile ran at 1.04x the per-MAC
+                  # rate of its 128x128 one (v13: 34.6 us per 192-row round against 24.0 per 128-row round at
+                  # 4096x2112x7168); 192x64 measured far slower there
+                  (192, 128): 0.85, (192, 64): 0.55}
 
 
 @dataclass(frozen=True)
@@ -379,8 +383,17 @@ def bf16_estimate_us(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split
 
 def _bf16_candidates(desc: GemmDesc, facts: DeviceFacts):
     num_kb = math.ceil(desc.k / BF16_BLOCK_K)
-    for bm in (64, 128):
+    for bm in (64, 128, 192):
         if bm == 128 and desc.m <= 64:
+            continue
+        # BLOCK_M 192 (three warpgroups at 152 registers): BF16 out without C only (CPU compile: a 64x256
+        # accumulator needs 154 registers at its WGMMA), for M beyond the small-M rules whose last 192-row tile
+        # is mostly inside M. H200 (results/sm90-bf16-bm192-h200-2026-12-04.json, us, 192x128 / the best other):
+        # 4096x2112x7168 176.9 / 197.2, 4096x576x7168 61.4 / 82.8, 8192x576x7168 122.5 / 138.5, 333x24576x1536
+        # 47.7 / 49.4, 333x7168x2048 25.2 / 27.7; at M = 577 (the last tile 1/192 full) it lost twice
+        # (7168x16384 327.9 / 281.8, 7168x2048 40.7 / 38.1) and won once (4096x7168 66.4 / 76.5)
+        if bm == 192 and (desc.m <= 256 or desc.out_fp32 or desc.with_c
+                          or desc.m / (math.ceil(desc.m / 192) * 192) < 0.85):
             continue
         for bn in (64, 128, 256):
             if bn > 64 and bn // 2 >= desc.n:
@@ -394,8 +407,10 @@ def _bf16_candidates(desc: GemmDesc, facts: DeviceFacts):
             # FP32 D or C beside a 64x256 accumulator does not fit the 232 registers / the smem.
             if bn == 256 and (desc.out_fp32 or desc.with_c):
                 continue
+            if bm == 192 and bn == 256:
+                continue
             for split in (1, 2, 3, 4, 6, 7, 8):
-                if split > 1 and (desc.m > 512 or num_kb % split or num_kb // split < 8):
+                if split > 1 and (desc.m > 512 or num_kb % split or num_kb // split < 8 or bm == 192):
                     continue
                 yield bm, bn, split
 

@@ -55,6 +55,7 @@ from triton.language.extra.cuda import gdc_wait
 
 from .gemm_1d2d import (
     _contiguous_group,
+    _d_rows,
     _first_local_unit,
     _masked_rows,
     _store_masked_wave,
@@ -177,7 +178,7 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr
     num_pid_n = gl.cdiv(N, BLOCK_N)
     num_units = num_pid_m * num_pid_n * SPLIT_K
 
-    d_sub = d_smem.slice(WG * 64, 64, dim=0)
+    d_sub = _d_rows(d_smem, WG * 64)
     it = 0
     for unit in range(gl.program_id(0), num_units, gl.num_programs(0)):
         pid_m, pid_n, split, kb0, kb1 = _unit_range(unit, num_pid_m, num_pid_n, num_kb, SPLIT_K, GROUP_M)
@@ -215,7 +216,10 @@ def _shared_ring(a_desc, b_desc, d_desc, BLOCK_M: gl.constexpr, BLOCK_N: gl.cons
     NUM_WG: gl.constexpr = BLOCK_M // 64
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES * NUM_WG] + a_desc.block_type.shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
-    d_smem = gl.allocate_shared_memory(d_desc.dtype, [BLOCK_M, BLOCK_N], d_desc.layout)
+    if NUM_WG == 3:  # shared-memory shapes are powers of two: one [64, BLOCK_N] staging buffer per warpgroup
+        d_smem = gl.allocate_shared_memory(d_desc.dtype, [3, 64, BLOCK_N], d_desc.layout)
+    else:
+        d_smem = gl.allocate_shared_memory(d_desc.dtype, [BLOCK_M, BLOCK_N], d_desc.layout)
     full_bars, empty_bars = ring_barriers(STAGES, NUM_WG)
     return a_bufs, b_bufs, d_smem, full_bars, empty_bars
 
@@ -233,7 +237,8 @@ def bf16_gemm_kernel(a_desc, b_desc, d_desc, c_ptr, M, N, K, stride_cm, stride_c
     ``[64, BLOCK_N]`` over D (or the FP32 split-K workspace).
     """
     NUM_WG: gl.constexpr = BLOCK_M // 64
-    gl.static_assert(BLOCK_M == 64 or BLOCK_M == 128, "BLOCK_M is 64 or 128 (one warpgroup per 64 rows)")
+    gl.static_assert(BLOCK_M == 64 or BLOCK_M == 128 or BLOCK_M == 192,
+                     "BLOCK_M is 64, 128 or 192 (one warpgroup per 64 rows)")
     a_bufs, b_bufs, d_smem, full_bars, empty_bars = _shared_ring(a_desc, b_desc, d_desc, BLOCK_M, BLOCK_N, STAGES)
     if SPLIT_K > 1:
         launch_dependents()  # the reduction's CTAs wait for this grid on the SMs it leaves free
@@ -250,6 +255,20 @@ def bf16_gemm_kernel(a_desc, b_desc, d_desc, c_ptr, M, N, K, stride_cm, stride_c
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M, N, K,
                                BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K, A_MN_MAJOR, B_MN_MAJOR)),
         ], [4, 1], [MATH_REGS, PRODUCER_REGS])
+    elif NUM_WG == 3:
+        gl.warp_specialize([
+            (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr, M, N, K,
+                               stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K,
+                               A_MN_MAJOR, B_MN_MAJOR, HAS_C, 0)),
+            (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr, M, N, K,
+                               stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K,
+                               A_MN_MAJOR, B_MN_MAJOR, HAS_C, 1)),
+            (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr, M, N, K,
+                               stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K,
+                               A_MN_MAJOR, B_MN_MAJOR, HAS_C, 2)),
+            (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M, N, K,
+                               BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K, A_MN_MAJOR, B_MN_MAJOR)),
+        ], [4, 4, 1], [MATH_REGS, MATH_REGS, PRODUCER_REGS])
     else:
         gl.warp_specialize([
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr, M, N, K,

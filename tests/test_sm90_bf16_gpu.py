@@ -78,11 +78,12 @@ def test_public_api_layouts_route_to_sm90(layout, m, n, k, monkeypatch):
     assert reference.calc_diff(d, reference.bf16_gemm(layout, a_arg, b_arg, c)) < 1e-5
 
 
+@pytest.mark.parametrize("with_c", [False, True], ids=["no-c", "bf16-c"])
 @pytest.mark.parametrize("a_k_major", [True, False], ids=["a-k-major", "a-m-major"])
 @pytest.mark.parametrize("m,n,k", [(4095, 2112, 7168), (333, 576, 1536), (4096, 576, 7168)], ids=str)
-def test_block_m_192(a_k_major, m, n, k):
+def test_block_m_192(a_k_major, m, n, k, with_c):
     """Three math warpgroups (BLOCK_M 192, BF16 out, one A box per warpgroup): M not a multiple of 192, A
-    K-major or M-major (the ``tn`` layouts' in-place view)."""
+    K-major or M-major (the ``tn`` layouts' in-place view), with and without a bf16 C."""
     mod = _sm90()
     from finegemm.jit.device import device_facts
     from finegemm.jit.heuristics import GemmDesc
@@ -92,13 +93,14 @@ def test_block_m_192(a_k_major, m, n, k):
     a = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
     b = torch.randn(n, k, device=dev, dtype=torch.bfloat16)
     a_view = a if a_k_major else a.T.contiguous().T  # [M, K] with stride (1, M)
-    desc = GemmDesc("bf16", m, n, k, a_k_major, True)
+    c = torch.randn(m, n, device=dev, dtype=torch.bfloat16) if with_c else None
+    desc = GemmDesc("bf16", m, n, k, a_k_major, True, False, with_c)
     cfg = make_bf16_config(desc, device_facts(dev), 192, 128)
     outs = []
     for _ in range(2):
         d = torch.full((m, n), float("nan"), device=dev, dtype=torch.bfloat16)
-        mod.bf16_gemm(desc, cfg, a_view, b, d, None)
+        mod.bf16_gemm(desc, cfg, a_view, b, d, c)
         outs.append(d)
     torch.cuda.synchronize()
-    assert reference.calc_diff(outs[0], reference.bf16_gemm("nt", a, b)) < 1e-5, cfg
+    assert reference.calc_diff(outs[0], reference.bf16_gemm("nt", a, b, c)) < 1e-5, cfg
     assert torch.equal(outs[0], outs[1])

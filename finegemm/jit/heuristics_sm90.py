@@ -386,13 +386,16 @@ def _bf16_candidates(desc: GemmDesc, facts: DeviceFacts):
     for bm in (64, 128, 192):
         if bm == 128 and desc.m <= 64:
             continue
-        # BLOCK_M 192 (three warpgroups at 152 registers): BF16 out without C only (CPU compile: a 64x256
-        # accumulator needs 154 registers at its WGMMA), for M beyond the small-M rules whose last 192-row tile
-        # is mostly inside M. H200 (results/sm90-bf16-bm192-h200-2026-12-04.json, us, 192x128 / the best other):
-        # 4096x2112x7168 176.9 / 197.2, 4096x576x7168 61.4 / 82.8, 8192x576x7168 122.5 / 138.5, 333x24576x1536
-        # 47.7 / 49.4, 333x7168x2048 25.2 / 27.7; at M = 577 (the last tile 1/192 full) it lost twice
-        # (7168x16384 327.9 / 281.8, 7168x2048 40.7 / 38.1) and won once (4096x7168 66.4 / 76.5)
-        if bm == 192 and (desc.m <= 256 or desc.out_fp32 or desc.with_c
+        # BLOCK_M 192 (three warpgroups at 152 registers): BF16 out (FP32 out unmeasured) at 128 columns (CPU
+        # compile: a 64x256 accumulator needs 154 registers at its WGMMA), for M beyond the small-M rules whose
+        # last 192-row tile is mostly inside M. H200 (results/sm90-bf16-bm192-h200-2026-12-04.json, us,
+        # 192x128 / the best other): 4096x2112x7168 176.9 / 197.2, 4096x576x7168 61.4 / 82.8, 8192x576x7168
+        # 122.5 / 138.5, 333x24576x1536 47.7 / 49.4, 333x7168x2048 25.2 / 27.7; at M = 577 (the last tile
+        # 1/192 full) it lost twice (7168x16384 327.9 / 281.8, 7168x2048 40.7 / 38.1) and won once
+        # (4096x7168 66.4 / 76.5). With a bf16 C
+        # (results/bf16-c-probe-h200-2026-12-04.json, 192x128 / the pick before): 4096x576x7168 64.2 / 97.8,
+        # 4096x2112x7168 189.3 / 213.9, 8192x576x7168 129.0 / 174.0 (4096x4096x7168 353.5 / 322.6: not picked)
+        if bm == 192 and (desc.m <= 256 or desc.out_fp32
                           or desc.m / (math.ceil(desc.m / 192) * 192) < 0.85):
             continue
         for bn in (64, 128, 256):

@@ -1065,7 +1065,8 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
     layout of ``d_desc`` (C is staged in the D buffer).
 
     ``sfa_desc``: TMA descriptor of the LHS scales as [K/128 (packed: ceil(K/512)), M] (the MN-major
-    tensor's transpose), box [1, BLOCK_M], no swizzle; only read with ``SFA_TMA`` (else any small box).
+    tensor's transpose), box [1, BLOCK_M] (BLOCK_M 192: [1, 64], three a stage), no swizzle; only read with
+    ``SFA_TMA`` (else any small box). ``a_desc``'s box is [BLOCK_M, 128], or [64, 128] at BLOCK_M 192.
     ``sfb_desc`` (recipe (1, 1, 128) with ``SFB_TMA`` only, else None): the per-channel RHS scales
     likewise as [K/128 (packed: ceil(K/512)), N], box [1, BLOCK_N].
 

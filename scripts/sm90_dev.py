@@ -12,7 +12,7 @@ timed; stops timing new configs past ``V4_DEADLINE_S`` (default 140 s) so a boun
 reduction fused into the GEMM kernel at M <= 128; ``v9``: split-K of the last partial tile round only;
 ``v11``: v9's 1d2d split tails again and 256x64 tiles; ``v12``: split-K at M <= 128 with the
 reduction launched by programmatic dependent launch; ``v13``: BLOCK_M 192 (three math warpgroups) at M = 4096;
-``v14``: the BLOCK_M 192 rule's other shapes against the rule before it.
+``v14``: the BLOCK_M 192 rule's other shapes against the rule before it; ``v15``: BLOCK_M 192 with FP32 out and C.
 ``v4compile`` (CPU, no GPU): compiles every v4 candidate for sm_90 and prints registers/spills.
 Writes ``$OUT/sm90_dev.json`` (or ./sm90_dev.json) and prints a short table last.
 Timing: CUDA events around each call, a 1 GiB buffer zeroed before each timed call (L2 flush),
@@ -691,6 +691,19 @@ def v14_configs(desc, facts):
     return _distinct([("heuristic", get_sm90_config(desc, facts)), (f"before ({bm}x128)", old)])
 
 
+def v15_shapes():
+    """v15 (prepared, not yet run): FP32-out 1d2d with C at the shapes where BLOCK_M 192 fills the SMs best."""
+    return [("large", m, n, k, "1d2d", torch.float32, True)
+            for m, n, k in ((4096, 2112, 7168), (4096, 576, 7168), (1024, 2112, 7168), (4096, 7168, 2048))]
+
+
+def v15_configs(desc, facts):
+    """v15: the heuristic's pick (256 rows with the shared D staging, FP32 out) against 192x128 (three
+    warpgroups, C staged by TMA per warpgroup, 3 stages beside the FP32 D staging)."""
+    return _distinct([("heuristic", get_sm90_config(desc, facts)),
+                      ("192x128", make_config(desc, facts, 192, 128, sfa_tma=True))])
+
+
 def phase_v4(result, path, shapes=None, configs=None, key="v4"):
     shapes, configs = shapes or v4_shapes, configs or v4_configs
     t_start = time.time()
@@ -827,6 +840,8 @@ def main():
                  "v13")
     if "v14" in args:
         phase_v4(result, os.path.join(outdir, "sm90_v14_bm192_rule_sweep.json"), v14_shapes, v14_configs, "v14")
+    if "v15" in args:
+        phase_v4(result, os.path.join(outdir, "sm90_v15_bm192_fp32_sweep.json"), v15_shapes, v15_configs, "v15")
     if "v8" in args:
         phase_v4(result, os.path.join(outdir, "sm90_v8_splitk_fused_sweep.json"), v7_shapes, v8_configs, "v8")
     json.dump(result, open(path, "w"), indent=1, default=str)

@@ -12,7 +12,8 @@ timed; stops timing new configs past ``V4_DEADLINE_S`` (default 140 s) so a boun
 reduction fused into the GEMM kernel at M <= 128; ``v9``: split-K of the last partial tile round only;
 ``v11``: v9's 1d2d split tails again and 256x64 tiles; ``v12``: split-K at M <= 128 with the
 reduction launched by programmatic dependent launch; ``v13``: BLOCK_M 192 (three math warpgroups) at M = 4096;
-``v14``: the BLOCK_M 192 rule's other shapes against the rule before it; ``v15``: BLOCK_M 192 with FP32 out and C.
+``v14``: the BLOCK_M 192 rule's other shapes against the rule before it; ``v15``: BLOCK_M 192 with FP32 out and C;
+``v16``: the 128x256 two-panel tile with A in registers (``a_regs``) at M = 4096.
 ``v4compile`` (CPU, no GPU): compiles every v4 candidate for sm_90 and prints registers/spills.
 Writes ``$OUT/sm90_dev.json`` (or ./sm90_dev.json) and prints a short table last.
 Timing: CUDA events around each call, a 1 GiB buffer zeroed before each timed call (L2 flush),
@@ -704,6 +705,17 @@ def v15_configs(desc, facts):
                       ("192x128", make_config(desc, facts, 192, 128, sfa_tma=True))])
 
 
+def v16_configs(desc, facts):
+    """v16 (prepared, not yet run): the 128x256 two-panel tile with A in registers (``a_regs``; NOTES v11's
+    shared-memory model: 128 B/clk against 144 for 256x128) against the heuristic's pick, with the per-token
+    scales in the ring or from global memory."""
+    out = [("heuristic", get_sm90_config(desc, facts))]
+    for sfa in (True, False):
+        cfg = dataclasses.replace(make_config(desc, facts, 128, 256, sfa_tma=sfa), pipe_mma=False, a_regs=True)
+        out.append((f"128x256 a_regs{' tma' if sfa else ''}", cfg))
+    return _distinct(out)
+
+
 def phase_v4(result, path, shapes=None, configs=None, key="v4"):
     shapes, configs = shapes or v4_shapes, configs or v4_configs
     t_start = time.time()
@@ -842,6 +854,8 @@ def main():
         phase_v4(result, os.path.join(outdir, "sm90_v14_bm192_rule_sweep.json"), v14_shapes, v14_configs, "v14")
     if "v15" in args:
         phase_v4(result, os.path.join(outdir, "sm90_v15_bm192_fp32_sweep.json"), v15_shapes, v15_configs, "v15")
+    if "v16" in args:
+        phase_v4(result, os.path.join(outdir, "sm90_v16_a_regs_sweep.json"), v13_shapes, v16_configs, "v16")
     if "v8" in args:
         phase_v4(result, os.path.join(outdir, "sm90_v8_splitk_fused_sweep.json"), v7_shapes, v8_configs, "v8")
     json.dump(result, open(path, "w"), indent=1, default=str)

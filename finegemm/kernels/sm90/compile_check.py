@@ -46,11 +46,13 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32", p
     ``trace``: the timing-probe variant (``TRACE``, never dispatched)."""
     bm, bn, split = config.block_m, config.block_n, config.split_k
     d_fp32 = desc.out_fp32 or (split > 1 and not config.splitk_fused)
+    d_cols = 128 if config.a_regs else bn
     sf = "*i32" if desc.sf_packed else "*fp32"
     sig = {
         "a_desc": _desc_sig("fp8e4nv", [layouts.a_box_rows(bm), 128], gl.float8e4nv),
         "b_desc": _desc_sig("fp8e4nv", [bn, 128], gl.float8e4nv),
-        "d_desc": _desc_sig("fp32", [64, bn], gl.float32) if d_fp32 else _desc_sig("bf16", [64, bn], gl.bfloat16),
+        "d_desc": _desc_sig("fp32", [64, d_cols], gl.float32) if d_fp32 else _desc_sig("bf16", [64, d_cols],
+                                                                                     gl.bfloat16),
         "sfa_ptr": sf, "sfb_ptr": sf, "c_ptr": f"*{c_dtype}",
         "M": "i32", "stride_sfa_k": "i32", "stride_sfb": "i32", "stride_cm": "i32",
         "sfa_desc": _desc_sig("i32" if desc.sf_packed else "fp32", layouts.sfa_box(bm, config.sfa_tma),
@@ -83,6 +85,7 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32", p
     constexprs["SPLITK_FUSED"] = fused
     constexprs["SPLIT_TAIL"] = fused and config.split_tail
     constexprs["PDL"] = pdl
+    constexprs["A_REGS"] = config.a_regs
     constexprs["TRACE"] = trace
     if trace:
         sig["trace_ptr"] = "*i64"

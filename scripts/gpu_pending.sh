@@ -11,7 +11,8 @@
 #                                   (first thing after session 7: its last prefill config, 679fc1a, ran in no test)
 #   bash scripts/gpu_pending.sh 4   (after the 9th session, 2026-12-04) the grouped and MQA GPU tests and harness suites
 #                                   at the tree with PDL and BLOCK_M 192 (neither suite ran on it), the k-grouped
-#                                   bench against DeepGEMM's own cases, and the v15 sweep (BLOCK_M 192, FP32 out + C)
+#                                   bench against DeepGEMM's own cases, the prepared a_regs tile's GPU test and its
+#                                   v16 sweep, and the v15 sweep (BLOCK_M 192, FP32 out + C)
 # Logs and JSON in $OUT/pending<part>.tgz (the device tool returns only a few files).
 # Here first: git rev-parse --short HEAD > .commit (and carry ".commit").
 set -uo pipefail
@@ -51,7 +52,8 @@ elif [ "$PART" = 4 ]; then
     tail -3 "$LOGS/bench-grouped-mqa.log"; pack
     timeout 150 python3 scripts/k_grouped_bench.py --out "$LOGS" 2>&1 | tee "$LOGS/k_grouped_bench.log" | cut -c1-110
     pack
-    OUT="$LOGS" V4_DEADLINE_S=90 timeout 150 python3 scripts/sm90_dev.py v15 2>&1 | grep -E "^V4" | cut -c1-150
+    pytest_gpu pytest-a-regs.log tests/test_sm90_gpu.py -k a_regs
+    OUT="$LOGS" V4_DEADLINE_S=120 timeout 200 python3 scripts/sm90_dev.py v16 v15 2>&1 | grep -E "^V4" | cut -c1-150
     pack
 else
     timeout 60 python3 -m finegemm.bench --plain --no-progress --suite dense,weight-grad \

@@ -833,31 +833,24 @@ def main():
         result["host"] = phase_host()
     if "v3" in args:
         phase_v3(result, path)
-    if "v4" in args:
-        phase_v4(result, os.path.join(outdir, "sm90_v4_smallm_wgrad_sweep.json"))
-    if "v5" in args:
-        phase_v4(result, os.path.join(outdir, "sm90_v5_wgrad_sweep.json"), v5_shapes, v5_configs, "v5")
-    if "v6" in args:
-        phase_v4(result, os.path.join(outdir, "sm90_v6_pipe_sweep.json"), v6_shapes, v6_configs, "v6")
-    if "v7" in args:
-        phase_v4(result, os.path.join(outdir, "sm90_v7_narrow_sweep.json"), v7_shapes, v7_configs, "v7")
-    if "v9" in args:
-        phase_v4(result, os.path.join(outdir, "sm90_v9_split_tail_sweep.json"), v9_shapes, v9_configs, "v9")
-    if "v11" in args:
-        phase_v4(result, os.path.join(outdir, "sm90_v11_split_tail_sweep.json"), v11_shapes, v11_configs, "v11")
-    if "v12" in args:
-        phase_v4(result, os.path.join(outdir, "sm90_v12_pdl_split_sweep.json"), v12_shapes, v12_configs, "v12")
-    if "v13" in args:
-        phase_v4(result, os.path.join(outdir, "sm90_v13_three_warpgroups_sweep.json"), v13_shapes, v13_configs,
-                 "v13")
-    if "v14" in args:
-        phase_v4(result, os.path.join(outdir, "sm90_v14_bm192_rule_sweep.json"), v14_shapes, v14_configs, "v14")
-    if "v15" in args:
-        phase_v4(result, os.path.join(outdir, "sm90_v15_bm192_fp32_sweep.json"), v15_shapes, v15_configs, "v15")
-    if "v16" in args:
-        phase_v4(result, os.path.join(outdir, "sm90_v16_a_regs_sweep.json"), v13_shapes, v16_configs, "v16")
-    if "v8" in args:
-        phase_v4(result, os.path.join(outdir, "sm90_v8_splitk_fused_sweep.json"), v7_shapes, v8_configs, "v8")
+    # sweep name -> (JSON file, shapes, configs); run in this order when named on the command line
+    sweeps = {
+        "v4": ("sm90_v4_smallm_wgrad_sweep.json", v4_shapes, v4_configs),
+        "v5": ("sm90_v5_wgrad_sweep.json", v5_shapes, v5_configs),
+        "v6": ("sm90_v6_pipe_sweep.json", v6_shapes, v6_configs),
+        "v7": ("sm90_v7_narrow_sweep.json", v7_shapes, v7_configs),
+        "v9": ("sm90_v9_split_tail_sweep.json", v9_shapes, v9_configs),
+        "v11": ("sm90_v11_split_tail_sweep.json", v11_shapes, v11_configs),
+        "v12": ("sm90_v12_pdl_split_sweep.json", v12_shapes, v12_configs),
+        "v13": ("sm90_v13_three_warpgroups_sweep.json", v13_shapes, v13_configs),
+        "v14": ("sm90_v14_bm192_rule_sweep.json", v14_shapes, v14_configs),
+        "v15": ("sm90_v15_bm192_fp32_sweep.json", v15_shapes, v15_configs),
+        "v16": ("sm90_v16_a_regs_sweep.json", v13_shapes, v16_configs),
+        "v8": ("sm90_v8_splitk_fused_sweep.json", v7_shapes, v8_configs),
+    }
+    for name, (filename, shapes, configs) in sweeps.items():
+        if name in args:
+            phase_v4(result, os.path.join(outdir, filename), shapes, configs, name)
     json.dump(result, open(path, "w"), indent=1, default=str)
     if "check" in args:
         bad = [r for r in result["check"] if not r["ok"]]

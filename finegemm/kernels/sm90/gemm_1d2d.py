@@ -917,8 +917,10 @@ def _dense_math_a_regs(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sf
     that A is read from shared memory once for 64 x 256 x 128 MACs instead of twice (benchmarks/NOTES.md v11's
     shared-memory model: 128 B/clk at peak against 144 for 256x128). Per K block: panel 0's WGMMA into the one
     partial, promoted into ``acc0`` with the scale of RHS block ``off_n / 128``, then panel 1's into the same
-    partial, promoted into ``acc1`` (block + 1). Dense 1d2d, BF16 or FP32 out without C, no split-K.
+    partial, promoted into ``acc1`` (block + 1). Dense 1d2d, BF16 out (an FP32 D staging leaves room for one
+    stage only), no C, no split-K.
     ``d_smem`` is [2 * NUM_WG, 64, 128]: warpgroup ``WG``'s two panels at ``2 WG`` and ``2 WG + 1``."""
+    gl.static_assert(STAGES >= 2, "A_REGS: the 128x256 ring needs two stages beside the D staging (BF16 out)")
     WG_M: gl.constexpr = 64
     PANEL: gl.constexpr = 128
     row0: gl.constexpr = WG * WG_M

@@ -172,3 +172,28 @@ def test_bf16_compiles_with_required_instructions(desc, cfg, c_dtype):
     assert kernel.metadata.shared <= H200.smem_per_block
     assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+40", ptx)
     assert re.search(r"setmaxnreg\.inc\.sync\.aligned\.u32\s+2(32|40|48|56)", ptx)
+
+
+@pytest.mark.parametrize("value,pdl", [(None, True), ("0", False)])
+def test_plan_pdl_and_three_warpgroups(value, pdl, monkeypatch):
+    """The BF16 launch plan (built on CPU tensors: descriptors are host objects): the split-K reduction is launched
+    with programmatic dependent launch unless ``FINEGEMM_PDL=0``; BLOCK_M 192 runs three math warpgroups at 152
+    registers with one 64-row A box each."""
+    import torch
+
+    if value is None:
+        monkeypatch.delenv("FINEGEMM_PDL", raising=False)
+    else:
+        monkeypatch.setenv("FINEGEMM_PDL", value)
+
+    def plan(m, n, k, bm, bn, split):
+        desc = _desc(m, n, k)
+        cfg = make_bf16_config(desc, H200, bm, bn, split)
+        a, b = torch.zeros(m, k, dtype=torch.bfloat16), torch.zeros(n, k, dtype=torch.bfloat16)
+        return dispatch_bf16._build_plan(desc, cfg, a, b, torch.zeros(m, n, dtype=torch.bfloat16), None)
+
+    reduce = plan(64, 2112, 7168, 64, 64, 4)[3]
+    assert reduce is not None and reduce[2]["launch_pdl"] is pdl
+    grid, args, meta, reduce = plan(4095, 2112, 7168, 192, 128, 1)
+    assert reduce is None and meta["BLOCK_M"] == 192 and meta["MATH_REGS"] == 152
+    assert list(args[0].block_shape) == [64, 64]  # one [64 rows, BLOCK_K] A box per warpgroup

@@ -172,3 +172,51 @@ def test_can_stage_c_follows_the_kernel_limits():
     assert Sm90Config(256, 128, 3, small_epi=True).can_stage_c
     assert not Sm90Config(256, 128, 3, small_epi=True, k_dynamic=True).can_stage_c  # spills (CPU compile)
     assert not Sm90Config(256, 128, 3).can_stage_c and not Sm90Config(64, 128, 7, split_k=4).can_stage_c
+
+
+def _cpu_plan(m, n, k, cfg):
+    """dispatch._build_plan on CPU tensors (descriptors are host objects): (grid, args, meta, reduce)."""
+    import finegemm
+    from finegemm.jit.heuristics import GemmDesc
+
+    a = torch.zeros(m, k, dtype=torch.float8_e4m3fn)
+    b = torch.zeros(n, k, dtype=torch.float8_e4m3fn)
+    sfa = finegemm.get_mn_major_tma_aligned_tensor(torch.ones(m, k // 128))
+    sfb = torch.ones((n + 127) // 128, k // 128)
+    d = torch.zeros(m, n, dtype=torch.bfloat16)
+    return dispatch._build_plan(GemmDesc("fp8_1d2d", m, n, k), cfg, a, sfa, b, sfb, d, None)
+
+
+@pytest.mark.parametrize("value,pdl", [(None, True), ("0", False), ("1", True)])
+def test_pdl_switch_reaches_the_gemm_and_the_reduction_launch(value, pdl, monkeypatch):
+    """``FINEGEMM_PDL`` (default on): the GEMM is compiled with its griddepcontrol.wait and launched with programmatic
+    dependent launch, and so is the split-K reduction; 0 turns both off."""
+    from finegemm.jit.device import H200
+    from finegemm.jit.heuristics import GemmDesc
+    from finegemm.jit.heuristics_sm90 import make_config
+
+    if value is None:
+        monkeypatch.delenv("FINEGEMM_PDL", raising=False)
+    else:
+        monkeypatch.setenv("FINEGEMM_PDL", value)
+    cfg = make_config(GemmDesc("fp8_1d2d", 64, 2112, 7168), H200, 64, 128, 4, sfa_tma=True)
+    grid, _, meta, reduce = _cpu_plan(64, 2112, 7168, cfg)
+    assert grid == (17 * 4,)
+    assert meta["PDL"] is pdl and meta["launch_pdl"] is pdl
+    assert reduce is not None and reduce[2]["launch_pdl"] is pdl
+
+
+def test_block_m_192_plan_uses_64_row_boxes_and_152_registers():
+    """BLOCK_M 192: descriptor blocks must be powers of two, so A (and its ring scales) go in 64-row boxes; three
+    math warpgroups at 152 registers."""
+    from finegemm.jit.device import H200
+    from finegemm.jit.heuristics import GemmDesc
+    from finegemm.jit.heuristics_sm90 import get_sm90_config
+
+    cfg = get_sm90_config(GemmDesc("fp8_1d2d", 4096, 2112, 7168), H200)
+    assert cfg.block_m == 192
+    grid, args, meta, reduce = _cpu_plan(4096, 2112, 7168, cfg)
+    a_desc, sfa_desc = args[0], args[-1]
+    assert list(a_desc.block_shape) == [64, 128] and list(sfa_desc.block_shape) == [1, 64]
+    assert meta["MATH_REGS"] == 152 and meta["BLOCK_M"] == 192 and reduce is None
+    assert grid == (132,)  # 22 x 17 = 374 tiles over the persistent grid

@@ -98,10 +98,14 @@ def _wave_efficiency(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int) -> fl
     return tiles / (math.ceil(tiles / facts.num_sms) * facts.num_sms)
 
 
+def _rows_inside(m: int, bm: int) -> float:
+    """Share of the BLOCK_M-row tiles' rows that lie inside M (the last tile's overhang wasted)."""
+    return m / (math.ceil(m / bm) * bm)
+
+
 def _fill(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int) -> float:
-    """Useful fraction of the persistent grid's work: :func:`_wave_efficiency` times the rows of the last M
-    tile that are inside M."""
-    return _wave_efficiency(desc, facts, bm, bn) * desc.m / (math.ceil(desc.m / bm) * bm)
+    """Useful fraction of the persistent grid's work: :func:`_wave_efficiency` times :func:`_rows_inside`."""
+    return _wave_efficiency(desc, facts, bm, bn) * _rows_inside(desc.m, bm)
 
 
 def _large_m_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Config:
@@ -132,7 +136,7 @@ def _large_m_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Config:
         return _weight_grad_config(desc, facts, bn)
     if not desc.out_fp32 and _fill(desc, facts, 192, bn) > max(_fill(desc, facts, 128, bn),
                                                                _fill(desc, facts, 256, bn)) + 0.05:
-        return dataclasses.replace(make_config(desc, facts, 192, bn, sfa_tma=True), pipe_mma=False)
+        return make_config(desc, facts, 192, bn, sfa_tma=True)  # unpipelined: make_config's rule at 192 rows
     bm = 256
     if _wave_efficiency(desc, facts, 128, bn) > _wave_efficiency(desc, facts, 256, bn) + 0.1:
         bm = 128
@@ -398,8 +402,7 @@ def _bf16_candidates(desc: GemmDesc, facts: DeviceFacts):
         # (4096x7168 66.4 / 76.5). With a bf16 C
         # (results/bf16-c-probe-h200-2026-12-04.json, 192x128 / the pick before): 4096x576x7168 64.2 / 97.8,
         # 4096x2112x7168 189.3 / 213.9, 8192x576x7168 129.0 / 174.0 (4096x4096x7168 353.5 / 322.6: not picked)
-        if bm == 192 and (desc.m <= 256 or desc.out_fp32
-                          or desc.m / (math.ceil(desc.m / 192) * 192) < 0.85):
+        if bm == 192 and (desc.m <= 256 or desc.out_fp32 or _rows_inside(desc.m, 192) < 0.85):
             continue
         for bn in (64, 128, 256):
             if bn > 64 and bn // 2 >= desc.n:

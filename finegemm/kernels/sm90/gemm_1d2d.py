@@ -77,7 +77,8 @@ def mma_layout_for(block_m, block_n, num_warps):
 @gluon.constexpr_function
 def num_math_warpgroups(block_m):
     """Math warpgroups of a BLOCK_M tile: one per 64 rows up to two (BLOCK_M 256: two waves each); BLOCK_M
-    192: three, one wave each."""
+    192: three, one wave each. Restates :func:`.layouts.math_warpgroups`: Triton 3.6 rejects a plain Python
+    function referenced from a kernel's (constexpr) helpers ("Unsupported function referenced")."""
     return 3 if block_m == 192 else min(block_m // 64, 2)
 
 
@@ -1210,7 +1211,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES * A_BOXES] + a_desc.block_type.shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
     SFA_SLOTS: gl.constexpr = STAGES if SFA_TMA else 1
-    # BLOCK_M 192: the three boxes of ring scales land in one row of 256 (its last 64 unused)
+    # BLOCK_M 192: the three boxes of ring scales land in one row of 256, its last 64 unused (layouts.sfa_ring_row)
     SFA_ROW: gl.constexpr = (256 if BLOCK_M == 192 else BLOCK_M) if SFA_TMA else sfa_desc.block_type.shape[1]
     sfa_bufs = gl.allocate_shared_memory(sfa_desc.dtype, [SFA_SLOTS, 1, SFA_ROW], sfa_desc.layout)
     # warp_specialize takes no None argument: without SFB_TMA a 16-byte placeholder buffer and the LHS

@@ -41,13 +41,18 @@ def waves_per_warpgroup(block_m: int) -> int:
     return block_m // (64 * math_warpgroups(block_m))
 
 
+def sfa_ring_row(block_m: int) -> int:
+    """Length of a stage's per-token scale row in shared memory (``sfa_tma``): BLOCK_M, or 256 at BLOCK_M 192
+    (shared-memory shapes are powers of two; its last 64 words stay unused)."""
+    return 256 if block_m == 192 else block_m
+
+
 def stage_bytes(block_m: int, block_n: int, sfa_tma: bool = False, sfb_tma: bool = False) -> int:
     """Shared memory of one pipeline stage: an e4m3 A tile and an e4m3 B tile of 128 K each, plus the
     tile's BLOCK_M 4-byte per-token scales when they ride in the ring (``sfa_tma``) and its BLOCK_N
-    per-channel RHS scales (``sfb_tma``, recipe (1, 1, 128)). BLOCK_M 192's scales land in a row of 256 (shared
-    memory shapes are powers of two)."""
-    sfa_row = 256 if block_m == 192 else block_m
-    return (block_m + block_n) * BLOCK_K + (4 * sfa_row if sfa_tma else 0) + (4 * block_n if sfb_tma else 0)
+    per-channel RHS scales (``sfb_tma``, recipe (1, 1, 128)); the scales' row is :func:`sfa_ring_row` long."""
+    return ((block_m + block_n) * BLOCK_K + (4 * sfa_ring_row(block_m) if sfa_tma else 0)
+            + (4 * block_n if sfb_tma else 0))
 
 
 def epilogue_bytes(block_m: int, block_n: int, out_fp32: bool, small_epi: bool = False) -> int:

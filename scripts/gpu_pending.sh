@@ -9,10 +9,11 @@
 #                                   (DeepGEMM's 14 prefill anchor cases) with the Gluon, Triton and torch peers, then
 #                                   the prefill schedule / CTA-shape probe, the compact-form probe and the paged probe
 #                                   (first thing after session 7: its last prefill config, 679fc1a, ran in no test)
-#   bash scripts/gpu_pending.sh 4   (after the 9th session, 2026-12-04) the grouped and MQA GPU tests and harness suites
-#                                   at the tree with PDL and BLOCK_M 192 (neither suite ran on it), the k-grouped
-#                                   bench against DeepGEMM's own cases, the prepared a_regs tile's GPU test and its
-#                                   v16 sweep, and the v15 sweep (BLOCK_M 192, FP32 out + C)
+#   bash scripts/gpu_pending.sh 4   (after the 9th session, 2026-12-04) the prepared a_regs tile's GPU test and its
+#                                   v16 sweep, the v15 sweep (BLOCK_M 192, FP32 out + C), the grouped and MQA harness
+#                                   suites at the tree with PDL and BLOCK_M 192 (neither ran on it), then the k-grouped
+#                                   bench against DeepGEMM's own cases
+#   bash scripts/gpu_pending.sh 5   the grouped and MQA GPU tests at that tree
 # Logs and JSON in $OUT/pending<part>.tgz (the device tool returns only a few files).
 # Here first: git rev-parse --short HEAD > .commit (and carry ".commit").
 set -uo pipefail
@@ -45,16 +46,17 @@ elif [ "$PART" = 3 ]; then
         pack
     done
 elif [ "$PART" = 4 ]; then
-    pytest_gpu pytest-grouped-mqa.log tests/test_sm90_grouped_gpu.py tests/test_sm90_bf16_grouped_gpu.py \
-        tests/test_sm90_mqa.py tests/test_sm90_paged_mqa.py
+    pytest_gpu pytest-a-regs.log tests/test_sm90_gpu.py -k a_regs
+    OUT="$LOGS" V4_DEADLINE_S=120 timeout 200 python3 scripts/sm90_dev.py v16 v15 2>&1 | grep -E "^V4" | cut -c1-150
+    pack
     timeout 200 python3 -m finegemm.bench --plain --no-progress --suite grouped,mqa --peers finegemm-sm90 \
         --commit "$commit" --json "$LOGS/bench-grouped-mqa.json" > "$LOGS/bench-grouped-mqa.log" 2>&1 || status=1
     tail -3 "$LOGS/bench-grouped-mqa.log"; pack
     timeout 150 python3 scripts/k_grouped_bench.py --out "$LOGS" 2>&1 | tee "$LOGS/k_grouped_bench.log" | cut -c1-110
     pack
-    pytest_gpu pytest-a-regs.log tests/test_sm90_gpu.py -k a_regs
-    OUT="$LOGS" V4_DEADLINE_S=120 timeout 200 python3 scripts/sm90_dev.py v16 v15 2>&1 | grep -E "^V4" | cut -c1-150
-    pack
+elif [ "$PART" = 5 ]; then
+    pytest_gpu pytest-grouped-mqa.log tests/test_sm90_grouped_gpu.py tests/test_sm90_bf16_grouped_gpu.py \
+        tests/test_sm90_mqa.py tests/test_sm90_paged_mqa.py
 else
     timeout 60 python3 -m finegemm.bench --plain --no-progress --suite dense,weight-grad \
         --peers finegemm-sm90,cublas-block --commit "$commit" --json "$LOGS/bench.json" > "$LOGS/bench.log" 2>&1 \

@@ -13,7 +13,8 @@ reduction fused into the GEMM kernel at M <= 128; ``v9``: split-K of the last pa
 ``v11``: v9's 1d2d split tails again and 256x64 tiles; ``v12``: split-K at M <= 128 with the
 reduction launched by programmatic dependent launch; ``v13``: BLOCK_M 192 (three math warpgroups) at M = 4096;
 ``v14``: the BLOCK_M 192 rule's other shapes against the rule before it; ``v15``: BLOCK_M 192 with FP32 out and C;
-``v16``: the 128x256 two-panel tile with A in registers (``a_regs``) at M = 4096.
+``v16``: the 128x256 two-panel tile with A in registers (``a_regs``) at M = 4096; ``v17``: FP32-out 1d2d
+tiles (192, 256 with the shared staging, 128 rows) where the BLOCK_M 192 rule's FP32 extension is unmeasured.
 ``v4compile`` (CPU, no GPU): compiles every v4 candidate for sm_90 and prints registers/spills.
 Writes ``$OUT/sm90_dev.json`` (or ./sm90_dev.json) and prints a short table last.
 Timing: CUDA events around each call, a 1 GiB buffer zeroed before each timed call (L2 flush),
@@ -716,6 +717,25 @@ def v16_configs(desc, facts):
     return _distinct(out)
 
 
+def v17_shapes():
+    """v17: FP32-out 1d2d (with C, and without) where the v15-extended BLOCK_M 192 rule fires below M = 1024, and
+    the M = 4096 shapes the rule leaves at 128 or 256 rows."""
+    out = []
+    for m, n, k in ((333, 7168, 2048), (333, 24576, 1536), (577, 4096, 7168), (4096, 4096, 7168),
+                    (4096, 7168, 16384), (4096, 24576, 1536)):
+        out.append(("large", m, n, k, "1d2d", torch.float32, True))
+    out += [("large", m, n, k, "1d2d", torch.float32, False) for m, n, k in ((4096, 2112, 7168), (577, 4096, 7168))]
+    return out
+
+
+def v17_configs(desc, facts):
+    """v17: the heuristic's pick against 192x128, 256 rows with the shared D staging, and 128x128 (TMA scales)."""
+    return _distinct([("heuristic", get_sm90_config(desc, facts)),
+                      ("192x128", make_config(desc, facts, 192, 128, sfa_tma=True)),
+                      ("256x128 small_epi", make_config(desc, facts, 256, 128, sfa_tma=True, small_epi=True)),
+                      ("128x128", make_config(desc, facts, 128, 128, sfa_tma=True))])
+
+
 def phase_v4(result, path, shapes=None, configs=None, key="v4"):
     shapes, configs = shapes or v4_shapes, configs or v4_configs
     t_start = time.time()
@@ -846,6 +866,7 @@ def main():
         "v14": ("sm90_v14_bm192_rule_sweep.json", v14_shapes, v14_configs),
         "v15": ("sm90_v15_bm192_fp32_sweep.json", v15_shapes, v15_configs),
         "v16": ("sm90_v16_a_regs_sweep.json", v13_shapes, v16_configs),
+        "v17": ("sm90_v17_fp32_out_sweep.json", v17_shapes, v17_configs),
         "v8": ("sm90_v8_splitk_fused_sweep.json", v7_shapes, v8_configs),
     }
     for name, (filename, shapes, configs) in sweeps.items():

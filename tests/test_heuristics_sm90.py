@@ -34,7 +34,7 @@ def test_config_is_legal(desc):
     hash(cfg)  # frozen: usable as a cache key
     assert cfg.block_m in (64, 128, 192, 256) and cfg.block_n in (32, 64, 128)
     if cfg.block_m == 192:  # three math warpgroups at 152 registers: one partial, 1d2d, no split-K
-        assert not cfg.pipe_mma and desc.kind == "fp8_1d2d" and cfg.split_k == 1 and not desc.out_fp32
+        assert not cfg.pipe_mma and desc.kind == "fp8_1d2d" and cfg.split_k == 1
     assert (desc.k // 128) % cfg.split_k == 0
     assert cfg.split_k == 1 or desc.m <= 256 or cfg.split_tail
     assert not cfg.split_tail or (cfg.splitk_fused and cfg.split_k > 1 and cfg.block_m <= 128)
@@ -141,8 +141,9 @@ def test_v5_weight_grad_rules():
 
 
 def test_v3_keeps_v2_where_unmeasured():
-    # v4: FP32-out 1d2d at large M runs 256 rows with shared D staging and TMA scales
-    for nk in ((4096, 7168), (7168, 2048)):
+    # v4: FP32-out 1d2d at large M and long K runs 256 rows with shared D staging and TMA scales (at K <= 2048
+    # BLOCK_M 192 since v17: test_fp32_out_block_m_192_at_short_k)
+    for nk in ((4096, 7168), (7168, 16384)):
         cfg = get_sm90_config(GemmDesc("fp8_1d2d", 4096, *nk, out_fp32=True, with_c=True), H200)
         assert (cfg.block_m, cfg.block_n, cfg.small_epi, cfg.sfa_tma, cfg.pipe_mma) == (256, 128, True, True, False)
         assert cfg.stages == 3 and cfg.group_m == 8
@@ -162,9 +163,20 @@ BM192 = [(4096, 2112, 7168), (4096, 576, 7168), (1024, 2112, 7168), (333, 7168, 
 def test_block_m_192_where_it_fills_the_sms_better(mnk):
     cfg = get_sm90_config(GemmDesc("fp8_1d2d", *mnk), H200)
     assert (cfg.block_m, cfg.block_n, cfg.split_k, cfg.pipe_mma, cfg.sfa_tma) == (192, 128, 1, False, True)
-    # FP32 out (unmeasured at 192 rows) and the weight-gradient recipe (its scales spill there) keep their rules
-    assert get_sm90_config(GemmDesc("fp8_1d2d", *mnk, out_fp32=True, with_c=True), H200).block_m != 192
+    # FP32 out with C likewise (v15: 4096x2112x7168 152.0 -> 121.2 us); the weight-gradient recipe (its
+    # scales spill at 192 rows) keeps its rules
+    fp32 = get_sm90_config(GemmDesc("fp8_1d2d", *mnk, out_fp32=True, with_c=True), H200)
+    assert (fp32.block_m, fp32.block_n, fp32.split_k, fp32.sfa_tma) == (192, 128, 1, True)
     assert get_sm90_config(GemmDesc("fp8_1d1d", *mnk, out_fp32=True, with_c=True), H200).block_m != 192
+
+
+@pytest.mark.parametrize("mnk,bm", [((4096, 7168, 2048), 192), ((4096, 24576, 1536), 192),
+                                    ((4096, 4096, 7168), 256), ((4096, 7168, 16384), 256)], ids=str)
+def test_fp32_out_block_m_192_at_short_k(mnk, bm):
+    # v15 / v17: FP32 out at K <= 2048 takes 192 rows where they fill >= 85 % (4096x24576x1536 510.0 -> 429.0 us);
+    # at long K the 256-row pick stays (4096x4096x7168 209.9 against 228.2)
+    assert get_sm90_config(GemmDesc("fp8_1d2d", *mnk, out_fp32=True, with_c=True), H200).block_m == bm
+    assert get_sm90_config(GemmDesc("fp8_1d2d", *mnk), H200).block_m != 192  # BF16 out: the fill rule only
 
 
 def test_block_m_192_only_for_unsplit_1d2d():

@@ -131,11 +131,21 @@ def _large_m_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Config:
       than 128 and 256 rows (:func:`_fill`, 5 points): 4096x2112x7168 121.2 -> 103.9 us (374 tiles, 92 %
       of three rounds, against 82 % of five at 128 rows). Elsewhere it tied (24576x1536, 32768x512) or lost
       (7168x16384: 816.7 vs 747.9, 7168x2048: 104.5 vs 102.1), so nothing else takes it.
+      FP32 out with C, same rule (v15, benchmarks/results/sm90_v15_bm192_fp32_sweep.json, 192x128 against the
+      pick before, 128x128 or 256 rows with the shared staging): 4096x2112x7168 152.0 -> 121.2 us,
+      4096x576x7168 51.7 -> 43.9, 1024x2112x7168 52.1 -> 42.1; v17 (sm90_v17_fp32_out_sweep.json, with C,
+      192x128 / 256 rows shared staging / 128x128): 333x7168x2048 21.8 / 26.6 / 26.3, 333x24576x1536 46.2 /
+      64.9 / 50.5, 577x4096x7168 44.6 / 53.1 / 60.0; without C 4096x2112x7168 109.3 / 229.2 / 133.7.
+    - FP32 out at K <= 2048: 192 rows also where its fill is >= 0.85 (the FP32 tile's epilogue weighs on a short
+      K loop, and 256 rows must share their D staging): 4096x7168x2048 with C 164.8 -> 155.9 us (v15),
+      4096x24576x1536 510.0 -> 429.0 (v17; 128x128 428.0). At K = 7168 and above 256 rows stay
+      (4096x4096x7168 209.9 against 228.2 at 192 rows; 4096x7168x16384 755.6 against 784.7).
     """
     if desc.kind == "fp8_1d1d":
         return _weight_grad_config(desc, facts, bn)
-    if not desc.out_fp32 and _fill(desc, facts, 192, bn) > max(_fill(desc, facts, 128, bn),
-                                                               _fill(desc, facts, 256, bn)) + 0.05:
+    fill_192 = _fill(desc, facts, 192, bn)
+    if fill_192 > max(_fill(desc, facts, 128, bn), _fill(desc, facts, 256, bn)) + 0.05 or \
+            (desc.out_fp32 and desc.k <= 2048 and fill_192 >= 0.85):
         return make_config(desc, facts, 192, bn, sfa_tma=True)  # unpipelined: make_config's rule at 192 rows
     bm = 256
     if _wave_efficiency(desc, facts, 128, bn) > _wave_efficiency(desc, facts, 256, bn) + 0.1:

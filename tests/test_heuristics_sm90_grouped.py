@@ -26,8 +26,11 @@ def _masked(max_m, n, k, g, expected_m, **kw):
                                   _masked(64, 576, 7168, 1, 1), _contig(256, 64, 128, 2)])
 def test_configs_are_legal_for_the_grouped_kernel(desc):
     cfg = get_sm90_grouped_config(desc, H200)
-    # fp8_gemm_kernel's grouped static asserts
-    assert cfg.block_m in (64, 128) and 128 % cfg.block_m == 0
+    # fp8_gemm_kernel's grouped static asserts (256-row tiles: contiguous, as two 128-row halves, one partial)
+    if desc.layout == "m_grouped_contiguous":
+        assert cfg.block_m in (64, 128, 256) and (cfg.block_m < 256 or not cfg.pipe_mma)
+    else:
+        assert cfg.block_m in (64, 128) and 128 % cfg.block_m == 0
     assert cfg.split_k == 1 and not cfg.small_epi
     assert cfg.block_n % 8 == 0 and cfg.block_n <= 128
     assert 2 <= cfg.stages <= layouts.max_stages(cfg.block_m, cfg.block_n, False, H200.smem_per_block, False,
@@ -36,7 +39,12 @@ def test_configs_are_legal_for_the_grouped_kernel(desc):
 
 
 def test_tile_rules():
-    assert get_sm90_grouped_config(_contig(32768, 4096, 7168, 4), H200).block_m == 128
+    # contiguous: 256-row tiles from 512 rows a group, when they fill the SMs about as well as 128-row ones
+    big = get_sm90_grouped_config(_contig(32768, 4096, 7168, 4), H200)
+    assert (big.block_m, big.block_n, big.sfa_tma, big.pipe_mma, big.stages) == (256, 128, True, False, 3)
+    assert get_sm90_grouped_config(_contig(32768, 4096, 7168, 4, sf_packed=True), H200).sfa_tma
+    assert get_sm90_grouped_config(_contig(8 * 384, 4096, 7168, 8), H200).block_m == 128  # 384 rows a group
+    assert get_sm90_grouped_config(_contig(32768, 4096, 7168, 4, expected_m=256), H200).block_m == 128
     # 2 x 2 tiles of 128 rows leave SMs idle: 64-row tiles
     assert get_sm90_grouped_config(_contig(256, 256, 128, 2), H200).block_m == 64
     decode = get_sm90_grouped_config(_masked(1024, 7168, 2048, 16, 64), H200)
@@ -57,7 +65,10 @@ def test_tile_rules():
 
 def test_make_grouped_config_rejects_256_rows():
     with pytest.raises(ValueError, match="BLOCK_M"):
-        make_grouped_config(H200, 256, 128, False)
+        make_grouped_config(H200, 256, 128, False)  # the masked form: 64 or 128
+    with pytest.raises(ValueError, match="one WGMMA partial"):
+        make_grouped_config(H200, 256, 128, True, pipe_mma=True, contiguous=True)
+    assert make_grouped_config(H200, 256, 128, True, contiguous=True).block_m == 256
     with pytest.raises(ValueError, match="m-grouped"):
         get_sm90_grouped_config(GemmDesc("fp8_1d2d", 128, 128, 128), H200)
 

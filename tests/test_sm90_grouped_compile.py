@@ -35,6 +35,12 @@ def _variants():
     out.append((d, make_grouped_config(H200, 128, 128, True, pipe_mma=True), False))
     d = GemmDesc("fp8_1d2d", 32768, 4096, 7168, layout="m_grouped_contiguous", num_groups=4)
     out.append((d, make_grouped_config(H200, 128, 128, True, pipe_mma=True), True))
+    # 256-row contiguous tiles (two 128-row halves, a second pass where their groups differ): per-row ids
+    # and PSUM ends, packed UE8M0 scales in the ring
+    out.append((d, make_grouped_config(H200, 256, 128, True, contiguous=True), False))
+    out.append((d, make_grouped_config(H200, 256, 128, True, contiguous=True), True))
+    d = GemmDesc("fp8_1d2d", 32768, 4096, 7168, layout="m_grouped_contiguous", num_groups=4, sf_packed=True)
+    out.append((d, make_grouped_config(H200, 256, 128, True, contiguous=True), False))
     d = GemmDesc("fp8_1d2d", 200, 4096, 7168, layout="m_grouped_masked", num_groups=4, expected_m=128,
                  sf_packed=True)
     out.append((d, get_sm90_grouped_config(d, H200), False))

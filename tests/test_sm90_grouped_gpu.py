@@ -118,6 +118,23 @@ def test_contiguous_other_configs(bm, tma, pipe):
     _run_contiguous([700, 0, 1500, 33], 7168, 2048, psum=bm == 64, cfg=cfg)
 
 
+@pytest.mark.parametrize("psum", [False, True])
+@pytest.mark.parametrize("n,k", [(7168, 2048), (4096, 7168)])
+def test_contiguous_256_row_tiles_across_group_boundaries(psum, n, k):
+    # segments of 768, 0, 1408, 128, 384 rows start at 0, 768, 768, 2176, 2304: the tile at 2048 holds two
+    # groups (run twice, once per group's B), the last tile's second half starts past M (2688), padding rows
+    # inside halves, an empty group
+    dev = sm90_device()
+    cfg = make_grouped_config(device_facts(dev), 256, 128, True, contiguous=True)
+    _run_contiguous([700, 0, 1400, 33, 257], n, k, psum=psum, cfg=cfg)
+
+
+def test_contiguous_256_row_tiles_packed_ue8m0():
+    dev = sm90_device()
+    cfg = make_grouped_config(device_facts(dev), 256, 128, True, contiguous=True)
+    _run_contiguous([100, 1000, 300], 7168, 2048, ue8m0=True, cfg=cfg)  # the tile at 1024 holds two groups
+
+
 # ---------------------------------------------------------------------------------------------
 # masked
 # ---------------------------------------------------------------------------------------------

@@ -4,17 +4,24 @@ A frozen :class:`GemmDesc` (``layout`` ``m_grouped_contiguous`` or ``m_grouped_m
 :class:`DeviceFacts` in, a frozen :class:`~finegemm.jit.heuristics_sm90.Sm90Config` out. Pure
 functions, no device access, unit-tested on the CPU (tests/test_heuristics_sm90_grouped.py).
 
-The grouped kernel form (``GROUPING`` 1/2 of ``fp8_gemm_kernel``) takes BLOCK_M 64 or 128 only,
-one 64-row wave per math warpgroup, no split-K (its static asserts), so the choice is BLOCK_M,
+The grouped kernel form (``GROUPING`` 1/2 of ``fp8_gemm_kernel``) takes BLOCK_M 64 or 128 (one 64-row
+wave per math warpgroup; contiguous also 256, two waves), no split-K (its static asserts), so the choice is BLOCK_M,
 BLOCK_N, whether the per-token scales ride in the ring (SFA_TMA), PIPE_MMA and the stage count.
 Rules carried over from the dense sweeps (benchmarks/NOTES.md v2/v3), then confirmed by the grouped
 sweep (results/grouped-sm90-sweep-h200-2026-12-03-e189e71.json: the pick was the fastest of 4-6
 configs on all 9 issue shapes):
 
 - BLOCK_N 128 (won every dense DeepSeek-V3 shape); narrower only when N itself is narrow.
-- Contiguous: BLOCK_M 128 (segments are 128-aligned, so a 128-row tile never straddles two
-  experts), 64 only when 128-row tiles would leave SMs idle (fewer tiles than SMs). SFA_TMA on:
-  it won all 6 dense shapes at M = 4096 (e.g. 144.4 -> 119.9 us at N=2112).
+- Contiguous: BLOCK_M 256 from 512 rows a group (:data:`CONTIGUOUS_256_MIN_ROWS`) where its tiles fill
+  the SMs within 10 points of 128-row ones, else 128, and 64 only when 128-row tiles would leave SMs
+  idle (fewer tiles than SMs). Segments are 128-aligned, so a 256-row tile is two halves that may hold
+  two experts; such a tile runs its K loop once per expert, one wave each (the kernel's
+  ``_contiguous_math_256``). H200 (results/grouped-sm90-contiguous-256-h200-2026-12-04-b.json, us,
+  128x128 -> 256x128): 4 x 8192 x (4096, 7168) 1679.3 -> 1521.5, 4 x 8192 x (7168, 2048) 821.6 -> 752.1,
+  8 x 4096 alike 1673.5 -> 1510.3 and 823.4 -> 754.5; random group sizes (U(0.7, 1.3) x expected, padded
+  to 128, so tiles straddle experts) 8 x ~4096 x (4096, 7168) 1810.3 -> 1710.5, x (7168, 2048) 883.4 ->
+  820.0, 4 x ~8192 1712.2 -> 1531.8 and 725.6 -> 680.1. SFA_TMA on: it won all 6 dense shapes at
+  M = 4096 (e.g. 144.4 -> 119.9 us at N=2112).
 - Masked: BLOCK_M 64 when the expected rows per group are <= 64 (one warpgroup; a 128-row tile
   would compute half empty rows), else 128. Scales by TMA at both heights: 16 groups x 64 rows at
   (7168, 2048) 141.3 -> 92.8 us, at (4096, 7168) 447.5 -> 286.2 us; 128-row tiles at 1 x 1024 56.3 us
@@ -42,8 +49,12 @@ from .heuristics import GemmDesc
 from .heuristics_sm90 import MAX_STAGES, Sm90Config
 
 GROUPED_LAYOUTS = ("m_grouped_contiguous", "m_grouped_masked")
-# fp8_gemm_kernel's grouped static asserts: one 64-row wave per math warpgroup
+# fp8_gemm_kernel's grouped static asserts: one 64-row wave per math warpgroup, or (contiguous only) two
 GROUPED_BLOCK_M = (64, 128)
+CONTIGUOUS_BLOCK_M = (64, 128, 256)
+# Contiguous 256-row tiles from this many rows a group: a tile whose halves hold two groups runs twice
+# (fp8_gemm_kernel's _contiguous_math_256), at most G - 1 such tiles against M_total / 256 in all.
+CONTIGUOUS_256_MIN_ROWS = 512
 
 
 def block_n_for(n: int) -> int:
@@ -63,13 +74,23 @@ def rows_per_group(desc: GemmDesc) -> int:
     return desc.m
 
 
+def _rounds_busy(m: int, n: int, bm: int, bn: int, facts: DeviceFacts) -> float:
+    """Busy fraction of the persistent grid's tile rounds over an ``m`` x ``n`` output: tiles / (rounds * SMs)."""
+    tiles = math.ceil(m / bm) * math.ceil(n / bn)
+    return tiles / (math.ceil(tiles / facts.num_sms) * facts.num_sms)
+
+
 def make_grouped_config(facts: DeviceFacts, bm: int, bn: int, sfa_tma: bool, group_m: int = 8,
-                        pipe_mma: bool = False) -> Sm90Config:
+                        pipe_mma: bool = False, contiguous: bool = False) -> Sm90Config:
     """A grouped config for explicit tiles: stages fill the shared memory beside the BF16 D staging tile.
 
-    ``pipe_mma``: K blocks in pairs, two WGMMA partials in flight per warpgroup (both forms)."""
-    if bm not in GROUPED_BLOCK_M:
-        raise ValueError(f"grouped BLOCK_M must be one of {GROUPED_BLOCK_M}, got {bm}")
+    ``pipe_mma``: K blocks in pairs, two WGMMA partials in flight per warpgroup (both forms, BLOCK_M <= 128).
+    ``contiguous``: the config is for the contiguous form, which also takes BLOCK_M 256."""
+    allowed = CONTIGUOUS_BLOCK_M if contiguous else GROUPED_BLOCK_M
+    if bm not in allowed:
+        raise ValueError(f"grouped BLOCK_M must be one of {allowed}, got {bm}")
+    if bm == 256 and pipe_mma:
+        raise ValueError("grouped BLOCK_M 256 has registers for one WGMMA partial only (pipe_mma=False)")
     stages = min(MAX_STAGES, layouts.max_stages(bm, bn, False, facts.smem_per_block, False, sfa_tma))
     return Sm90Config(bm, bn, stages, 1, group_m, facts.num_sms, pipe_mma=pipe_mma, small_epi=False, sfa_tma=sfa_tma)
 
@@ -81,8 +102,14 @@ def get_sm90_grouped_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Config:
     bn = block_n_for(desc.n)
     if desc.layout == "m_grouped_contiguous":
         tiles_128 = math.ceil(desc.m / 128) * math.ceil(desc.n / bn)
-        bm = 128 if tiles_128 >= facts.num_sms else 64
-        return make_grouped_config(facts, bm, bn, sfa_tma=True)
+        if tiles_128 < facts.num_sms:
+            return make_grouped_config(facts, 64, bn, sfa_tma=True)
+        if rows_per_group(desc) >= CONTIGUOUS_256_MIN_ROWS and bn == 128 and \
+                _rounds_busy(desc.m, desc.n, 256, bn, facts) + 0.1 >= _rounds_busy(desc.m, desc.n, 128, bn, facts):
+            # scales in the ring, packed UE8M0 ones too (CPU compile: from global memory those spill 88 bytes
+            # at 256 rows here, while the dense kernel spills with them in the ring)
+            return make_grouped_config(facts, 256, bn, sfa_tma=True, contiguous=True)
+        return make_grouped_config(facts, 128, bn, sfa_tma=True)
     rows = rows_per_group(desc)
     if rows <= 64:
         return make_grouped_config(facts, 64, min(bn, 64), sfa_tma=True, pipe_mma=True)

@@ -252,6 +252,39 @@ def _contiguous_group(layout_ptr, off_m, NUM_GROUPS: gl.constexpr, USE_PSUM: gl.
 
 
 @gluon.jit
+def _halves_of_tile(layout_ptr, off_m, M, NUM_GROUPS: gl.constexpr, USE_PSUM: gl.constexpr, ALIGN: gl.constexpr):
+    """A 256-row contiguous tile as two 128-row halves, each inside one segment (segments start on multiples
+    of ``ALIGN`` = 128, so a group boundary can fall only between the halves).
+
+    Returns (group of the first pass, group of the second, whether a second pass runs, whether any half has
+    work, lo, hi) where lo / hi are each half's (group as stored, valid, end row) for the epilogue's row
+    masks. The first pass uses the first valid half's group; a second pass (the whole tile again, with the
+    other B) runs only when both halves are valid and their groups differ. A half starting at or past M
+    has no work (and its group is never read past the end of ``grouped_layout``).
+    """
+    g_lo, safe_lo, valid_lo, end_lo = _contiguous_group(layout_ptr, off_m, NUM_GROUPS, USE_PSUM, ALIGN)
+    hi_row = off_m + 128
+    g_hi, safe_hi, valid_hi, end_hi = _contiguous_group(layout_ptr, gl.minimum(hi_row, M - 1), NUM_GROUPS,
+                                                        USE_PSUM, ALIGN)
+    valid_hi = valid_hi & (hi_row < M)
+    first = gl.where(valid_lo, safe_lo, safe_hi)
+    two = valid_lo & valid_hi & (safe_lo != safe_hi)
+    return first, safe_hi, two, valid_lo | valid_hi, (g_lo, valid_lo, end_lo), (g_hi, valid_hi, end_hi)
+
+
+@gluon.jit
+def _rows_of_group(layout_ptr, rows, in_m, half, USE_PSUM: gl.constexpr):
+    """Which of ``rows`` (one wave inside one half, ``half`` = its (group, valid, end) from
+    :func:`_halves_of_tile` or :func:`_contiguous_group`) are real rows of that group (not padding)."""
+    g, valid, end = half
+    if USE_PSUM:
+        mine = in_m & (rows < end)
+    else:
+        mine = gl.load(layout_ptr + rows, mask=in_m, other=-1) == g
+    return mine & valid
+
+
+@gluon.jit
 def _masked_rows(layout_ptr, g, GROUP_ROWS: gl.constexpr):
     """Valid rows of group ``g``: ``masked_m[g]`` clamped to [0, max_m] (read on the device only)."""
     return gl.minimum(gl.maximum(gl.load(layout_ptr + g), 0), GROUP_ROWS)
@@ -310,10 +343,21 @@ def _grouped_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bar
         for unit in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
             pid_m, pid_n = _tile_coords(unit, num_pid_m, num_pid_n, GROUP_M)
             off_m = pid_m * BLOCK_M
-            g, safe, valid, end = _contiguous_group(layout_ptr, off_m, NUM_GROUPS, USE_PSUM, ALIGN)
-            kb_count = gl.where(valid, num_kb, 0)
-            it = _load_tile(a_desc, b_desc, sfa_desc, a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it,
-                            off_m, safe * N + pid_n * BLOCK_N, 0, off_m, kb_count, STAGES, SFA_TMA, SF_PACKED)
+            off_b = pid_n * BLOCK_N
+            if BLOCK_M == 256:
+                first, second, two, any_valid, lo, hi = _halves_of_tile(layout_ptr, off_m, M, NUM_GROUPS, USE_PSUM,
+                                                                        ALIGN)
+                it = _load_tile(a_desc, b_desc, sfa_desc, a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it,
+                                off_m, first * N + off_b, 0, off_m, gl.where(any_valid, num_kb, 0), STAGES,
+                                SFA_TMA, SF_PACKED)
+                if two:  # the second half's own group: the whole tile again with its B
+                    it = _load_tile(a_desc, b_desc, sfa_desc, a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it,
+                                    off_m, second * N + off_b, 0, off_m, num_kb, STAGES, SFA_TMA, SF_PACKED)
+            else:
+                g, safe, valid, end = _contiguous_group(layout_ptr, off_m, NUM_GROUPS, USE_PSUM, ALIGN)
+                kb_count = gl.where(valid, num_kb, 0)
+                it = _load_tile(a_desc, b_desc, sfa_desc, a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it,
+                                off_m, safe * N + off_b, 0, off_m, kb_count, STAGES, SFA_TMA, SF_PACKED)
     else:
         g_start = 0
         for g in range(NUM_GROUPS):
@@ -1037,7 +1081,8 @@ def _grouped_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr
                   NUM_GROUPS: gl.constexpr, GROUP_ROWS: gl.constexpr, SFA_STRIDE_G: gl.constexpr,
                   SFB_STRIDE_G: gl.constexpr, USE_PSUM: gl.constexpr, ALIGN: gl.constexpr,
                   PIPE_MMA: gl.constexpr = False):
-    """Math warpgroup ``WG`` of the m-grouped kernels (BLOCK_M 64/128: one 64-row wave per warpgroup).
+    """Math warpgroup ``WG`` of the m-grouped kernels (BLOCK_M 64/128: one 64-row wave per warpgroup; contiguous
+    256-row tiles: :func:`_contiguous_math_256`).
 
     GROUPING 1 (contiguous): the tiles of [M_total, N]; each reads its group once; rows that are not the
     group's (padding, or ids outside [0, G)) are written as 0, a padding tile runs no K block and
@@ -1049,7 +1094,11 @@ def _grouped_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr
     num_pid_n: gl.constexpr = (N + BLOCK_N - 1) // BLOCK_N
     d_sub = d_smem.slice(WG * 64, 64, dim=0)
     it = 0
-    if GROUPING == 1:
+    if BLOCK_M == 256:
+        _contiguous_math_256(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr, sfb_ptr, M,
+                             stride_sfa_k, stride_sfb, N, K, BLOCK_N, STAGES, GROUP_M, SF_PACKED, sfa_bufs, SFA_TMA,
+                             WG, layout_ptr, NUM_GROUPS, SFB_STRIDE_G, USE_PSUM, ALIGN)
+    elif GROUPING == 1:
         num_pid_m = gl.cdiv(M, BLOCK_M)
         for unit in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
             pid_m, pid_n = _tile_coords(unit, num_pid_m, num_pid_n, GROUP_M)
@@ -1062,11 +1111,7 @@ def _grouped_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr
                 a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, sfa_ptr, sfb_ptr + safe * SFB_STRIDE_G,
                 rows, in_m, off_n, gl.where(valid, num_kb, 0), stride_sfa_k, stride_sfb, N, K, STAGES,
                 SF_PACKED, SFA_TMA, WG)
-            if USE_PSUM:
-                mine = in_m & (rows < end)
-            else:
-                mine = gl.load(layout_ptr + rows, mask=in_m, other=-1) == g
-            acc = gl.where((mine & valid)[:, None], acc, 0.0)
+            acc = gl.where(_rows_of_group(layout_ptr, rows, in_m, (g, valid, end), USE_PSUM)[:, None], acc, 0.0)
             _store_wave(acc, d_desc, d_sub, None, rows, cols, in_m, col_mask, 0, off_m + WG * 64, off_n, 0, False)
     else:
         g_start = 0
@@ -1086,6 +1131,73 @@ def _grouped_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr
                 _store_masked_wave(acc, d_desc, d_sub, d_ptr, rows, off_m + WG * 64, cols, col_mask, valid_rows,
                                    g * GROUP_ROWS + off_m + WG * 64, off_n, N)
             g_start += tiles_g
+    tma.store_wait(0)
+
+
+@gluon.jit
+def _contiguous_math_256(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr, sfb_ptr, M, stride_sfa_k,
+                         stride_sfb, N: gl.constexpr, K: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                         GROUP_M: gl.constexpr, SF_PACKED: gl.constexpr, sfa_bufs, SFA_TMA: gl.constexpr,
+                         WG: gl.constexpr, layout_ptr, NUM_GROUPS: gl.constexpr, SFB_STRIDE_G: gl.constexpr,
+                         USE_PSUM: gl.constexpr, ALIGN: gl.constexpr):
+    """Math warpgroup ``WG`` of the contiguous kernel at BLOCK_M 256 (two 64-row waves a warpgroup, the dense
+    order: wave 0 in the tile's first 128-row half, wave 1 in the second).
+
+    Each half lies inside one segment (:func:`_halves_of_tile`). A tile whose halves belong to one group
+    runs once; one whose halves belong to two groups (only at group boundaries that are not multiples of
+    256: at most G - 1 tile rows) runs its K loop twice, each pass with one group's B and only that group's
+    wave (the producer loads the whole A tile both times). Rows not of their half's group (padding, ids outside [0, G))
+    are written as 0; a tile with no valid half runs no K block and stores zeros.
+    """
+    BLOCK_M: gl.constexpr = 256
+    mma_layout: gl.constexpr = mma_layout_for(64, BLOCK_N, 4)
+    row_layout: gl.constexpr = gl.SliceLayout(1, mma_layout)
+    col_layout: gl.constexpr = gl.SliceLayout(0, mma_layout)
+    SFB_UNIFORM: gl.constexpr = (128 % BLOCK_N) == 0
+    NUM_NB: gl.constexpr = (N + 127) // 128
+    num_kb: gl.constexpr = K // BLOCK_K
+    row0: gl.constexpr = WG * 64
+    row1: gl.constexpr = 128 + WG * 64
+    d_sub0 = d_smem.slice(row0, 64, dim=0)
+    d_sub1 = d_smem.slice(row1, 64, dim=0)
+    num_pid_m = gl.cdiv(M, BLOCK_M)
+    num_pid_n: gl.constexpr = (N + BLOCK_N - 1) // BLOCK_N
+    it = 0
+    for unit in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
+        pid_m, pid_n = _tile_coords(unit, num_pid_m, num_pid_n, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        first, second, two, any_valid, lo, hi = _halves_of_tile(layout_ptr, off_m, M, NUM_GROUPS, USE_PSUM, ALIGN)
+        rows0 = off_m + row0 + gl.arange(0, 64, layout=row_layout)
+        rows1 = off_m + row1 + gl.arange(0, 64, layout=row_layout)
+        in0 = rows0 < M
+        in1 = rows1 < M
+        cols = off_n + gl.arange(0, BLOCK_N, layout=col_layout)
+        col_mask = cols < N
+        nb0 = off_n // 128
+        second_col = (cols // 128) != nb0
+        if two:
+            # one wave per pass: the first half's rows with its group's B, then the second half's with its own
+            acc0, it = _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, 0, row0, sfa_ptr,
+                                      sfb_ptr + first * SFB_STRIDE_G, rows0, cols, in0, col_mask, nb0, second_col,
+                                      stride_sfa_k, stride_sfb, mma_layout, NUM_NB, num_kb, STAGES, SF_PACKED,
+                                      False, SFB_UNIFORM, False, SFA_TMA)
+            acc0 = gl.where(_rows_of_group(layout_ptr, rows0, in0, lo, USE_PSUM)[:, None], acc0, 0.0)
+            _store_wave(acc0, d_desc, d_sub0, None, rows0, cols, in0, col_mask, 0, off_m + row0, off_n, 0, False)
+            acc1, it = _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, 0, row1, sfa_ptr,
+                                      sfb_ptr + second * SFB_STRIDE_G, rows1, cols, in1, col_mask, nb0, second_col,
+                                      stride_sfa_k, stride_sfb, mma_layout, NUM_NB, num_kb, STAGES, SF_PACKED,
+                                      False, SFB_UNIFORM, False, SFA_TMA)
+        else:
+            acc0, acc1, it = _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, 0, row0, row1,
+                                            sfa_ptr, sfb_ptr + first * SFB_STRIDE_G, rows0, rows1, cols, in0, in1,
+                                            col_mask, nb0, second_col, stride_sfa_k, stride_sfb, mma_layout, NUM_NB,
+                                            gl.where(any_valid, num_kb, 0), STAGES, SF_PACKED, False, SFB_UNIFORM,
+                                            SFA_TMA)
+            acc0 = gl.where(_rows_of_group(layout_ptr, rows0, in0, lo, USE_PSUM)[:, None], acc0, 0.0)
+            _store_wave(acc0, d_desc, d_sub0, None, rows0, cols, in0, col_mask, 0, off_m + row0, off_n, 0, False)
+        acc1 = gl.where(_rows_of_group(layout_ptr, rows1, in1, hi, USE_PSUM)[:, None], acc1, 0.0)
+        _store_wave(acc1, d_desc, d_sub1, None, rows1, cols, in1, col_mask, 0, off_m + row1, off_n, 1, False)
     tma.store_wait(0)
 
 
@@ -1166,7 +1278,8 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
       row mask); ``sfa_ptr`` [G, max_m, SFK] MN-major with group stride ``SFA_STRIDE_G``, ``sfa_desc``
       its [G * SFK_ROWS, max_m] view; ``M`` = G * max_m.
 
-    Grouped forms use BLOCK_M 64/128, no split-K, no C, the 1d2d recipe.
+    Grouped forms use BLOCK_M 64/128 (contiguous also 256: :func:`_contiguous_math_256`), no split-K, no C, the
+    1d2d recipe.
 
     ``SPLITK_FUSED`` (dense, ``SPLIT_K > 1``, BLOCK_M 64/128): ``ws_ptr`` fp32 [split tiles, SPLIT_K,
     BLOCK_M, BLOCK_N], ``cnt_ptr`` int32 [split tiles * math warpgroups], all 0 at launch (and left 0);
@@ -1174,12 +1287,15 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
     (with ``SPLITK_FUSED``): only the tiles past the last whole round of the grid are split.
     """
     if GROUPING != 0:
-        gl.static_assert(BLOCK_M <= 128, "grouped tiles: BLOCK_M 64 or 128")
+        gl.static_assert(BLOCK_M <= 128 or (BLOCK_M == 256 and GROUPING == 1),
+                         "grouped tiles: BLOCK_M 64 or 128 (contiguous also 256)")
         gl.static_assert(SPLIT_K == 1, "grouped tiles: no split-K")
         gl.static_assert(not HAS_C, "grouped tiles: no C")
         gl.static_assert(not SFB_PER_CHANNEL, "grouped tiles: recipe (1, 128, 128) only")
     if GROUPING == 1:
-        gl.static_assert(ALIGN % BLOCK_M == 0, "contiguous: BLOCK_M must divide the alignment")
+        # 256-row tiles run as two 128-row halves, each inside one segment (_halves_of_tile)
+        gl.static_assert(ALIGN % min(BLOCK_M, 128) == 0,
+                         "contiguous: BLOCK_M (128 at BLOCK_M 256) must divide the alignment")
     NUM_WG: gl.constexpr = num_math_warpgroups(BLOCK_M)
     gl.static_assert(BLOCK_M == 64 or BLOCK_M == 128 or BLOCK_M == 192 or BLOCK_M == 256,
                      "BLOCK_M must be 64, 128, 192 or 256")

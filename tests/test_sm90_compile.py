@@ -208,6 +208,29 @@ def test_programmatic_dependent_launch(split, pdl):
         assert not re.search(r"cp\.async\.bulk|ld\.global|st\.global", head)
 
 
+def test_k_grouped_chain_links():
+    """``PDL_CHAIN`` (the k-grouped groups' GEMMs): the first link waits for the previous kernels before any global
+    access and then lets the next link launch; a later link lets its successor launch before any global
+    access, never waits at its start, and waits for its predecessor only at its end (the chain finishes in
+    order, so the stream's later work sees every group)."""
+    desc = GemmDesc("fp8_1d1d", 4096, 7168, 2048, out_fp32=True, with_c=True)
+    cfg = dataclasses.replace(make_config(desc, H200, 128, 128, sfa_tma=True, sfb_tma=True), k_dynamic=True)
+    first = assert_fast_path_kernel(compile_variant(desc, cfg, chain=1), H200.smem_per_block)
+    wait, trigger = first.index("griddepcontrol.wait"), first.index("griddepcontrol.launch_dependents")
+    assert wait < trigger and first.count("griddepcontrol") == 2
+    assert not re.search(r"cp\.async\.bulk|ld\.global|st\.global", first[:wait])
+    link = compile_variant(desc, cfg, chain=2)
+    assert link.metadata.launch_pdl
+    ptx = assert_fast_path_kernel(link, H200.smem_per_block)
+    trigger, wait = ptx.index("griddepcontrol.launch_dependents"), ptx.index("griddepcontrol.wait")
+    assert trigger < wait and ptx.count("griddepcontrol") == 2
+    assert not re.search(r"cp\.async\.bulk|ld\.global|st\.global", ptx[:trigger])
+    # at the end: after the default partition's TMA stores have been issued and drained
+    stores = [m.start() for m in re.finditer(r"cp\.async\.bulk\.tensor\.\dd\.global\.shared", ptx)]
+    assert stores and max(stores) < wait
+    assert ptx.rfind("cp.async.bulk.wait_group", 0, wait) > max(stores)
+
+
 def test_split_k_reduction_waits_for_the_gemm():
     """The split-K reduction kernels (FP8 and BF16) begin with ``griddepcontrol.wait``: launched with PDL they may
     start while the GEMM still runs, and must not read its partials before it has finished."""

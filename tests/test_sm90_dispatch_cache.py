@@ -206,6 +206,35 @@ def test_pdl_switch_reaches_the_gemm_and_the_reduction_launch(value, pdl, monkey
     assert reduce is not None and reduce[2]["launch_pdl"] is pdl
 
 
+@pytest.mark.parametrize("pdl", [True, False])
+def test_k_grouped_groups_launch_as_a_pdl_chain(pdl, monkeypatch):
+    """The k-grouped FP8 launches (CPU tensors, nt form): with FINEGEMM_PDL every group's GEMM is PDL-launched, the
+    first waits at its start (PDL_CHAIN 1), the later ones do not (PDL_CHAIN 2); without it no chain."""
+    from finegemm.jit.device import H200
+    from finegemm.jit.heuristics import GemmDesc
+    from finegemm.kernels.sm90 import dispatch_k_grouped
+
+    monkeypatch.setenv("FINEGEMM_PDL", "1" if pdl else "0")
+    m, n, ks = 256, 512, [1024, 0, 2048, 512]
+    desc = GemmDesc("fp8_1d1d", m, n, sum(ks), True, True, True, True, layout="k_grouped", num_groups=len(ks))
+    config = dispatch_k_grouped.get_config(desc, H200)
+    a = torch.zeros(sum(ks) * m, dtype=torch.float8_e4m3fn)
+    b = torch.zeros(sum(ks) * n, dtype=torch.float8_e4m3fn)
+    sfa = torch.ones(sum(ks) // 128, m).T
+    sfb = torch.ones(sum(ks) // 128, n).T
+    c = d = torch.zeros(len(ks), m, n)
+    plan = dispatch_k_grouped._plan(desc, config, ks, sfa, sfb, flat_k_major=True)
+    assert all(grp.config.split_k == 1 for grp in plan.groups)
+    launches = dispatch_k_grouped._fp8_launches(plan, desc, config, a, sfa, b, sfb, c, d, a, a, True)
+    metas = [meta for _, _, _, meta in launches]
+    assert len(metas) == 3  # the empty group launches nothing
+    if pdl:
+        assert [(x["PDL_CHAIN"], x["PDL"], x["launch_pdl"]) for x in metas] == [(1, True, True), (2, False, True),
+                                                                              (2, False, True)]
+    else:
+        assert [(x["PDL_CHAIN"], x["PDL"], x["launch_pdl"]) for x in metas] == [(0, False, False)] * 3
+
+
 def test_block_m_192_plan_uses_64_row_boxes_and_152_registers():
     """BLOCK_M 192: descriptor blocks must be powers of two, so A (and its ring scales) go in 64-row boxes; three
     math warpgroups at 152 registers."""

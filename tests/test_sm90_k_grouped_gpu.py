@@ -123,6 +123,45 @@ def test_fp8_nt_compile_time_k(monkeypatch):
         api_dispatch._choose.cache_clear()
 
 
+def test_fp8_chain_finishes_before_the_next_kernel():
+    """The groups' GEMMs run as a chain of programmatic dependent launches whose later links start without
+    waiting (``PDL_CHAIN``): a long group first, short ones after. A kernel enqueued right after the call
+    (a copy, no synchronization between) must still see every group's finished result, and a CUDA graph
+    of call + copy likewise."""
+    dev = sm90_device()
+    torch.manual_seed(7)
+    m, n, ks = 2048, 4096, [8192, 128, 256]
+    a_q, sfa = k_grouped_cast(torch.randn(sum(ks), m, device=dev), ks)
+    b_q, sfb = k_grouped_cast(torch.randn(sum(ks), n, device=dev), ks)
+    a, b = (flatten_k_major(a_q, ks), sfa.T), (flatten_k_major(b_q, ks), sfb.T)
+    c = torch.randn(len(ks), m, n, device=dev)
+    ks_tensor = torch.tensor(ks, dtype=torch.int32, device=dev)
+    expected = ref.k_grouped_fp8_gemm_nt_contiguous(a, b, ks, c)
+    d = torch.full_like(c, float("nan"))
+    seen = torch.empty_like(c)
+
+    def call_and_copy():
+        finegemm.k_grouped_fp8_gemm_nt_contiguous(a, b, d, ks, ks_tensor, c=c)
+        seen.copy_(d)
+
+    for _ in range(3):
+        d.fill_(float("nan"))
+        seen.fill_(float("nan"))
+        call_and_copy()
+        torch.cuda.synchronize()
+        assert not torch.isnan(seen).any(), "the copy ran before every group had finished"
+        assert torch.equal(seen, d)
+        assert calc_diff(seen, expected) < FP8_BOUND
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call_and_copy()
+    d.fill_(float("nan"))
+    seen.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert not torch.isnan(seen).any() and calc_diff(seen, expected) < FP8_BOUND
+
+
 @pytest.mark.parametrize("major", ["mn_major", "k_major"])
 def test_fp8_tn(monkeypatch, major):
     dev = sm90_device()

@@ -40,10 +40,11 @@ def c_tma_effective(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32") -
 
 
 def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32", pdl: bool = True,
-                    trace: bool = False):
+                    trace: bool = False, chain: int = 0):
     """The compiled kernel (``triton.compiler.CompiledKernel``) for ``desc`` under ``config``; ``pdl``: with
     programmatic dependent launch, as the dense dispatch launches it by default (``FINEGEMM_PDL``);
-    ``trace``: the timing-probe variant (``TRACE``, never dispatched)."""
+    ``trace``: the timing-probe variant (``TRACE``, never dispatched); ``chain``: ``PDL_CHAIN`` (with ``pdl``:
+    1 the first link of a chain, 2 a later one, as the k-grouped launches run)."""
     bm, bn, split = config.block_m, config.block_n, config.split_k
     d_fp32 = desc.out_fp32 or (split > 1 and not config.splitk_fused)
     d_cols = 128 if config.a_regs else bn
@@ -84,7 +85,8 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32", p
     fused = split > 1 and config.splitk_fused
     constexprs["SPLITK_FUSED"] = fused
     constexprs["SPLIT_TAIL"] = fused and config.split_tail
-    constexprs["PDL"] = pdl
+    constexprs["PDL"] = pdl and chain != 2
+    constexprs["PDL_CHAIN"] = chain
     constexprs["A_REGS"] = config.a_regs
     constexprs["TRACE"] = trace
     if trace:
@@ -126,7 +128,7 @@ def compile_grouped_variant(desc: GemmDesc, config: Sm90Config, use_psum: bool =
         SF_PACKED=desc.sf_packed, SFB_PER_CHANNEL=False, HAS_C=False, PIPE_MMA=config.pipe_mma,
         PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS, SMALL_EPI=False, SFA_TMA=config.sfa_tma,
         **dispatch_grouped.grouped_constexprs(desc, use_psum, align), sfb_desc=None, SFB_TMA=False,
-        K_DYN=False, c_desc=None, C_TMA=False, C_TMA_LATE=False,
+        K_DYN=False, c_desc=None, C_TMA=False, C_TMA_LATE=False, PDL=False, PDL_CHAIN=0,
     )
     for name in constexprs:
         sig[name] = "constexpr"

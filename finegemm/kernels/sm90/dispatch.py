@@ -118,7 +118,11 @@ def c_tma_ok(config: Sm90Config, c: torch.Tensor | None, d: torch.Tensor) -> boo
             and c.dim() == 2 and c.stride(1) == 1 and c.data_ptr() % 16 == 0 and (c.stride(0) * 4) % 16 == 0)
 
 
-def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c):
+def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c, chain: int = 0):
+    """(grid, kernel arguments, launch keywords, split-K reduction launch or None) of one GEMM.
+
+    ``chain`` (the kernel's ``PDL_CHAIN``; 0 unless programmatic dependent launch is on and the config has no
+    split-K): 1 the first of a chain of independent launches, 2 a later link (k-grouped groups)."""
     m, k = a.shape
     n = b.shape[0]
     bm, bn, split = config.block_m, config.block_n, config.split_k
@@ -146,6 +150,7 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c):
     grid = (min(units, config.num_sms),)
     per_channel = desc.kind == "fp8_1d1d"
     pdl = env.flag(env.PDL)
+    chain = chain if pdl and split == 1 else 0
     stride_sfb = sfb.stride(1) if per_channel else sfb.stride(0)
     c_arg = c if c is not None else d
     sfa_desc = _scale_desc(sfa, bm, config.sfa_tma)
@@ -168,7 +173,7 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c):
         K_DYN=config.k_dynamic, c_desc=c_desc, C_TMA=config.c_tma,
         C_TMA_LATE=config.c_tma and config.c_tma_late and not (fused and config.split_tail),
         num_warps=config.num_warps, SPLITK_FUSED=fused, SPLIT_TAIL=fused and config.split_tail,
-        PDL=pdl, launch_pdl=pdl, A_REGS=config.a_regs,
+        PDL=pdl and chain != 2, launch_pdl=pdl, A_REGS=config.a_regs, PDL_CHAIN=chain,
     )
     if fused:
         meta.update(ws_ptr=ws, cnt_ptr=counters)

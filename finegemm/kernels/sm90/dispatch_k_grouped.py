@@ -305,9 +305,10 @@ def _scales(sf: torch.Tensor, flat_k_major: bool, ready: bool) -> torch.Tensor:
     return sf if ready else get_mn_major_tma_aligned_tensor(sf)
 
 
-def _fp8_group_launches(grp: _Group, a, sfa, b, sfb, d, c) -> list:
-    """The dense dispatch's launches (GEMM, split-K reduction) of one group on its views."""
-    grid, kernel_args, meta, reduce = dispatch._build_plan(grp.desc, grp.config, a, sfa, b, sfb, d, c)
+def _fp8_group_launches(grp: _Group, a, sfa, b, sfb, d, c, chain: int = 0) -> list:
+    """The dense dispatch's launches (GEMM, split-K reduction) of one group on its views; ``chain``: the GEMM's
+    place in a chain of programmatic dependent launches (``PDL_CHAIN``: 0 none, 1 first, 2 later)."""
+    grid, kernel_args, meta, reduce = dispatch._build_plan(grp.desc, grp.config, a, sfa, b, sfb, d, c, chain)
     launches = [(gemm_1d2d.fp8_gemm_kernel, grid, kernel_args, meta)]
     if reduce is not None:
         launches.append((gemm_1d2d._splitk_reduce_kernel, *reduce))
@@ -325,14 +326,20 @@ def _fp8_launches(plan: _Plan, desc: GemmDesc, config: KGroupedConfig, a, sfa_mn
             launches.append(transpose_launch(b, b_k))
     a_flat = a.reshape(-1) if flat_k_major else None
     b_flat = b.reshape(-1) if flat_k_major else None
-    for grp in plan.groups:
+    # The groups' GEMMs are independent (each reads its own K slice and c[g], writes d[g]): chained by
+    # programmatic dependent launch, the next group's CTAs start on the SMs the previous one's last tile
+    # round leaves idle. Only without split-K (a reduction, or the fused one's shared workspace, would make
+    # them dependent).
+    chained = all(grp.config.split_k == 1 for grp in plan.groups)
+    for i, grp in enumerate(plan.groups):
         k, k0, kb0 = grp.k, grp.k0, grp.k0 // FP8_BLOCK_K
         kb1 = kb0 + k // FP8_BLOCK_K
         if flat_k_major:
             a_g, b_g = a_flat[k0 * m:(k0 + k) * m].view(m, k), b_flat[k0 * n:(k0 + k) * n].view(n, k)
         else:
             a_g, b_g = a_k[:, k0:k0 + k], b_k[:, k0:k0 + k]
-        launches += _fp8_group_launches(grp, a_g, sfa_mn[:, kb0:kb1], b_g, sfb_mn[:, kb0:kb1], d[grp.g], c[grp.g])
+        launches += _fp8_group_launches(grp, a_g, sfa_mn[:, kb0:kb1], b_g, sfb_mn[:, kb0:kb1], d[grp.g], c[grp.g],
+                                        (1 if i == 0 else 2) if chained else 0)
     return launches
 
 

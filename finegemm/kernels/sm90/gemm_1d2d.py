@@ -1249,7 +1249,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                     c_desc=None, C_TMA: gl.constexpr = False, C_TMA_LATE: gl.constexpr = False,
                     ws_ptr=None, cnt_ptr=None, SPLITK_FUSED: gl.constexpr = False, SPLIT_TAIL: gl.constexpr = False,
                     PDL: gl.constexpr = False, trace_ptr=None, TRACE: gl.constexpr = False,
-                    A_REGS: gl.constexpr = False):
+                    A_REGS: gl.constexpr = False, PDL_CHAIN: gl.constexpr = 0):
     """Entry: carve shared memory, init barriers, fork producer and math partitions.
 
     ``TRACE`` (timing probes only, ``scripts/trace_probe.py``): every math warpgroup of the dense form records
@@ -1257,6 +1257,13 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
 
     ``PDL``: launched with programmatic dependent launch; waits for the previous kernels
     (:func:`wait_prerequisites`) after the barriers are initialized, before any global memory access.
+
+    ``PDL_CHAIN`` (a chain of independent launches, the k-grouped groups: each reads and writes only its own
+    operands): 1, the chain's first launch, triggers its dependents (:func:`launch_dependents`) right after
+    its ``PDL`` wait; 2, a later link, launched with PDL, triggers them at its start, starts without waiting
+    and waits for its predecessor only before it exits, so that it finishes after it: the next group's CTAs
+    take the SMs this grid's tail leaves idle, and whatever the stream runs after the chain still starts only
+    once every link has finished.
 
     ``c_desc`` (``C_TMA`` only, else None): TMA descriptor of the FP32 C ``[M, N]``, box [64, BLOCK_N], the
     layout of ``d_desc`` (C is staged in the D buffer).
@@ -1359,10 +1366,12 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
     else:
         c_tma_desc = d_desc
 
+    gl.static_assert(PDL_CHAIN == 0 or (SPLIT_K == 1 and GROUPING == 0 and (PDL_CHAIN == 1) == PDL),
+                     "PDL_CHAIN: dense unsplit launches; its first link waits (PDL), the others do not")
     if PDL:
         wait_prerequisites()
-    if SPLIT_K > 1 and not SPLITK_FUSED:
-        launch_dependents()  # the reduction's CTAs wait for this grid on the SMs it leaves free
+    if (SPLIT_K > 1 and not SPLITK_FUSED) or PDL_CHAIN != 0:
+        launch_dependents()  # the dependents' CTAs (split-K reduction, next link) start on SMs this grid frees
 
     if NUM_WG == 2:
         # Two math warpgroups in two partitions: no CTA-wide barrier couples them, so one
@@ -1436,6 +1445,8 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,
                                ALIGN, sfb_tma_desc, sfb_bufs, SFB_TMA, K_DYN, SPLIT_TAIL)),
         ], [1], [PRODUCER_REGS])
+    if PDL_CHAIN == 2:
+        wait_prerequisites()  # finish only after the previous link has
 
 
 # ---------------------------------------------------------------------------------------------

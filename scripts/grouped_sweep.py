@@ -40,7 +40,8 @@ CONTIGUOUS_CFGS = [(128, 128, True, False), (128, 128, True, True), (64, 128, Tr
 # --contiguous-only: 128-row tiles (the pick before 256-row contiguous tiles) against 256-row ones
 CONTIGUOUS_ONLY_CFGS = [(128, 128, True, False), (256, 128, True, False)]
 MASKED_CFGS = [(64, 128, True, False), (64, 128, False, False), (64, 128, True, True), (64, 64, True, True),
-               (128, 128, True, False), (128, 128, True, True), (128, 64, True, True), (64, 32, True, True)]
+               (128, 128, True, False), (128, 128, True, True), (128, 64, True, True), (64, 32, True, True),
+               (256, 128, True, False)]
 
 
 def _weights(g, n, k, dev):
@@ -65,6 +66,7 @@ def main() -> None:
     ap.add_argument("--commit", default="unknown")
     ap.add_argument("--budget-s", type=float, default=120.0)
     ap.add_argument("--contiguous-only", action="store_true")
+    ap.add_argument("--cfgs", default=None, help="'BM,BN,SFA_TMA,PIPE;...' (0/1 flags): these configs only")
     ap.add_argument("--masked-shapes", default=None,
                     help="'G,m,N,K;...': these masked shapes only (no contiguous ones) instead of the issue's list")
     args = ap.parse_args()
@@ -108,11 +110,14 @@ def main() -> None:
             expected = ref.m_grouped_fp8_gemm_nt_masked((a, sfa), (b, sfb), layout)
             d = torch.empty(g, mpg, n, device=dev, dtype=torch.bfloat16)
             cfgs = MASKED_CFGS
+        if args.cfgs:
+            cfgs = [tuple(int(v) for v in item.split(",")) for item in args.cfgs.split(";")]
+            cfgs = [(bm, bn, bool(tma), bool(pipe)) for bm, bn, tma, pipe in cfgs]
         sfa_k, sfb_k = finegemm.get_mn_major_tma_aligned_tensor(sfa), sfb.contiguous()
         flops = 2 * useful * n * k
         chosen = get_sm90_grouped_config(desc, facts)
         for bm, bn, tma, pipe in cfgs:
-            cfg = make_grouped_config(facts, bm, bn, tma, pipe_mma=pipe, contiguous=kind != "masked")
+            cfg = make_grouped_config(facts, bm, bn, tma, pipe_mma=pipe)
             if kind != "masked":
                 fn = functools.partial(dispatch_grouped.m_grouped_fp8_1d2d_gemm_contiguous, desc, cfg, a, sfa_k, b,
                                        sfb_k, d, layout, False)

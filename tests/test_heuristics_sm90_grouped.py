@@ -27,10 +27,7 @@ def _masked(max_m, n, k, g, expected_m, **kw):
 def test_configs_are_legal_for_the_grouped_kernel(desc):
     cfg = get_sm90_grouped_config(desc, H200)
     # fp8_gemm_kernel's grouped static asserts (256-row tiles: contiguous, as two 128-row halves, one partial)
-    if desc.layout == "m_grouped_contiguous":
-        assert cfg.block_m in (64, 128, 256) and (cfg.block_m < 256 or not cfg.pipe_mma)
-    else:
-        assert cfg.block_m in (64, 128) and 128 % cfg.block_m == 0
+    assert cfg.block_m in (64, 128, 256) and (cfg.block_m < 256 or not cfg.pipe_mma)
     assert cfg.split_k == 1 and not cfg.small_epi
     assert cfg.block_n % 8 == 0 and cfg.block_n <= 128
     assert 2 <= cfg.stages <= layouts.max_stages(cfg.block_m, cfg.block_n, False, H200.smem_per_block, False,
@@ -57,18 +54,25 @@ def test_tile_rules():
     big = get_sm90_grouped_config(_masked(512, 4096, 7168, 2, 512), H200)
     assert (big.block_m, big.block_n, big.pipe_mma) == (128, 128, True)
     assert not get_sm90_grouped_config(_contig(32768, 4096, 7168, 4), H200).pipe_mma
-    assert get_sm90_grouped_config(_masked(1024, 7168, 2048, 16, 512), H200).block_m == 128
+    assert get_sm90_grouped_config(_masked(1024, 7168, 2048, 16, 512), H200).block_m == 256
+    # 256-row masked tiles from 1024 rows a group, or 512 at K < 4096; packed scales then from global memory
+    one = get_sm90_grouped_config(_masked(1024, 4096, 7168, 1, 1024), H200)
+    assert (one.block_m, one.block_n, one.pipe_mma, one.sfa_tma) == (256, 128, False, True)
+    assert not get_sm90_grouped_config(_masked(1024, 4096, 7168, 1, 1024, sf_packed=True), H200).sfa_tma
+    assert get_sm90_grouped_config(_masked(512, 4096, 7168, 2, 512), H200).block_m == 128
+    assert get_sm90_grouped_config(_masked(512, 7168, 2048, 2, 512), H200).block_m == 256
+    assert get_sm90_grouped_config(_masked(256, 7168, 2048, 4, 256), H200).block_m == 128
     assert get_sm90_grouped_config(_masked(256, 64, 2048, 4, 256), H200).block_n == 64
     few = dataclasses.replace(H200, num_sms=8)
     assert get_sm90_grouped_config(_contig(32768, 4096, 7168, 4), few).num_sms == 8
 
 
-def test_make_grouped_config_rejects_256_rows():
+def test_make_grouped_config_rejects_pipelined_256_rows():
     with pytest.raises(ValueError, match="BLOCK_M"):
-        make_grouped_config(H200, 256, 128, False)  # the masked form: 64 or 128
+        make_grouped_config(H200, 192, 128, False)
     with pytest.raises(ValueError, match="one WGMMA partial"):
-        make_grouped_config(H200, 256, 128, True, pipe_mma=True, contiguous=True)
-    assert make_grouped_config(H200, 256, 128, True, contiguous=True).block_m == 256
+        make_grouped_config(H200, 256, 128, True, pipe_mma=True)
+    assert make_grouped_config(H200, 256, 128, True).block_m == 256
     with pytest.raises(ValueError, match="m-grouped"):
         get_sm90_grouped_config(GemmDesc("fp8_1d2d", 128, 128, 128), H200)
 

@@ -37,13 +37,18 @@ def _variants():
     out.append((d, make_grouped_config(H200, 128, 128, True, pipe_mma=True), True))
     # 256-row contiguous tiles (two 128-row halves, a second pass where their groups differ): per-row ids
     # and PSUM ends, packed UE8M0 scales in the ring
-    out.append((d, make_grouped_config(H200, 256, 128, True, contiguous=True), False))
-    out.append((d, make_grouped_config(H200, 256, 128, True, contiguous=True), True))
+    out.append((d, make_grouped_config(H200, 256, 128, True), False))
+    out.append((d, make_grouped_config(H200, 256, 128, True), True))
     d = GemmDesc("fp8_1d2d", 32768, 4096, 7168, layout="m_grouped_contiguous", num_groups=4, sf_packed=True)
-    out.append((d, make_grouped_config(H200, 256, 128, True, contiguous=True), False))
+    out.append((d, make_grouped_config(H200, 256, 128, True), False))
     d = GemmDesc("fp8_1d2d", 200, 4096, 7168, layout="m_grouped_masked", num_groups=4, expected_m=128,
                  sf_packed=True)
     out.append((d, get_sm90_grouped_config(d, H200), False))
+    # 256-row masked tiles (partial waves staged through shared memory), packed scales from global memory
+    for packed in (False, True):
+        d = GemmDesc("fp8_1d2d", 1024, 4096, 7168, layout="m_grouped_masked", num_groups=1, expected_m=1024,
+                     sf_packed=packed)
+        out.append((d, get_sm90_grouped_config(d, H200), False))
     # the 64-row decode pick (64x64 pipelined) with packed UE8M0 scales
     d = GemmDesc("fp8_1d2d", 64, 4096, 7168, layout="m_grouped_masked", num_groups=16, expected_m=64, sf_packed=True)
     out.append((d, get_sm90_grouped_config(d, H200), False))

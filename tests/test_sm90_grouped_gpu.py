@@ -125,13 +125,13 @@ def test_contiguous_256_row_tiles_across_group_boundaries(psum, n, k):
     # groups (run twice, once per group's B), the last tile's second half starts past M (2688), padding rows
     # inside halves, an empty group
     dev = sm90_device()
-    cfg = make_grouped_config(device_facts(dev), 256, 128, True, contiguous=True)
+    cfg = make_grouped_config(device_facts(dev), 256, 128, True)
     _run_contiguous([700, 0, 1400, 33, 257], n, k, psum=psum, cfg=cfg)
 
 
 def test_contiguous_256_row_tiles_packed_ue8m0():
     dev = sm90_device()
-    cfg = make_grouped_config(device_facts(dev), 256, 128, True, contiguous=True)
+    cfg = make_grouped_config(device_facts(dev), 256, 128, True)
     _run_contiguous([100, 1000, 300], 7168, 2048, ue8m0=True, cfg=cfg)  # the tile at 1024 holds two groups
 
 
@@ -228,6 +228,16 @@ def test_masked_other_config(bm, bn, pipe):
     dev = sm90_device()
     cfg = make_grouped_config(device_facts(dev), bm, bn, True, pipe_mma=pipe)
     _run_masked(4, 200, 7168, 2048, [200, 77, 0, 129], 64, cfg=cfg)
+
+
+@pytest.mark.parametrize("ue8m0", [False, True])
+@pytest.mark.parametrize("n,k", [(7168, 2048), (4096, 7168)])
+def test_masked_256_row_tiles(n, k, ue8m0):
+    # 256-row tiles: a full tile, a partial second wave and a wave past the valid rows in one tile (300 -> 256 +
+    # 44), a group of 1 row, an empty one, masked_m past max_m (clamped); packed scales from global memory
+    dev = sm90_device()
+    cfg = make_grouped_config(device_facts(dev), 256, 128, not ue8m0)
+    _run_masked(5, 320, n, k, [300, 1, 0, 256, 999], 256, cfg=cfg, ue8m0=ue8m0)
 
 
 def test_masked_cuda_graph_replay_with_new_masked_m():

@@ -5,7 +5,7 @@ A frozen :class:`GemmDesc` (``layout`` ``m_grouped_contiguous`` or ``m_grouped_m
 functions, no device access, unit-tested on the CPU (tests/test_heuristics_sm90_grouped.py).
 
 The grouped kernel form (``GROUPING`` 1/2 of ``fp8_gemm_kernel``) takes BLOCK_M 64 or 128 (one 64-row
-wave per math warpgroup; contiguous also 256, two waves), no split-K (its static asserts), so the choice is BLOCK_M,
+wave per math warpgroup) or 256 (two, one partial), no split-K (its static asserts), so the choice is BLOCK_M,
 BLOCK_N, whether the per-token scales ride in the ring (SFA_TMA), PIPE_MMA and the stage count.
 Rules carried over from the dense sweeps (benchmarks/NOTES.md v2/v3), then confirmed by the grouped
 sweep (results/grouped-sm90-sweep-h200-2026-12-03-e189e71.json: the pick was the fastest of 4-6
@@ -37,6 +37,11 @@ configs on all 9 issue shapes):
   up to 256 rows a group 64x128 pipelined (4 x 256 x (4096, 7168) 103.2 -> 68.8 us; 128x64 pipelined
   72.7), above 128x128 pipelined (2 x 512 58.0 -> 55.2, 1 x 1024 54.9 -> 54.6). At K = 2048 the plain
   128x128 tile stays (4 x 256 x (7168, 2048) 38.1 vs 38.4 pipelined and 43.6 for 64x128 pipelined).
+- Masked 256-row tiles (``_masked_math_256``; results/grouped-sm90-masked-256-h200-2026-12-04.json, us, 256 rows
+  against the 128-row pick) where each group has >= 1024 rows, or >= 512 at K < 4096: 1 x 1024 x (4096, 7168)
+  49.3 vs 54.7, x (7168, 2048) 32.8 vs 34.3, 2 x 512 x (7168, 2048) 33.4 vs 35.5. With fewer M tiles a group
+  sharing each B tile they lose badly, B then streams from HBM once per tile in 128-byte rows: 2 x 512 x
+  (4096, 7168) 88.7 vs 55.4, 4 x 256 165.3 vs 69.0 (64x128) and 56.7 vs 37.2 at (7168, 2048).
 """
 
 from __future__ import annotations
@@ -49,9 +54,8 @@ from .heuristics import GemmDesc
 from .heuristics_sm90 import MAX_STAGES, Sm90Config
 
 GROUPED_LAYOUTS = ("m_grouped_contiguous", "m_grouped_masked")
-# fp8_gemm_kernel's grouped static asserts: one 64-row wave per math warpgroup, or (contiguous only) two
-GROUPED_BLOCK_M = (64, 128)
-CONTIGUOUS_BLOCK_M = (64, 128, 256)
+# fp8_gemm_kernel's grouped static asserts: one 64-row wave per math warpgroup, or two (256, one partial)
+GROUPED_BLOCK_M = (64, 128, 256)
 # Contiguous 256-row tiles from this many rows a group: a tile whose halves hold two groups runs twice
 # (fp8_gemm_kernel's _contiguous_math_256), at most G - 1 such tiles against M_total / 256 in all.
 CONTIGUOUS_256_MIN_ROWS = 512
@@ -81,14 +85,12 @@ def _rounds_busy(m: int, n: int, bm: int, bn: int, facts: DeviceFacts) -> float:
 
 
 def make_grouped_config(facts: DeviceFacts, bm: int, bn: int, sfa_tma: bool, group_m: int = 8,
-                        pipe_mma: bool = False, contiguous: bool = False) -> Sm90Config:
+                        pipe_mma: bool = False) -> Sm90Config:
     """A grouped config for explicit tiles: stages fill the shared memory beside the BF16 D staging tile.
 
-    ``pipe_mma``: K blocks in pairs, two WGMMA partials in flight per warpgroup (both forms, BLOCK_M <= 128).
-    ``contiguous``: the config is for the contiguous form, which also takes BLOCK_M 256."""
-    allowed = CONTIGUOUS_BLOCK_M if contiguous else GROUPED_BLOCK_M
-    if bm not in allowed:
-        raise ValueError(f"grouped BLOCK_M must be one of {allowed}, got {bm}")
+    ``pipe_mma``: K blocks in pairs, two WGMMA partials in flight per warpgroup (both forms, BLOCK_M <= 128)."""
+    if bm not in GROUPED_BLOCK_M:
+        raise ValueError(f"grouped BLOCK_M must be one of {GROUPED_BLOCK_M}, got {bm}")
     if bm == 256 and pipe_mma:
         raise ValueError("grouped BLOCK_M 256 has registers for one WGMMA partial only (pipe_mma=False)")
     stages = min(MAX_STAGES, layouts.max_stages(bm, bn, False, facts.smem_per_block, False, sfa_tma))
@@ -108,7 +110,7 @@ def get_sm90_grouped_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Config:
                 _rounds_busy(desc.m, desc.n, 256, bn, facts) + 0.1 >= _rounds_busy(desc.m, desc.n, 128, bn, facts):
             # scales in the ring, packed UE8M0 ones too (CPU compile: from global memory those spill 88 bytes
             # at 256 rows here, while the dense kernel spills with them in the ring)
-            return make_grouped_config(facts, 256, bn, sfa_tma=True, contiguous=True)
+            return make_grouped_config(facts, 256, bn, sfa_tma=True)
         return make_grouped_config(facts, 128, bn, sfa_tma=True)
     rows = rows_per_group(desc)
     if rows <= 64:
@@ -116,4 +118,7 @@ def get_sm90_grouped_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Config:
     long_k = desc.k >= 4096
     if rows <= 256 and long_k:
         return make_grouped_config(facts, 64, bn, sfa_tma=True, pipe_mma=True)
+    if bn == 128 and (rows >= 1024 or (rows >= 512 and not long_k)):
+        # packed UE8M0 scales from global memory at 256 rows (in the ring they spill 88 bytes, CPU compile)
+        return make_grouped_config(facts, 256, bn, sfa_tma=not desc.sf_packed)
     return make_grouped_config(facts, 128, bn, sfa_tma=True, pipe_mma=long_k)

@@ -1074,6 +1074,34 @@ def _store_masked_wave(acc, d_desc, d_sub, d_ptr, rows, first_row, cols, col_mas
 
 
 @gluon.jit
+def _store_masked_wave_staged(acc, d_desc, d_sub, d_ptr, first_row, valid_rows, out_row, off_n, N: gl.constexpr,
+                              PENDING: gl.constexpr):
+    """:func:`_store_masked_wave` for 256-row tiles, whose second accumulator leaves no registers for a
+    [64, BLOCK_N] pointer tensor: the wave always goes to its staging rows ``d_sub`` first (once this
+    warpgroup's TMA stores but ``PENDING`` have read theirs); a full wave leaves by TMA, a partial one 16 rows
+    at a time back through registers in a row-contiguous layout, stored with a row mask."""
+    BLOCK_N: gl.constexpr = d_sub.shape[1]
+    TPW_N: gl.constexpr = BLOCK_N // 8 if BLOCK_N // 8 < 32 else 32
+    CHUNK: gl.constexpr = 16
+    rows_layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 // TPW_N, TPW_N], [4, 1], [1, 0])
+    tma.store_wait(PENDING)
+    gl.thread_barrier()
+    d_sub.store(acc.to(d_desc.dtype))
+    fence_async_shared()
+    gl.thread_barrier()
+    if first_row + 64 <= valid_rows:
+        tma.async_copy_shared_to_global(d_desc, [out_row, off_n], d_sub)
+    elif first_row < valid_rows:
+        cols = off_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, rows_layout))
+        for c in gl.static_range(64 // CHUNK):
+            r = c * CHUNK + gl.arange(0, CHUNK, layout=gl.SliceLayout(1, rows_layout))
+            v = d_sub.slice(c * CHUNK, CHUNK, dim=0).load(rows_layout)
+            ptrs = d_ptr + (out_row + r).to(gl.int64)[:, None] * N + cols[None, :]
+            gl.store(ptrs, v, mask=(first_row + r < valid_rows)[:, None] & (cols < N)[None, :])
+        gl.thread_barrier()  # every thread's reads of d_sub before anyone rewrites it
+
+
+@gluon.jit
 def _grouped_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr, sfb_ptr, M, stride_sfa_k,
                   stride_sfb, N: gl.constexpr, K: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                   STAGES: gl.constexpr, GROUP_M: gl.constexpr, SF_PACKED: gl.constexpr, sfa_bufs,
@@ -1081,8 +1109,8 @@ def _grouped_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr
                   NUM_GROUPS: gl.constexpr, GROUP_ROWS: gl.constexpr, SFA_STRIDE_G: gl.constexpr,
                   SFB_STRIDE_G: gl.constexpr, USE_PSUM: gl.constexpr, ALIGN: gl.constexpr,
                   PIPE_MMA: gl.constexpr = False):
-    """Math warpgroup ``WG`` of the m-grouped kernels (BLOCK_M 64/128: one 64-row wave per warpgroup; contiguous
-    256-row tiles: :func:`_contiguous_math_256`).
+    """Math warpgroup ``WG`` of the m-grouped kernels (BLOCK_M 64/128: one 64-row wave per warpgroup; 256-row
+    tiles: :func:`_contiguous_math_256`, :func:`_masked_math_256`).
 
     GROUPING 1 (contiguous): the tiles of [M_total, N]; each reads its group once; rows that are not the
     group's (padding, or ids outside [0, G)) are written as 0, a padding tile runs no K block and
@@ -1095,9 +1123,14 @@ def _grouped_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr
     d_sub = d_smem.slice(WG * 64, 64, dim=0)
     it = 0
     if BLOCK_M == 256:
-        _contiguous_math_256(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr, sfb_ptr, M,
+        if GROUPING == 1:
+            _contiguous_math_256(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr, sfb_ptr, M,
+                                 stride_sfa_k, stride_sfb, N, K, BLOCK_N, STAGES, GROUP_M, SF_PACKED, sfa_bufs,
+                                 SFA_TMA, WG, layout_ptr, NUM_GROUPS, SFB_STRIDE_G, USE_PSUM, ALIGN)
+        else:
+            _masked_math_256(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr, sfb_ptr, d_ptr,
                              stride_sfa_k, stride_sfb, N, K, BLOCK_N, STAGES, GROUP_M, SF_PACKED, sfa_bufs, SFA_TMA,
-                             WG, layout_ptr, NUM_GROUPS, SFB_STRIDE_G, USE_PSUM, ALIGN)
+                             WG, layout_ptr, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G, SFB_STRIDE_G)
     elif GROUPING == 1:
         num_pid_m = gl.cdiv(M, BLOCK_M)
         for unit in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
@@ -1202,6 +1235,57 @@ def _contiguous_math_256(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, 
 
 
 @gluon.jit
+def _masked_math_256(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr, sfb_ptr, d_ptr, stride_sfa_k,
+                     stride_sfb, N: gl.constexpr, K: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                     GROUP_M: gl.constexpr, SF_PACKED: gl.constexpr, sfa_bufs, SFA_TMA: gl.constexpr,
+                     WG: gl.constexpr, layout_ptr, NUM_GROUPS: gl.constexpr, GROUP_ROWS: gl.constexpr,
+                     SFA_STRIDE_G: gl.constexpr, SFB_STRIDE_G: gl.constexpr):
+    """Math warpgroup ``WG`` of the masked kernel at BLOCK_M 256 (two 64-row waves a warpgroup, the dense order):
+    the valid 256-row tiles of every group in the producer's order; each wave is stored by
+    :func:`_store_masked_wave_staged` (rows at or past ``masked_m[g]`` are not written)."""
+    BLOCK_M: gl.constexpr = 256
+    mma_layout: gl.constexpr = mma_layout_for(64, BLOCK_N, 4)
+    row_layout: gl.constexpr = gl.SliceLayout(1, mma_layout)
+    col_layout: gl.constexpr = gl.SliceLayout(0, mma_layout)
+    SFB_UNIFORM: gl.constexpr = (128 % BLOCK_N) == 0
+    NUM_NB: gl.constexpr = (N + 127) // 128
+    num_kb: gl.constexpr = K // BLOCK_K
+    num_pid_n: gl.constexpr = (N + BLOCK_N - 1) // BLOCK_N
+    row0: gl.constexpr = WG * 64
+    row1: gl.constexpr = 128 + WG * 64
+    d_sub0 = d_smem.slice(row0, 64, dim=0)
+    d_sub1 = d_smem.slice(row1, 64, dim=0)
+    it = 0
+    g_start = 0
+    for g in range(NUM_GROUPS):
+        valid_rows = _masked_rows(layout_ptr, g, GROUP_ROWS)
+        num_pid_m = gl.cdiv(valid_rows, BLOCK_M)
+        tiles_g = num_pid_m * num_pid_n
+        for local in range(_first_local_unit(g_start), tiles_g, gl.num_programs(0)):
+            pid_m, pid_n = _tile_coords(local, num_pid_m, num_pid_n, GROUP_M)
+            off_m = pid_m * BLOCK_M
+            off_n = pid_n * BLOCK_N
+            rows0 = off_m + row0 + gl.arange(0, 64, layout=row_layout)
+            rows1 = off_m + row1 + gl.arange(0, 64, layout=row_layout)
+            cols = off_n + gl.arange(0, BLOCK_N, layout=col_layout)
+            col_mask = cols < N
+            nb0 = off_n // 128
+            second_col = (cols // 128) != nb0
+            acc0, acc1, it = _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, 0, row0, row1,
+                                            sfa_ptr + g * SFA_STRIDE_G, sfb_ptr + g * SFB_STRIDE_G, rows0, rows1,
+                                            cols, rows0 < valid_rows, rows1 < valid_rows, col_mask, nb0, second_col,
+                                            stride_sfa_k, stride_sfb, mma_layout, NUM_NB, num_kb, STAGES, SF_PACKED,
+                                            False, SFB_UNIFORM, SFA_TMA)
+            out_row = g * GROUP_ROWS + off_m
+            _store_masked_wave_staged(acc0, d_desc, d_sub0, d_ptr, off_m + row0, valid_rows, out_row + row0, off_n,
+                                      N, 0)
+            _store_masked_wave_staged(acc1, d_desc, d_sub1, d_ptr, off_m + row1, valid_rows, out_row + row1, off_n,
+                                      N, 1)
+        g_start += tiles_g
+    tma.store_wait(0)
+
+
+@gluon.jit
 def ring_barriers(STAGES: gl.constexpr, NUM_WG: gl.constexpr):
     """The ring's full barriers (one producer arrive plus the TMA bytes) and empty barriers (one arrive
     per math warpgroup), ``STAGES`` each, initialized and fenced for the async proxy."""
@@ -1285,8 +1369,8 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
       row mask); ``sfa_ptr`` [G, max_m, SFK] MN-major with group stride ``SFA_STRIDE_G``, ``sfa_desc``
       its [G * SFK_ROWS, max_m] view; ``M`` = G * max_m.
 
-    Grouped forms use BLOCK_M 64/128 (contiguous also 256: :func:`_contiguous_math_256`), no split-K, no C, the
-    1d2d recipe.
+    Grouped forms use BLOCK_M 64/128 or 256 (:func:`_contiguous_math_256`, :func:`_masked_math_256`), no split-K,
+    no C, the 1d2d recipe.
 
     ``SPLITK_FUSED`` (dense, ``SPLIT_K > 1``, BLOCK_M 64/128): ``ws_ptr`` fp32 [split tiles, SPLIT_K,
     BLOCK_M, BLOCK_N], ``cnt_ptr`` int32 [split tiles * math warpgroups], all 0 at launch (and left 0);
@@ -1294,8 +1378,8 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
     (with ``SPLITK_FUSED``): only the tiles past the last whole round of the grid are split.
     """
     if GROUPING != 0:
-        gl.static_assert(BLOCK_M <= 128 or (BLOCK_M == 256 and GROUPING == 1),
-                         "grouped tiles: BLOCK_M 64 or 128 (contiguous also 256)")
+        gl.static_assert(BLOCK_M <= 128 or (BLOCK_M == 256 and not PIPE_MMA),
+                         "grouped tiles: BLOCK_M 64, 128 or 256 (one partial)")
         gl.static_assert(SPLIT_K == 1, "grouped tiles: no split-K")
         gl.static_assert(not HAS_C, "grouped tiles: no C")
         gl.static_assert(not SFB_PER_CHANNEL, "grouped tiles: recipe (1, 128, 128) only")

@@ -1,4 +1,5 @@
-"""Host time per cached call of the sm90 FP8 GEMM paths, next to cuBLAS blockwise (one GPU run).
+"""Host time per cached call of the sm90 FP8 GEMM paths, next to cuBLAS blockwise (one GPU run); ``--kind bf16``:
+the BF16 GEMM's paths next to torch.mm (:func:`_bf16_paths`).
 
 Usage (on the H200): ``PYTHONPATH=<tree> python3 scripts/host_overhead.py --label after --out FILE.json``.
 Works on any finegemm tree that has kernels/sm90/dispatch.py (run it on the old and the new tree in
@@ -84,19 +85,59 @@ def _paths(m: int, n: int, k: int) -> tuple[dict, dict]:
     return fns, info
 
 
+BF16_SHAPES = [(1, 7168, 2048), (64, 2112, 7168), (128, 7168, 2048)]
+
+
+def _bf16_paths(m: int, n: int, k: int) -> tuple[dict, dict]:
+    """``--kind bf16``: public finegemm.bf16_gemm_nt, direct dispatch_bf16.bf16_gemm, direct_jit (its plan through
+    ``kernel[grid]``, what every call did before the BF16 recordings), replay, and torch.mm (cuBLAS BF16) into
+    a preallocated tensor."""
+    from finegemm.kernels.sm90 import dispatch_bf16, gemm_bf16
+
+    dev = torch.device("cuda")
+    torch.manual_seed(0)
+    a = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
+    b = torch.randn(n, k, device=dev, dtype=torch.bfloat16)
+    d = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
+    desc = GemmDesc("bf16", m, n, k)
+    cfg = dispatch_bf16.get_config(desc, device_facts(dev))
+    grid, args, meta, reduce = dispatch_bf16._build_plan(desc, cfg, a, b, d, None)
+
+    def direct_jit() -> None:
+        gemm_bf16.bf16_gemm_kernel[grid](*args, **meta)
+        if reduce is not None:
+            gemm_bf16.splitk_reduce_kernel[reduce[0]](*reduce[1], **reduce[2])
+
+    d_mm = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
+    fns = {
+        "public": lambda: finegemm.bf16_gemm_nt(a, b, d),
+        "direct": lambda: dispatch_bf16.bf16_gemm(desc, cfg, a, b, d, None),
+        "direct_jit": direct_jit,
+        "cublas_bf16": lambda: torch.mm(a, b.T, out=d_mm),
+    }
+    info: dict = {"config": {k2: v for k2, v in cfg.__dict__.items()}}
+    recording = fns["direct"]()  # trees with BF16 recordings return the one used
+    torch.cuda.synchronize()
+    if recording is not None:
+        info["replay_modes"] = list(recording.modes)
+        fns["replay"] = recording
+    return fns, info
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--label", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--commit", default=None)
+    p.add_argument("--kind", choices=("fp8", "bf16"), default="fp8")
     args = p.parse_args()
     dev = torch.device("cuda")
     meta = sysinfo.collect(dev)
     if args.commit:
         meta["git"] = {"commit": args.commit}
     result = {"label": args.label, "meta": meta, "method": __doc__.split("Paths:")[0].strip(), "shapes": {}}
-    for m, n, k in SHAPES:
-        fns, info = _paths(m, n, k)
+    for m, n, k in (BF16_SHAPES if args.kind == "bf16" else SHAPES):
+        fns, info = (_bf16_paths if args.kind == "bf16" else _paths)(m, n, k)
         row = dict(info)
         for name, fn in fns.items():
             row[name] = host_overhead(fn, dev, calls=200, rounds=5, warmup=10)

@@ -249,3 +249,44 @@ def test_block_m_192_plan_uses_64_row_boxes_and_152_registers():
     assert list(a_desc.block_shape) == [64, 128] and list(sfa_desc.block_shape) == [1, 64]
     assert meta["MATH_REGS"] == 152 and meta["BLOCK_M"] == 192 and reduce is None
     assert grid == (132,)  # 22 x 17 = 374 tiles over the persistent grid
+
+
+@pytest.fixture
+def rec_bf16(monkeypatch):
+    from finegemm.kernels.sm90 import dispatch_bf16
+
+    r = Recorder()
+
+    def build_plan(desc, config, a, b, d, c):
+        r.plans += 1
+        reduce = ((a.shape[0], 1), ("ws", d), {"SPLIT_K": config.split_k}) if config.split_k > 1 else None
+        return (7,), (a, b, d), {"BLOCK_M": config.block_m}, reduce
+
+    monkeypatch.setattr(dispatch_bf16, "_build_plan", build_plan)
+    monkeypatch.setattr(dispatch_bf16.launcher, "record", r.record)
+    monkeypatch.setattr(dispatch_bf16.launcher, "launch_normally", r.launch_normally)
+    dispatch_bf16._recordings.clear()
+    yield r
+    dispatch_bf16._recordings.clear()
+
+
+def _bf16_call(a, b, d, split=1):
+    from finegemm.jit.heuristics_sm90 import Sm90Bf16Config
+    from finegemm.kernels.sm90 import dispatch_bf16
+
+    desc = GemmDesc("bf16", a.shape[0], b.shape[0], a.shape[1])
+    return dispatch_bf16.bf16_gemm(desc, Sm90Bf16Config(128, 128, 4, split_k=split), a, b, d, None)
+
+
+def test_bf16_records_once_then_replays(rec_bf16):
+    """The BF16 GEMM keeps a recording per pointers/strides (as the FP8 path): the plan is built and the launches
+    recorded once (GEMM, then the split-K reduction), later calls replay; a new pointer records again."""
+    a, b = torch.empty(64, 256, dtype=torch.bfloat16), torch.empty(128, 256, dtype=torch.bfloat16)
+    d = torch.empty(64, 128, dtype=torch.bfloat16)
+    first = _bf16_call(a, b, d, split=2)
+    assert rec_bf16.recorded == [["bf16_gemm_kernel", "splitk_reduce_kernel"]] and rec_bf16.plans == 1
+    assert _bf16_call(a, b, d, split=2) is first and rec_bf16.replays == 1 and rec_bf16.plans == 1
+    _bf16_call(a.clone(), b, d, split=2)
+    assert rec_bf16.plans == 2 and len(rec_bf16.recorded) == 2
+    rec_bf16.replayable = False  # e.g. a profiler's launch hook: launched normally with fresh arguments
+    assert _bf16_call(a, b, d, split=2) is None and rec_bf16.normal == [["bf16_gemm_kernel", "splitk_reduce_kernel"]]

@@ -5,15 +5,14 @@ A bf16 ``[M, K]`` and B bf16 ``[N, K]``, each either K-major (stride ``(K', 1)``
 (stride ``(1, M')`` / ``(1, N')``: the ``t``/``n`` layouts, read in place through a descriptor over
 the transposed view); D bf16/fp32 ``[M, N]`` row-major; C optional bf16/fp32 ``[M, N]`` any strides.
 
-Imports cleanly on a CPU-only machine. Per call the hot path is one dict lookup of the cached plan
-(descriptors, grid, constexprs) keyed by pointers, shapes and strides, then one launch (two with
-split-K). Tensors TMA cannot address (a base or row stride not a multiple of 16 bytes) run the
-portable kernel instead: the shape rule in :func:`unsupported_reason` cannot see pointers.
+Imports cleanly on a CPU-only machine. Per call the hot path is one dict lookup of the cached
+:class:`~.launcher.Recording` keyed by pointers, shapes and strides, then its replay through Triton's
+C launcher (one launch, two with split-K). Tensors TMA cannot address (a base or row stride not a multiple
+of 16 bytes) run the portable kernel instead: the shape rule in :func:`unsupported_reason` cannot see
+pointers.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import torch
 import triton
@@ -59,7 +58,6 @@ def get_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Bf16Config:
     return get_sm90_bf16_config(desc, facts)
 
 
-_plans: dict[tuple, Any] = {}
 _workspaces: dict[tuple, torch.Tensor] = {}
 
 
@@ -121,29 +119,39 @@ def _build_plan(desc: GemmDesc, config: Sm90Bf16Config, a, b, d, c):
     return grid, kernel_args, meta, reduce
 
 
+# key (pointers, strides, C dtype, desc, config, device) -> the recorded launches (GEMM, split-K reduction);
+# recordings hold no tensor (launcher.py), so the cache can cover every layer of a model
+_recordings: dict[tuple, launcher.Recording] = {}
+MAX_RECORDINGS = 4096
+
+
 def bf16_gemm(desc: GemmDesc, config: Sm90Bf16Config, a: torch.Tensor, b: torch.Tensor, d: torch.Tensor,
-              c: torch.Tensor | None) -> None:
-    """``d = c + a @ b^T`` on validated tensors (module docstring); falls back to portable where TMA cannot go."""
+              c: torch.Tensor | None) -> launcher.Recording | None:
+    """``d = c + a @ b^T`` on validated tensors (module docstring); falls back to portable where TMA cannot go.
+
+    A repeated call (same pointers, strides and dtypes) replays the cached :class:`launcher.Recording` of its
+    launches through Triton's C launcher (what dispatch.fp8_gemm does); returns it when it can replay."""
     key = (desc, config, a.data_ptr(), b.data_ptr(), d.data_ptr(), c.data_ptr() if c is not None else 0,
            a.stride(), b.stride(), d.stride(), c.stride() if c is not None else None,
            c.dtype if c is not None else None, a.device.index)
-    plan = _plans.get(key)
-    if plan is None:
-        av, bv = operand_views(a, b, desc)
-        if not (_tma_ready(av) and _tma_ready(bv) and _tma_ready(d)):
-            from ..portable.gemm_bf16 import launch_bf16_gemm
+    recording = _recordings.get(key)
+    if recording is not None and recording():
+        return recording
+    av, bv = operand_views(a, b, desc)
+    if not (_tma_ready(av) and _tma_ready(bv) and _tma_ready(d)):
+        from ..portable.gemm_bf16 import launch_bf16_gemm
 
-            launch_bf16_gemm(a, b, d, c, get_portable_config(desc, _facts_of(config)))
-            return
-        if len(_plans) >= 16:  # descriptors hold their tensors alive: keep few
-            _plans.clear()
-        plan = _build_plan(desc, config, a, b, d, c)
-        _plans[key] = plan
-    grid, kernel_args, meta, reduce = plan
-    gemm_bf16.bf16_gemm_kernel[grid](*kernel_args, **meta)
-    if reduce is not None:
-        rgrid, rargs, rmeta = reduce
-        gemm_bf16.splitk_reduce_kernel[rgrid](*rargs, **rmeta)
+        launch_bf16_gemm(a, b, d, c, get_portable_config(desc, _facts_of(config)))
+        return None
+
+    def build() -> list:
+        grid, kernel_args, meta, reduce = _build_plan(desc, config, a, b, d, c)
+        launches = [(gemm_bf16.bf16_gemm_kernel, grid, kernel_args, meta)]
+        if reduce is not None:
+            launches.append((gemm_bf16.splitk_reduce_kernel, *reduce))
+        return launches
+
+    return launcher.replay_or_record(_recordings, key, build, MAX_RECORDINGS)
 
 
 def _facts_of(config: Sm90Bf16Config) -> DeviceFacts:

@@ -150,3 +150,51 @@ def test_debug_is_part_of_the_dispatch_state(monkeypatch):
     assert plan_cache.dispatch_state() != key
     monkeypatch.setenv("FINEGEMM_BACKEND", "portable")
     assert plan_cache.dispatch_state()[0] == b"portable"
+
+
+class FakeSm90Bf16(FakeSm90):
+    """The same recorder for bf16_gemm_nt's hot path (its sm90 entry is dispatch.bf16_gemm)."""
+
+    def bf16_gemm(self, desc, config, a, b, d, c):
+        return self.fp8_gemm(desc, config, a, None, b, None, d, c)
+
+
+@pytest.fixture
+def sm90_bf16(monkeypatch):
+    fake = FakeSm90Bf16()
+    plans = []
+    real_plan = gemm._plan_bf16
+
+    def plan(*args):
+        plans.append(1)
+        return dataclasses.replace(real_plan(*args), backend="sm90", config="cfg")
+
+    monkeypatch.setattr(gemm, "_plan_bf16", plan)
+    monkeypatch.setattr(gemm, "_sm90_module", lambda: fake)
+    monkeypatch.delenv("FINEGEMM_DEBUG", raising=False)
+    fake.plans = plans
+    plan_cache.clear_all()
+    yield fake
+    plan_cache.clear_all()
+
+
+def test_bf16_repeated_call_replays_and_new_signatures_validate_first(sm90_bf16):
+    """bf16_gemm_nt keeps the sm90 recording per (pointers + signature) as fp8_gemm_nt does: a repeat replays
+    without validation or dispatch; a new address reuses the plan and records again; the same addresses with
+    another signature are validated (and wrong input raises) before any launch."""
+    a, b = torch.empty(64, 512, dtype=torch.bfloat16), torch.empty(256, 512, dtype=torch.bfloat16)
+    d = torch.empty(64, 256, dtype=torch.bfloat16)
+    gemm.bf16_gemm_nt(a, b, d)
+    gemm.bf16_gemm_nt(a, b, d)
+    gemm.bf16_gemm_nt(a, b, d)
+    assert len(sm90_bf16.plans) == 1 and sm90_bf16.launches == 1 and sm90_bf16.replays == 2
+    gemm.bf16_gemm_nt(a, b, torch.empty_like(d))
+    assert len(sm90_bf16.plans) == 1 and sm90_bf16.launches == 2
+    with pytest.raises(TypeError):  # same pointer, fp16 view of d
+        gemm.bf16_gemm_nt(a, b, d.view(torch.float16))
+    with pytest.raises(ValueError):  # same pointers, a no longer matches b's K
+        gemm.bf16_gemm_nt(a[:, :256], b, d)
+    assert sm90_bf16.launches == 2 and len(sm90_bf16.plans) == 3  # both validated, neither launched
+    sm90_bf16.replayable = False  # e.g. a launch hook: the plan is reused and the dispatch launches
+    gemm.bf16_gemm_nt(a, b, d)
+    assert sm90_bf16.launches == 3 and len(sm90_bf16.plans) == 3

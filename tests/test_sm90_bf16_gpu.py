@@ -104,3 +104,64 @@ def test_block_m_192(a_k_major, m, n, k, with_c):
     torch.cuda.synchronize()
     assert reference.calc_diff(outs[0], reference.bf16_gemm("nt", a, b, c)) < 1e-5, cfg
     assert torch.equal(outs[0], outs[1])
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 7168, 2048), (64, 2112, 7168)])
+def test_public_api_replays_recorded_launch(m, n, k, monkeypatch):
+    """bf16_gemm_nt's hot path (api/gemm.py's recording per pointers + signature, replayed through Triton's C
+    launcher): new contents and new tensor objects at the same addresses, a CUDA graph of the call and a call
+    on a side stream all give the result of a fresh kernel[grid] launch bit for bit (64x2112x7168 splits K,
+    so the recording holds the reduction too) without reaching the sm90 dispatch again."""
+    mod = _sm90()
+    from finegemm.api import gemm as api_gemm
+    from finegemm.jit.device import device_facts
+    from finegemm.jit.heuristics import GemmDesc
+    from finegemm.kernels.sm90 import gemm_bf16
+
+    dev = torch.device("cuda")
+    a = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
+    b = torch.randn(n, k, device=dev, dtype=torch.bfloat16)
+    d = torch.full((m, n), float("nan"), device=dev, dtype=torch.bfloat16)
+    finegemm.bf16_gemm_nt(a, b, d)
+    desc = GemmDesc("bf16", m, n, k)
+    cfg = mod.get_config(desc, device_facts(dev))
+
+    def no_dispatch():
+        raise AssertionError("a repeated call left the hot path")
+
+    monkeypatch.setattr(api_gemm, "_sm90_module", no_dispatch)
+
+    def view(t):
+        return torch.as_strided(t, t.shape, t.stride())
+
+    def check(run, seed):
+        g = torch.Generator(device=dev).manual_seed(seed)
+        a.copy_(torch.randn(m, k, device=dev, dtype=torch.bfloat16, generator=g))
+        b.copy_(torch.randn(n, k, device=dev, dtype=torch.bfloat16, generator=g))
+        d.fill_(float("nan"))
+        run()
+        want = torch.full_like(d, float("nan"))
+        grid, args, meta, reduce = mod._build_plan(desc, cfg, a, b, want, None)
+        gemm_bf16.bf16_gemm_kernel[grid](*args, **meta)
+        if reduce is not None:
+            gemm_bf16.splitk_reduce_kernel[reduce[0]](*reduce[1], **reduce[2])
+        torch.cuda.synchronize()
+        assert torch.equal(d.view(torch.int16), want.view(torch.int16)), seed
+        assert reference.calc_diff(d, reference.bf16_gemm("nt", a, b, None)) < 1e-5
+
+    check(lambda: finegemm.bf16_gemm_nt(view(a), view(b), view(d)), 1)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        finegemm.bf16_gemm_nt(a, b, d)
+    check(graph.replay, 2)
+    side = torch.cuda.Stream()
+
+    def on_side():
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(50_000_000)  # a launch on the wrong stream would run before this fill
+            d.fill_(float("nan"))
+            finegemm.bf16_gemm_nt(a, b, d)
+        torch.cuda.synchronize()
+
+    check(on_side, 3)

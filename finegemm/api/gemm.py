@@ -176,6 +176,8 @@ _BF16_PLANS: dict[tuple, _Plan] = new_cache()
 # Full key of fp8_gemm_nt (pointers + signature) -> the launcher.Recording that sm90/dispatch.py made for
 # it. Recordings hold no tensor; with FINEGEMM_DEBUG set (part of dispatch_state) nothing is stored here.
 _FP8_RECORDINGS: dict[tuple, Any] = new_cache()
+# The same for bf16_gemm_nt (sm90/dispatch_bf16.py's recordings)
+_BF16_RECORDINGS: dict[tuple, Any] = new_cache()
 
 
 def _plan_fp8(a, b, d, c, recipe) -> _Plan:
@@ -251,20 +253,28 @@ def bf16_gemm_nt(
     """
     del compiled_dims
     try:
-        key = (_key(a), _key(b), _key(d), _key(c), dispatch_state())
-        plan = _BF16_PLANS.get(key)
-    except (TypeError, AttributeError):
-        key, plan = None, None
+        # As fp8_gemm_nt: the data pointers, then the call signature; key[4:] keys the validated plan, the
+        # whole key the sm90 recording of this exact launch (a superset of dispatch_bf16's key).
+        key = (a.data_ptr(), b.data_ptr(), d.data_ptr(), None if c is None else c.data_ptr(),
+               _key(a), _key(b), _key(d), _key(c), dispatch_state())
+        recording = _BF16_RECORDINGS.get(key)
+    except (TypeError, AttributeError, RuntimeError):
+        key, recording = None, None
+    if recording is not None and recording():
+        return
+    plan = None if key is None else _BF16_PLANS.get(key[4:])
     if plan is None:
         plan = _plan_bf16(a, b, d, c)
         if key is not None:
-            _remember(_BF16_PLANS, key, plan)
+            _remember(_BF16_PLANS, key[4:], plan)
     if plan.desc is None:
         return
     if plan.desc.k == 0:
         d.copy_(c if c is not None else torch.zeros_like(d))
     elif plan.backend == "sm90":
-        run_sm90("bf16_gemm", plan.desc, plan.config, a, b, d, c)
+        recording = _sm90_module().bf16_gemm(plan.desc, plan.config, a, b, d, c)
+        if recording is not None and key is not None and not env.flag(env.DEBUG):
+            _remember(_BF16_RECORDINGS, key, recording)
     else:
         launch_bf16_gemm(a, b, d, c, plan.config)
     debug_sync(plan.device)

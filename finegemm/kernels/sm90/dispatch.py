@@ -219,8 +219,9 @@ def fp8_gemm(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c) -> launch
     return launcher.replay_or_record(_recordings, key, build, MAX_RECORDINGS)
 
 
-def bf16_gemm(desc: GemmDesc, config: Any, a, b, d, c) -> None:
-    """BF16 entry point for ``api.dispatch.run_sm90``: plan cache and launch live in :mod:`.dispatch_bf16`."""
+def bf16_gemm(desc: GemmDesc, config: Any, a, b, d, c) -> launcher.Recording | None:
+    """BF16 entry point for ``api.dispatch.run_sm90``: recordings and launch live in :mod:`.dispatch_bf16`;
+    returns its replayable recording of this launch, else None."""
     from . import dispatch_bf16
 
-    dispatch_bf16.bf16_gemm(desc, config, a, b, d, c)
+    return dispatch_bf16.bf16_gemm(desc, config, a, b, d, c)

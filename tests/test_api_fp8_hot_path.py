@@ -36,22 +36,26 @@ class FakeSm90:
         return recording
 
 
-@pytest.fixture
-def sm90(monkeypatch):
-    fake = FakeSm90()
+def _install(monkeypatch, fake, plan_name: str):
+    """Make ``fake`` the sm90 module and force the plans that ``gemm.<plan_name>`` validates to sm90 (counted)."""
     plans = []
-    real_plan = gemm._plan_fp8
+    real_plan = getattr(gemm, plan_name)
 
     def plan(*args):
         plans.append(1)
         return dataclasses.replace(real_plan(*args), backend="sm90", config="cfg")
 
-    monkeypatch.setattr(gemm, "_plan_fp8", plan)
+    monkeypatch.setattr(gemm, plan_name, plan)
     monkeypatch.setattr(gemm, "_sm90_module", lambda: fake)
     monkeypatch.delenv("FINEGEMM_DEBUG", raising=False)
     fake.plans = plans
     plan_cache.clear_all()
-    yield fake
+    return fake
+
+
+@pytest.fixture
+def sm90(monkeypatch):
+    yield _install(monkeypatch, FakeSm90(), "_plan_fp8")
     plan_cache.clear_all()
 
 
@@ -161,20 +165,7 @@ class FakeSm90Bf16(FakeSm90):
 
 @pytest.fixture
 def sm90_bf16(monkeypatch):
-    fake = FakeSm90Bf16()
-    plans = []
-    real_plan = gemm._plan_bf16
-
-    def plan(*args):
-        plans.append(1)
-        return dataclasses.replace(real_plan(*args), backend="sm90", config="cfg")
-
-    monkeypatch.setattr(gemm, "_plan_bf16", plan)
-    monkeypatch.setattr(gemm, "_sm90_module", lambda: fake)
-    monkeypatch.delenv("FINEGEMM_DEBUG", raising=False)
-    fake.plans = plans
-    plan_cache.clear_all()
-    yield fake
+    yield _install(monkeypatch, FakeSm90Bf16(), "_plan_bf16")
     plan_cache.clear_all()
 
 

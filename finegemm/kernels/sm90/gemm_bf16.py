@@ -58,6 +58,7 @@ from .gemm_1d2d import (
     _d_rows,
     _first_local_unit,
     _masked_rows,
+    _rows_of_group,
     _store_masked_wave,
     _store_wave,
     _tile_coords,
@@ -370,11 +371,7 @@ def _grouped_math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_sme
             rows = off_m + WG * 64 + gl.arange(0, 64, layout=row_layout)
             cols = off_n + gl.arange(0, BLOCK_N, layout=col_layout)
             in_m = rows < M
-            if USE_PSUM:
-                mine = in_m & (rows < end)
-            else:
-                mine = gl.load(layout_ptr + rows, mask=in_m, other=-1) == g
-            acc = gl.where((mine & valid)[:, None], acc, 0.0)
+            acc = gl.where(_rows_of_group(layout_ptr, rows, in_m, (g, valid, end), USE_PSUM)[:, None], acc, 0.0)
             _store_wave(acc, d_desc, d_sub, None, rows, cols, in_m, cols < N, 0, off_m + WG * 64, off_n, 0, False)
     else:
         g_start = 0

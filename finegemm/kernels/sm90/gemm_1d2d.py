@@ -291,6 +291,14 @@ def _masked_rows(layout_ptr, g, GROUP_ROWS: gl.constexpr):
 
 
 @gluon.jit
+def _masked_group_tiles(layout_ptr, g, GROUP_ROWS: gl.constexpr, BLOCK_M: gl.constexpr, num_pid_n: gl.constexpr):
+    """Group ``g`` of the masked layout: (valid rows, its BLOCK_M-row tiles along M, its tiles in all)."""
+    valid_rows = _masked_rows(layout_ptr, g, GROUP_ROWS)
+    num_pid_m = gl.cdiv(valid_rows, BLOCK_M)
+    return valid_rows, num_pid_m, num_pid_m * num_pid_n
+
+
+@gluon.jit
 def _first_local_unit(g_start):
     """This CTA's first tile of a group whose tiles are the global units ``g_start + [0, tiles_g)``.
 
@@ -361,8 +369,7 @@ def _grouped_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bar
     else:
         g_start = 0
         for g in range(NUM_GROUPS):
-            num_pid_m = gl.cdiv(_masked_rows(layout_ptr, g, GROUP_ROWS), BLOCK_M)
-            tiles_g = num_pid_m * num_pid_n
+            valid_rows, num_pid_m, tiles_g = _masked_group_tiles(layout_ptr, g, GROUP_ROWS, BLOCK_M, num_pid_n)
             for local in range(_first_local_unit(g_start), tiles_g, gl.num_programs(0)):
                 pid_m, pid_n = _tile_coords(local, num_pid_m, num_pid_n, GROUP_M)
                 off_m = pid_m * BLOCK_M
@@ -1149,9 +1156,7 @@ def _grouped_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr
     else:
         g_start = 0
         for g in range(NUM_GROUPS):
-            valid_rows = _masked_rows(layout_ptr, g, GROUP_ROWS)
-            num_pid_m = gl.cdiv(valid_rows, BLOCK_M)
-            tiles_g = num_pid_m * num_pid_n
+            valid_rows, num_pid_m, tiles_g = _masked_group_tiles(layout_ptr, g, GROUP_ROWS, BLOCK_M, num_pid_n)
             for local in range(_first_local_unit(g_start), tiles_g, gl.num_programs(0)):
                 pid_m, pid_n = _tile_coords(local, num_pid_m, num_pid_n, GROUP_M)
                 off_m = pid_m * BLOCK_M
@@ -1258,9 +1263,7 @@ def _masked_math_256(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_
     it = 0
     g_start = 0
     for g in range(NUM_GROUPS):
-        valid_rows = _masked_rows(layout_ptr, g, GROUP_ROWS)
-        num_pid_m = gl.cdiv(valid_rows, BLOCK_M)
-        tiles_g = num_pid_m * num_pid_n
+        valid_rows, num_pid_m, tiles_g = _masked_group_tiles(layout_ptr, g, GROUP_ROWS, BLOCK_M, num_pid_n)
         for local in range(_first_local_unit(g_start), tiles_g, gl.num_programs(0)):
             pid_m, pid_n = _tile_coords(local, num_pid_m, num_pid_n, GROUP_M)
             off_m = pid_m * BLOCK_M

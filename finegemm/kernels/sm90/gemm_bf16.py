@@ -57,7 +57,7 @@ from .gemm_1d2d import (
     _contiguous_group,
     _d_rows,
     _first_local_unit,
-    _masked_rows,
+    _masked_group_tiles,
     _rows_of_group,
     _store_masked_wave,
     _store_wave,
@@ -323,8 +323,7 @@ def _grouped_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bar
     else:
         g_start = 0
         for g in range(NUM_GROUPS):
-            num_pid_m = gl.cdiv(_masked_rows(layout_ptr, g, GROUP_ROWS), BLOCK_M)
-            tiles_g = num_pid_m * num_pid_n
+            valid_rows, num_pid_m, tiles_g = _masked_group_tiles(layout_ptr, g, GROUP_ROWS, BLOCK_M, num_pid_n)
             for local in range(_first_local_unit(g_start), tiles_g, gl.num_programs(0)):
                 pid_m, pid_n = _tile_coords(local, num_pid_m, num_pid_n, GROUP_M)
                 b_row, b_k0 = _grouped_b_coords(g, pid_n * BLOCK_N, N, K, B_MN_MAJOR)
@@ -376,9 +375,7 @@ def _grouped_math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_sme
     else:
         g_start = 0
         for g in range(NUM_GROUPS):
-            valid_rows = _masked_rows(layout_ptr, g, GROUP_ROWS)
-            num_pid_m = gl.cdiv(valid_rows, BLOCK_M)
-            tiles_g = num_pid_m * num_pid_n
+            valid_rows, num_pid_m, tiles_g = _masked_group_tiles(layout_ptr, g, GROUP_ROWS, BLOCK_M, num_pid_n)
             for local in range(_first_local_unit(g_start), tiles_g, gl.num_programs(0)):
                 pid_m, pid_n = _tile_coords(local, num_pid_m, num_pid_n, GROUP_M)
                 off_m = pid_m * BLOCK_M

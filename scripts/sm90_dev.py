@@ -13,7 +13,8 @@ reduction fused into the GEMM kernel at M <= 128; ``v9``: split-K of the last pa
 ``v11``: v9's 1d2d split tails again and 256x64 tiles; ``v12``: split-K at M <= 128 with the
 reduction launched by programmatic dependent launch; ``v13``: BLOCK_M 192 (three math warpgroups) at M = 4096;
 ``v14``: the BLOCK_M 192 rule's other shapes against the rule before it; ``v15``: BLOCK_M 192 with FP32 out and C;
-``v16``: the 128x256 two-panel tile with A in registers (``a_regs``) at M = 4096; ``v17``: FP32-out 1d2d
+``v16`` (removed with the tile it timed, results/sm90_v16_a_regs_sweep.json): the 128x256 two-panel tile with A
+in registers at M = 4096, slower on all six shapes; ``v17``: FP32-out 1d2d
 tiles (192, 256 with the shared staging, 128 rows) where the BLOCK_M 192 rule's FP32 extension is unmeasured.
 ``v4compile`` (CPU, no GPU): compiles every v4 candidate for sm_90 and prints registers/spills.
 Writes ``$OUT/sm90_dev.json`` (or ./sm90_dev.json) and prints a short table last.
@@ -706,17 +707,6 @@ def v15_configs(desc, facts):
                       ("192x128", make_config(desc, facts, 192, 128, sfa_tma=True))])
 
 
-def v16_configs(desc, facts):
-    """v16 (prepared, not yet run): the 128x256 two-panel tile with A in registers (``a_regs``; NOTES v11's
-    shared-memory model: 128 B/clk against 144 for 256x128) against the heuristic's pick, with the per-token
-    scales in the ring or from global memory."""
-    out = [("heuristic", get_sm90_config(desc, facts))]
-    for sfa in (True, False):
-        cfg = dataclasses.replace(make_config(desc, facts, 128, 256, sfa_tma=sfa), pipe_mma=False, a_regs=True)
-        out.append((f"128x256 a_regs{' tma' if sfa else ''}", cfg))
-    return _distinct(out)
-
-
 def v17_shapes():
     """v17: FP32-out 1d2d (with C, and without) where the v15-extended BLOCK_M 192 rule fires below M = 1024, and
     the M = 4096 shapes the rule leaves at 128 or 256 rows."""
@@ -865,7 +855,6 @@ def main():
         "v13": ("sm90_v13_three_warpgroups_sweep.json", v13_shapes, v13_configs),
         "v14": ("sm90_v14_bm192_rule_sweep.json", v14_shapes, v14_configs),
         "v15": ("sm90_v15_bm192_fp32_sweep.json", v15_shapes, v15_configs),
-        "v16": ("sm90_v16_a_regs_sweep.json", v13_shapes, v16_configs),
         "v17": ("sm90_v17_fp32_out_sweep.json", v17_shapes, v17_configs),
         "v8": ("sm90_v8_splitk_fused_sweep.json", v7_shapes, v8_configs),
     }

@@ -254,16 +254,3 @@ def test_split_k_reduction_waits_for_the_gemm():
         ptx = kernel.asm["ptx"]
         assert "griddepcontrol.wait" in ptx
         assert not re.search(r"ld\.global", ptx[:ptx.index("griddepcontrol.wait")])
-
-
-@pytest.mark.parametrize("packed", [False, True])
-def test_a_regs_two_panel_tile_compiles(packed):
-    """The prepared 128x256 two-panel tile (``Sm90Config.a_regs``): each warpgroup's A rows come into registers once
-    a K block (ldmatrix) and feed two n128 WGMMAs with a register A operand; no spills, none serialized."""
-    desc = GemmDesc("fp8_1d2d", 4096, 7168, 16384, sf_packed=packed)
-    cfg = dataclasses.replace(make_config(desc, H200, 128, 256, sfa_tma=True), pipe_mma=False, a_regs=True)
-    kernel = compile_variant(desc, cfg, "bf16")
-    ptx = assert_fast_path_kernel(kernel, H200.smem_per_block)
-    wgmmas = re.findall(r"wgmma\.mma_async\.sync\.aligned\.(m64n\d+k32)[^{]*\{[^}]*\}, \{(%r\d+,?){4}\}", ptx)
-    assert len(wgmmas) == 16 and {shape for shape, _ in wgmmas} == {"m64n128k32"}, wgmmas  # 2 WGs x 2 panels x 4
-    assert "ldmatrix" in ptx

@@ -135,24 +135,6 @@ def test_block_m_192(m, n, k, packed, with_c, variant):
     _run_cfg(m, n, k, packed, with_c, tile=(192, 128, 1), **variant)
 
 
-@pytest.mark.parametrize("m,n,k,packed", [(4096, 7168, 2048, False), (333, 2112, 7168, False), (77, 576, 7168, True)])
-@pytest.mark.parametrize("sfa_tma", [False, True])
-def test_a_regs_two_panel_tile(m, n, k, packed, sfa_tma):
-    """The prepared 128x256 two-panel tile (A in registers, two n128 WGMMAs a K block; never picked by the rules
-    yet): M and N not multiples of the tile (the second panel past N, the RHS scale block clamped), packed scales."""
-    import dataclasses
-
-    from finegemm.jit.device import device_facts
-    from finegemm.jit.heuristics import GemmDesc
-    from finegemm.jit.heuristics_sm90 import make_config
-
-    _sm90()
-    desc = GemmDesc("fp8_1d2d", m, n, k, True, True, False, False, packed)
-    cfg = dataclasses.replace(make_config(desc, device_facts(torch.device("cuda")), 128, 256, sfa_tma=sfa_tma),
-                              pipe_mma=False, a_regs=True)
-    _run(m, n, k, "1d2d", packed, False, torch.bfloat16, cfg=cfg)
-
-
 @pytest.mark.parametrize("tile", [(128, 128, 1), (64, 64, 4)])
 @pytest.mark.parametrize("packed", [False, True])
 def test_sfa_tma_small_tiles(tile, packed):

@@ -55,9 +55,6 @@ class Sm90Config:
     # with splitk_fused: split only the tiles of the grid's last, partial round (the whole rounds' tiles run
     # their whole K): a short tail round instead of one that leaves most SMs idle
     split_tail: bool = False
-    # prepared, untimed (never picked by the rules): a 128x256 tile as two 128-column panels sharing each
-    # warpgroup's A rows, loaded into registers once a K block (gemm_1d2d._dense_math_a_regs)
-    a_regs: bool = False
 
     @property
     def num_warps(self) -> int:

@@ -47,12 +47,11 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32", p
     1 the first link of a chain, 2 a later one, as the k-grouped launches run)."""
     bm, bn, split = config.block_m, config.block_n, config.split_k
     d_fp32 = desc.out_fp32 or (split > 1 and not config.splitk_fused)
-    d_cols = 128 if config.a_regs else bn
     sf = "*i32" if desc.sf_packed else "*fp32"
     sig = {
         "a_desc": _desc_sig("fp8e4nv", [layouts.a_box_rows(bm), 128], gl.float8e4nv),
         "b_desc": _desc_sig("fp8e4nv", [bn, 128], gl.float8e4nv),
-        "d_desc": _desc_sig("fp32", [64, d_cols], gl.float32) if d_fp32 else _desc_sig("bf16", [64, d_cols],
+        "d_desc": _desc_sig("fp32", [64, bn], gl.float32) if d_fp32 else _desc_sig("bf16", [64, bn],
                                                                                      gl.bfloat16),
         "sfa_ptr": sf, "sfb_ptr": sf, "c_ptr": f"*{c_dtype}",
         "M": "i32", "stride_sfa_k": "i32", "stride_sfb": "i32", "stride_cm": "i32",
@@ -87,7 +86,6 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32", p
     constexprs["SPLIT_TAIL"] = fused and config.split_tail
     constexprs["PDL"] = pdl and chain != 2
     constexprs["PDL_CHAIN"] = chain
-    constexprs["A_REGS"] = config.a_regs
     constexprs["TRACE"] = trace
     if trace:
         sig["trace_ptr"] = "*i64"

@@ -146,7 +146,7 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c, chain:
         d_desc = _desc(ws, [64, bn])
     else:
         m_pad = m
-        d_desc = _desc(d, [64, 128 if config.a_regs else bn])
+        d_desc = _desc(d, [64, bn])
     grid = (min(units, config.num_sms),)
     per_channel = desc.kind == "fp8_1d1d"
     pdl = env.flag(env.PDL)
@@ -173,7 +173,7 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c, chain:
         K_DYN=config.k_dynamic, c_desc=c_desc, C_TMA=config.c_tma,
         C_TMA_LATE=config.c_tma and config.c_tma_late and not (fused and config.split_tail),
         num_warps=config.num_warps, SPLITK_FUSED=fused, SPLIT_TAIL=fused and config.split_tail,
-        PDL=pdl and chain != 2, launch_pdl=pdl, A_REGS=config.a_regs, PDL_CHAIN=chain,
+        PDL=pdl and chain != 2, launch_pdl=pdl, PDL_CHAIN=chain,
     )
     if fused:
         meta.update(ws_ptr=ws, cnt_ptr=counters)

@@ -793,8 +793,7 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                     sfb_bufs=None, SFB_TMA: gl.constexpr = False, a_desc=None,
                     K_DYN: gl.constexpr = False, c_desc=None, c_bars=None, C_TMA: gl.constexpr = False,
                     C_TMA_LATE: gl.constexpr = False, ws_ptr=None, cnt_ptr=None, SPLITK_FUSED: gl.constexpr = False,
-                    SPLIT_TAIL: gl.constexpr = False, trace_ptr=None, TRACE: gl.constexpr = False,
-                    A_REGS: gl.constexpr = False):
+                    SPLIT_TAIL: gl.constexpr = False, trace_ptr=None, TRACE: gl.constexpr = False):
     """One math warpgroup (4 warps). Its rows of each tile: wave ``w`` covers tile rows
     ``w * 64 * NUM_WG + 64 * WG + [0, 64)`` (BLOCK_M 64/128: one wave; 256: two, DeepGEMM's order).
     ``d_smem`` holds [BLOCK_M, BLOCK_N] (or, with ``SMALL_EPI``, [64 * NUM_WG, BLOCK_N] that both
@@ -804,10 +803,6 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                       stride_sfb, N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SF_PACKED, sfa_bufs, SFA_TMA, WG,
                       layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G, SFB_STRIDE_G, USE_PSUM,
                       ALIGN, PIPE_MMA)
-    elif A_REGS:
-        _dense_math_a_regs(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr, sfb_ptr, M,
-                           stride_sfa_k, stride_sfb, N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SF_PACKED, sfa_bufs,
-                           SFA_TMA, WG)
     else:
         _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr, sfb_ptr, c_ptr, M,
                     stride_sfa_k, stride_sfb, stride_cm, N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
@@ -956,84 +951,6 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
             _store_wave(acc1, d_desc, d_sub1, c_ptr, rows1, cols, mask1, col_mask, stride_cm,
                         out_m + row1, off_n, 0 if SMALL_EPI else 1, ADD_C)
             _stamp(trace_ptr, tcount - 1, WG, 2, NUM_WG, TRACE)
-    tma.store_wait(0)
-
-
-@gluon.jit
-def _dense_math_a_regs(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr, sfb_ptr, M, stride_sfa_k,
-                       stride_sfb, N: gl.constexpr, K: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                       STAGES: gl.constexpr, GROUP_M: gl.constexpr, SF_PACKED: gl.constexpr, sfa_bufs,
-                       SFA_TMA: gl.constexpr, WG: gl.constexpr):
-    """``A_REGS`` (prepared, untimed): a 128x256 tile as two 128-column panels that share the warpgroup's A rows,
-    loaded from shared memory into registers once a K block (``warpgroup_mma`` with a register A operand), so
-    that A is read from shared memory once for 64 x 256 x 128 MACs instead of twice (benchmarks/NOTES.md v11's
-    shared-memory model: 128 B/clk at peak against 144 for 256x128). Per K block: panel 0's WGMMA into the one
-    partial, promoted into ``acc0`` with the scale of RHS block ``off_n / 128``, then panel 1's into the same
-    partial, promoted into ``acc1`` (block + 1). Dense 1d2d, BF16 out (an FP32 D staging leaves room for one
-    stage only), no C, no split-K.
-    ``d_smem`` is [2 * NUM_WG, 64, 128]: warpgroup ``WG``'s two panels at ``2 WG`` and ``2 WG + 1``."""
-    gl.static_assert(STAGES >= 2, "A_REGS: the 128x256 ring needs two stages beside the D staging (BF16 out)")
-    WG_M: gl.constexpr = 64
-    PANEL: gl.constexpr = 128
-    row0: gl.constexpr = WG * WG_M
-    mma_layout: gl.constexpr = mma_layout_for(WG_M, PANEL, 4)
-    a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma_layout, k_width=4)
-    row_layout: gl.constexpr = gl.SliceLayout(1, mma_layout)
-    num_kb: gl.constexpr = K // BLOCK_K
-    num_pid_m = gl.cdiv(M, BLOCK_M)
-    num_pid_n: gl.constexpr = (N + BLOCK_N - 1) // BLOCK_N
-    NUM_NB: gl.constexpr = (N + 127) // 128
-    d_lo = d_smem.index(2 * WG)
-    d_hi = d_smem.index(2 * WG + 1)
-    zero = gl.zeros([WG_M, PANEL], gl.float32, mma_layout)
-    it = 0
-    for tile in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
-        pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
-        off_m = pid_m * BLOCK_M
-        off_n = pid_n * BLOCK_N
-        rows = off_m + row0 + gl.arange(0, WG_M, layout=row_layout)
-        row_mask = rows < M
-        nb0 = off_n // 128
-        nb1 = gl.minimum(nb0 + 1, NUM_NB - 1)
-        acc0 = gl.zeros([WG_M, PANEL], gl.float32, mma_layout)
-        acc1 = gl.zeros([WG_M, PANEL], gl.float32, mma_layout)
-        part = zero
-        for kb in range(num_kb):
-            s = it % STAGES
-            mbarrier.wait(full_bars.index(s), (it // STAGES) & 1)
-            a = _a_rows(a_bufs, s, row0).load(a_layout)
-            b_slot = b_bufs.index(s)
-            part = warpgroup_mma(a, b_slot.slice(0, PANEL, dim=0).permute((1, 0)), part, use_acc=False,
-                                 is_async=True)
-            if SFA_TMA:
-                sa = _ring_scale(sfa_bufs, s, kb, row0, row_layout, SF_PACKED)
-            else:
-                sa = _load_scale(sfa_ptr, rows, kb, stride_sfa_k, row_mask, SF_PACKED)
-            if SF_PACKED:
-                sb0 = _decode1(gl.load(sfb_ptr + nb0 * stride_sfb + kb // 4), kb)
-                sb1 = _decode1(gl.load(sfb_ptr + nb1 * stride_sfb + kb // 4), kb)
-            else:
-                sb0 = gl.load(sfb_ptr + nb0 * stride_sfb + kb)
-                sb1 = gl.load(sfb_ptr + nb1 * stride_sfb + kb)
-            # (the fp8 register A cannot be a dependency of the wait: Triton 3.6 rejects 8-bit ones; it stays
-            # live until the second WGMMA and is only reloaded after that one's wait)
-            part = warpgroup_mma_wait(0, deps=(part,))
-            acc0 = acc0 + part * (sa * sb0)[:, None]
-            part = warpgroup_mma(a, b_slot.slice(PANEL, PANEL, dim=0).permute((1, 0)), part, use_acc=False,
-                                 is_async=True)
-            part = warpgroup_mma_wait(0, deps=(part,))
-            acc1 = acc1 + part * (sa * sb1)[:, None]
-            # A was read into registers through the generic proxy: fence before the producer's TMA rewrites it
-            _release(empty_bars, s, True)
-            it += 1
-        tma.store_wait(0)
-        gl.thread_barrier()
-        d_lo.store(acc0.to(d_desc.dtype))
-        d_hi.store(acc1.to(d_desc.dtype))
-        fence_async_shared()
-        gl.thread_barrier()
-        tma.async_copy_shared_to_global(d_desc, [off_m + row0, off_n], d_lo)
-        tma.async_copy_shared_to_global(d_desc, [off_m + row0, off_n + PANEL], d_hi)
     tma.store_wait(0)
 
 
@@ -1336,7 +1253,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                     c_desc=None, C_TMA: gl.constexpr = False, C_TMA_LATE: gl.constexpr = False,
                     ws_ptr=None, cnt_ptr=None, SPLITK_FUSED: gl.constexpr = False, SPLIT_TAIL: gl.constexpr = False,
                     PDL: gl.constexpr = False, trace_ptr=None, TRACE: gl.constexpr = False,
-                    A_REGS: gl.constexpr = False, PDL_CHAIN: gl.constexpr = 0):
+                    PDL_CHAIN: gl.constexpr = 0):
     """Entry: carve shared memory, init barriers, fork producer and math partitions.
 
     ``TRACE`` (timing probes only, ``scripts/trace_probe.py``): every math warpgroup of the dense form records
@@ -1434,10 +1351,6 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
         sfb_bufs = gl.allocate_shared_memory(gl.float32, [1, 1, 4], sfa_desc.layout)
     if BLOCK_M == 192:  # one [64, BLOCK_N] staging buffer per warpgroup (_d_rows)
         d_smem = gl.allocate_shared_memory(d_desc.dtype, [3, 64, BLOCK_N], d_desc.layout)
-    elif A_REGS:  # two [64, 128] panels per warpgroup (_dense_math_a_regs)
-        gl.static_assert(BLOCK_M == 128 and BLOCK_N == 256 and GROUPING == 0 and SPLIT_K == 1 and not HAS_C
-                         and not SFB_PER_CHANNEL, "A_REGS: dense 1d2d 128x256 tiles, no split-K, no C")
-        d_smem = gl.allocate_shared_memory(d_desc.dtype, [4, 64, 128], d_desc.layout)
     else:
         d_smem = gl.allocate_shared_memory(d_desc.dtype, [d_staging_rows(BLOCK_M, SMALL_EPI), BLOCK_N],
                                            d_desc.layout)
@@ -1471,7 +1384,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
                                c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
-                               SPLIT_TAIL, trace_arg, TRACE, A_REGS)),
+                               SPLIT_TAIL, trace_arg, TRACE)),
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                                sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
@@ -1479,7 +1392,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
                                c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
-                               SPLIT_TAIL, trace_arg, TRACE, A_REGS)),
+                               SPLIT_TAIL, trace_arg, TRACE)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
                                SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,
@@ -1495,7 +1408,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
                                c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
-                               SPLIT_TAIL, trace_arg, TRACE, A_REGS)),
+                               SPLIT_TAIL, trace_arg, TRACE)),
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                                sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
@@ -1503,7 +1416,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
                                c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
-                               SPLIT_TAIL, trace_arg, TRACE, A_REGS)),
+                               SPLIT_TAIL, trace_arg, TRACE)),
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                                sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
@@ -1511,7 +1424,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
                                c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
-                               SPLIT_TAIL, trace_arg, TRACE, A_REGS)),
+                               SPLIT_TAIL, trace_arg, TRACE)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
                                SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,
@@ -1526,7 +1439,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
                                c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
-                               SPLIT_TAIL, trace_arg, TRACE, A_REGS)),
+                               SPLIT_TAIL, trace_arg, TRACE)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
                                SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,

@@ -14,6 +14,8 @@
 #                                   suites at the tree with PDL and BLOCK_M 192 (neither ran on it), then the k-grouped
 #                                   bench against DeepGEMM's own cases
 #   bash scripts/gpu_pending.sh 5   the grouped and MQA GPU tests at that tree
+#   bash scripts/gpu_pending.sh 6   (after the 10th session) the full GEMM GPU suites at its final tree, then the
+#                                   dense / weight-grad / bf16 harness (README table)
 # Logs and JSON in $OUT/pending<part>.tgz (the device tool returns only a few files).
 # Here first: git rev-parse --short HEAD > .commit (and carry ".commit").
 set -uo pipefail
@@ -57,6 +59,15 @@ elif [ "$PART" = 4 ]; then
 elif [ "$PART" = 5 ]; then
     pytest_gpu pytest-grouped-mqa.log tests/test_sm90_grouped_gpu.py tests/test_sm90_bf16_grouped_gpu.py \
         tests/test_sm90_mqa.py tests/test_sm90_paged_mqa.py
+elif [ "$PART" = 6 ]; then
+    # after the 10th session: the full GPU suites at its final tree (only subsets ran after the a_regs removal and
+    # the review refactors), then the dense / weight-grad / bf16 harness for the README table
+    pytest_gpu pytest-all.log tests/test_sm90_gpu.py tests/test_sm90_grouped_gpu.py tests/test_sm90_k_grouped_gpu.py \
+        tests/test_sm90_bf16_gpu.py tests/test_sm90_launcher_gpu.py
+    timeout 200 python3 -m finegemm.bench --plain --no-progress --suite dense,weight-grad,bf16 \
+        --peers finegemm-sm90,cublas-block,cublas-bf16 --commit "$commit" --json "$LOGS/bench.json" \
+        > "$LOGS/bench.log" 2>&1 || status=1
+    tail -3 "$LOGS/bench.log"; pack
 else
     timeout 60 python3 -m finegemm.bench --plain --no-progress --suite dense,weight-grad \
         --peers finegemm-sm90,cublas-block --commit "$commit" --json "$LOGS/bench.json" > "$LOGS/bench.log" 2>&1 \

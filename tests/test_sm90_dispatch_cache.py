@@ -283,10 +283,49 @@ def test_bf16_records_once_then_replays(rec_bf16):
     recorded once (GEMM, then the split-K reduction), later calls replay; a new pointer records again."""
     a, b = torch.empty(64, 256, dtype=torch.bfloat16), torch.empty(128, 256, dtype=torch.bfloat16)
     d = torch.empty(64, 128, dtype=torch.bfloat16)
-    first = _bf16_call(a, b, d, split=2)
+    first = _bf16_call(a, b, d, split=2)  # split-K: bound to the stream whose workspace it bakes in
     assert rec_bf16.recorded == [["bf16_gemm_kernel", "splitk_reduce_kernel"]] and rec_bf16.plans == 1
-    assert _bf16_call(a, b, d, split=2) is first and rec_bf16.replays == 1 and rec_bf16.plans == 1
+    again = _bf16_call(a, b, d, split=2)
+    assert again.recording is first.recording and rec_bf16.replays == 1 and rec_bf16.plans == 1
     _bf16_call(a.clone(), b, d, split=2)
     assert rec_bf16.plans == 2 and len(rec_bf16.recorded) == 2
     rec_bf16.replayable = False  # e.g. a profiler's launch hook: launched normally with fresh arguments
     assert _bf16_call(a, b, d, split=2) is None and rec_bf16.normal == [["bf16_gemm_kernel", "splitk_reduce_kernel"]]
+
+
+class _Streams:
+    """Stands for the current CUDA stream (launcher.current_stream) on the CPU."""
+
+    def __init__(self, monkeypatch) -> None:
+        from finegemm.kernels.sm90 import launcher
+
+        self.now = 0x10
+        monkeypatch.setattr(launcher, "current_stream", lambda device: self.now)
+
+
+def test_split_k_recordings_and_workspaces_are_per_stream(rec, monkeypatch):
+    """A split-K launch bakes in its stream's workspace: on another stream it records its own (with that stream's
+    workspace) instead of replaying the first one, and what it returns declines to replay on another stream, so
+    that api/gemm.py's hot path falls back to this dispatch there. Unsplit launches replay on any stream."""
+    from finegemm.kernels.sm90 import launcher
+
+    streams = _Streams(monkeypatch)
+    t = _tensors()
+    first = _call(t, split=4)
+    assert isinstance(first, launcher.OnStream) and first() and rec.replays == 1
+    streams.now = 0x20
+    assert not first()  # bound to stream 0x10
+    second = _call(t, split=4)
+    assert len(rec.recorded) == 2 and second.stream == 0x20
+    streams.now = 0x10
+    _call(t, split=4)
+    assert len(rec.recorded) == 2 and rec.replays == 2  # stream 0x10's recording again
+    whole = _call(t)
+    streams.now = 0x20
+    assert _call(t) is whole and len(rec.recorded) == 3  # unsplit: one recording for every stream
+    ws = {}
+    a = launcher.stream_scratch(ws, torch.device("cpu"), 8, torch.float32)
+    streams.now = 0x10
+    b = launcher.stream_scratch(ws, torch.device("cpu"), 8, torch.float32)
+    assert a.data_ptr() != b.data_ptr() and launcher.stream_scratch(ws, torch.device("cpu"), 8, torch.float32) is b
+    assert bool((launcher.stream_scratch({}, torch.device("cpu"), 4, torch.int32, zeroed=True) == 0).all())

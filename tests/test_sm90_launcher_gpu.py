@@ -211,3 +211,41 @@ def test_new_tensor_objects_at_recorded_addresses_replay():
         gc.collect()
         assert old() is None, "a recording kept the caller's tensor alive"
     assert recorded[0] == recorded[1] == recorded[2], recorded
+
+
+def test_split_k_on_two_streams_at_once():
+    """Two streams run the same split-K shapes at once with different inputs (FP8 64x2112x7168, split 4, and the
+    BF16 one, split too): each stream's launches own their split-K workspace and arrival counters
+    (launcher.stream_scratch), so both streams' results are right after every round."""
+    _sm90()
+    from finegemm.jit.device import device_facts
+    from finegemm.jit.heuristics import GemmDesc
+    from finegemm.kernels.sm90 import dispatch_bf16
+
+    m, n, k = SHAPES[0]
+    dev = torch.device("cuda")
+    assert dispatch_bf16.get_config(GemmDesc("bf16", m, n, k), device_facts(dev)).split_k > 1
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    fp8 = [_inputs(m, n, k, seed=20 + i) for i in range(2)]
+    bf16 = [(torch.randn(m, k, device=dev, dtype=torch.bfloat16), torch.randn(n, k, device=dev, dtype=torch.bfloat16))
+            for _ in range(2)]
+    d8 = [torch.empty(m, n, device=dev, dtype=torch.bfloat16) for _ in range(2)]
+    d16 = [torch.empty(m, n, device=dev, dtype=torch.bfloat16) for _ in range(2)]
+    want8 = [reference.fp8_gemm_nt((x[0], x[1]), (x[3], x[4]), None, recipe=(1, 128, 128)) for x in fp8]
+    want16 = [reference.bf16_gemm("nt", a, b) for a, b in bf16]
+    for _ in range(3):
+        for i, s in enumerate(streams):
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                d8[i].fill_(float("nan"))
+                d16[i].fill_(float("nan"))
+        for _ in range(20):  # both streams keep the GPU busy at once
+            for i, s in enumerate(streams):
+                with torch.cuda.stream(s):
+                    a, _, sfa_k, b, _, sfb_k = fp8[i]
+                    finegemm.fp8_gemm_nt((a, sfa_k), (b, sfb_k), d8[i])
+                    finegemm.bf16_gemm_nt(bf16[i][0], bf16[i][1], d16[i])
+        torch.cuda.synchronize()
+        for i in range(2):
+            assert reference.calc_diff(d8[i], want8[i]) < 1e-3, i
+            assert reference.calc_diff(d16[i], want16[i]) < 1e-5, i

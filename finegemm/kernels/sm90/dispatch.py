@@ -58,28 +58,20 @@ def get_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Config:
     return get_sm90_config(desc, facts)
 
 
+# split-K buffers per (device, current stream, size): launcher.stream_scratch
 _workspaces: dict[tuple, torch.Tensor] = {}
-
-
-def _workspace(device: torch.device, numel: int) -> torch.Tensor:
-    key = (device, numel)
-    ws = _workspaces.get(key)
-    if ws is None:
-        ws = torch.empty(numel, dtype=torch.float32, device=device)
-        _workspaces[key] = ws
-    return ws
-
-
 _counters: dict[tuple, torch.Tensor] = {}
 
 
+def _workspace(device: torch.device, numel: int) -> torch.Tensor:
+    """FP32 split-K partials of the current stream."""
+    return launcher.stream_scratch(_workspaces, device, numel, torch.float32)
+
+
 def _arrival_counters(device: torch.device, numel: int) -> torch.Tensor:
-    """Zeroed int32 split-K arrival counters (``Sm90Config.splitk_fused``); the kernel leaves them 0."""
-    key = (device, numel)
-    cnt = _counters.get(key)
-    if cnt is None:
-        cnt = _counters[key] = torch.zeros(numel, dtype=torch.int32, device=device)
-    return cnt
+    """Zeroed int32 split-K arrival counters (``Sm90Config.splitk_fused``) of the current stream; the kernel
+    leaves them 0."""
+    return launcher.stream_scratch(_counters, device, numel, torch.int32, zeroed=True)
 
 
 def _desc(t: torch.Tensor, block: list[int]) -> TensorDescriptor:
@@ -192,7 +184,8 @@ _recordings: dict[tuple, launcher.Recording] = {}
 MAX_RECORDINGS = 4096
 
 
-def fp8_gemm(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c) -> launcher.Recording | None:
+def fp8_gemm(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c
+             ) -> launcher.Recording | launcher.OnStream | None:
     """Launch on validated tensors (shapes, layouts and dtypes as in api/gemm.py's docstring).
 
     Per call: one key (pointers, strides, dtypes of every tensor, device; shapes via ``desc``) and one
@@ -203,11 +196,14 @@ def fp8_gemm(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c) -> launch
     same way.
 
     Returns the replayable recording of this launch (replayed or just recorded), else None: a caller
-    whose own key covers this one's (api/gemm.py) may replay it directly on later calls.
+    whose own key covers this one's (api/gemm.py) may replay it directly on later calls. A split-K recording
+    comes bound to the current stream (:class:`launcher.OnStream`): it bakes in that stream's workspace.
     """
+    # a split-K launch bakes in its stream's workspace (_workspace): the stream is part of its key
     key = (desc, config, a.data_ptr(), sfa.data_ptr(), b.data_ptr(), sfb.data_ptr(), d.data_ptr(),
            a.stride(), sfa.stride(), b.stride(), sfb.stride(), d.stride(), a.dtype, b.dtype, a.get_device(),
-           None if c is None else (c.data_ptr(), c.stride(), c.dtype))
+           None if c is None else (c.data_ptr(), c.stride(), c.dtype),
+           launcher.current_stream(a.device) if config.split_k > 1 else 0)
 
     def build() -> list:
         grid, kernel_args, meta, reduce = _build_plan(desc, config, a, sfa, b, sfb, d, c)
@@ -216,10 +212,13 @@ def fp8_gemm(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c) -> launch
             launches.append((gemm_1d2d._splitk_reduce_kernel, *reduce))
         return launches
 
-    return launcher.replay_or_record(_recordings, key, build, MAX_RECORDINGS)
+    recording = launcher.replay_or_record(_recordings, key, build, MAX_RECORDINGS)
+    if recording is not None and config.split_k > 1:
+        return launcher.OnStream(recording, a.device)
+    return recording
 
 
-def bf16_gemm(desc: GemmDesc, config: Any, a, b, d, c) -> launcher.Recording | None:
+def bf16_gemm(desc: GemmDesc, config: Any, a, b, d, c) -> launcher.Recording | launcher.OnStream | None:
     """BF16 entry point for ``api.dispatch.run_sm90``: recordings and launch live in :mod:`.dispatch_bf16`;
     returns its replayable recording of this launch, else None."""
     from . import dispatch_bf16

@@ -62,12 +62,8 @@ _workspaces: dict[tuple, torch.Tensor] = {}
 
 
 def _workspace(device: torch.device, numel: int) -> torch.Tensor:
-    key = (device, numel)
-    ws = _workspaces.get(key)
-    if ws is None:
-        ws = torch.empty(numel, dtype=torch.float32, device=device)
-        _workspaces[key] = ws
-    return ws
+    """FP32 split-K partials of the current stream (launcher.stream_scratch)."""
+    return launcher.stream_scratch(_workspaces, device, numel, torch.float32)
 
 
 def _desc(t: torch.Tensor, block: list[int]) -> TensorDescriptor:
@@ -126,17 +122,19 @@ MAX_RECORDINGS = 4096
 
 
 def bf16_gemm(desc: GemmDesc, config: Sm90Bf16Config, a: torch.Tensor, b: torch.Tensor, d: torch.Tensor,
-              c: torch.Tensor | None) -> launcher.Recording | None:
+              c: torch.Tensor | None) -> launcher.Recording | launcher.OnStream | None:
     """``d = c + a @ b^T`` on validated tensors (module docstring); falls back to portable where TMA cannot go.
 
     A repeated call (same pointers, strides and dtypes) replays the cached :class:`launcher.Recording` of its
-    launches through Triton's C launcher (what dispatch.fp8_gemm does); returns it when it can replay."""
+    launches through Triton's C launcher (what dispatch.fp8_gemm does); returns it when it can replay (split-K:
+    bound to the current stream, :class:`launcher.OnStream`)."""
     key = (desc, config, a.data_ptr(), b.data_ptr(), d.data_ptr(), c.data_ptr() if c is not None else 0,
            a.stride(), b.stride(), d.stride(), c.stride() if c is not None else None,
-           c.dtype if c is not None else None, a.device.index)
+           c.dtype if c is not None else None, a.device.index,
+           launcher.current_stream(a.device) if config.split_k > 1 else 0)  # split-K: its stream's workspace
     recording = _recordings.get(key)
     if recording is not None and recording():
-        return recording
+        return launcher.OnStream(recording, a.device) if config.split_k > 1 else recording
     av, bv = operand_views(a, b, desc)
     if not (_tma_ready(av) and _tma_ready(bv) and _tma_ready(d)):
         from ..portable.gemm_bf16 import launch_bf16_gemm
@@ -151,7 +149,10 @@ def bf16_gemm(desc: GemmDesc, config: Sm90Bf16Config, a: torch.Tensor, b: torch.
             launches.append((gemm_bf16.splitk_reduce_kernel, *reduce))
         return launches
 
-    return launcher.replay_or_record(_recordings, key, build, MAX_RECORDINGS)
+    recording = launcher.replay_or_record(_recordings, key, build, MAX_RECORDINGS)
+    if recording is not None and config.split_k > 1:  # bakes in this stream's workspace
+        return launcher.OnStream(recording, a.device)
+    return recording
 
 
 def _facts_of(config: Sm90Bf16Config) -> DeviceFacts:

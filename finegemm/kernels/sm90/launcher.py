@@ -37,7 +37,8 @@ from typing import Any
 
 import triton
 
-__all__ = ["TESTED_TRITON", "Replay", "Recording", "launch", "launch_all", "record", "launch_normally"]
+__all__ = ["TESTED_TRITON", "Replay", "Recording", "launch", "launch_all", "record", "launch_normally",
+           "current_stream", "stream_scratch", "OnStream"]
 
 TESTED_TRITON = "3.6."  # the private launcher ABI used by raw/bound modes is read from this version
 
@@ -64,6 +65,65 @@ def _cuda_fns() -> tuple[Callable[[], int], Callable[[int], int]]:
         def get_stream(index: int) -> int:
             return torch.cuda.current_stream(index).cuda_stream
     return get_device, get_stream
+
+
+_stream_fns: tuple[Callable[[], int], Callable[[int], int]] | None = None
+
+
+def current_stream(device: Any) -> int:
+    """Raw handle of ``device``'s current CUDA stream (what a replay launches on); 0 for a non-CUDA device (the
+    launch plans the CPU tests build on CPU tensors)."""
+    global _stream_fns
+    if device.type != "cuda":
+        return 0
+    if _stream_fns is None:
+        _stream_fns = _cuda_fns()
+    get_device, get_stream = _stream_fns
+    return get_stream(get_device() if device.index is None else device.index)
+
+
+def stream_scratch(cache: dict, device: Any, numel: int, dtype: Any, zeroed: bool = False) -> Any:
+    """A cached buffer of ``numel`` elements of ``dtype`` (zero-filled once with ``zeroed``) per (device, current
+    stream, numel).
+
+    For what a launch writes and reads back within itself or its next launch (split-K partials, arrival
+    counters): launches enqueued on two streams at once never share one, provided the recording that bakes the
+    pointer in is keyed with the stream too (:func:`current_stream`). Launches of one stream run in order, so
+    they may share. Two CUDA graphs captured on the same stream share their buffers and must not be replayed
+    concurrently.
+    """
+    import torch
+
+    key = (device, current_stream(device), numel, dtype)
+    buf = cache.get(key)
+    if buf is None:
+        buf = cache[key] = (torch.zeros if zeroed else torch.empty)(numel, dtype=dtype, device=device)
+    return buf
+
+
+class OnStream:
+    """A recording that replays only on the stream it was made for (its launches bake in that stream's
+    :func:`stream_scratch` buffers); on another stream it declines (returns False) like a recording that cannot
+    replay now, and the caller takes its normal path, which keys that stream's own recording."""
+
+    __slots__ = ("recording", "device", "stream")
+
+    def __init__(self, recording: Any, device: Any) -> None:
+        self.recording, self.device, self.stream = recording, device, current_stream(device)
+
+    def __call__(self) -> bool:
+        return current_stream(self.device) == self.stream and self.recording()
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        return self.recording.modes
+
+    @property
+    def replayable(self) -> bool:
+        return self.recording.replayable
+
+    def __repr__(self) -> str:
+        return f"OnStream({self.recording!r}, stream={self.stream:#x})"
 
 
 class Replay:

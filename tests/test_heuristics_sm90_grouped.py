@@ -135,3 +135,34 @@ def test_unpacked_b_is_launched_not_recorded(monkeypatch):
     assert calls == ["normal", "normal"] and not dispatch_grouped._recordings
     dispatch_grouped.m_grouped_fp8_1d2d_gemm_contiguous(desc, cfg, a, sfa, packed, sfb, d, layout, False)
     assert calls[-1] == "record" and len(dispatch_grouped._recordings) == 1
+
+
+def test_256_row_plans_use_256_row_boxes():
+    """The launch plans (CPU tensors) of the 256-row picks: A and the ring scales in 256-row TMA boxes, D staged in
+    64-row boxes, one partial (no PIPE_MMA), the persistent grid capped at the SMs; contiguous and masked."""
+    import torch
+
+    import finegemm
+
+    g, mpg, n, k = 4, 1024, 1024, 1024
+    desc = _contig(g * mpg, n, k, g)
+    cfg = get_sm90_grouped_config(desc, H200)
+    assert cfg.block_m == 256
+    a = torch.zeros(g * mpg, k, dtype=torch.float8_e4m3fn)
+    sfa = finegemm.get_mn_major_tma_aligned_tensor(torch.ones(g * mpg, k // 128))
+    b, sfb = torch.zeros(g, n, k, dtype=torch.float8_e4m3fn), torch.ones(g, n // 128, k // 128)
+    d, layout = torch.zeros(g * mpg, n, dtype=torch.bfloat16), torch.zeros(g * mpg, dtype=torch.int32)
+    grid, args, meta = dispatch_grouped._contiguous_plan(desc, cfg, a, sfa, b, sfb, d, layout, False)
+    assert list(args[0].block_shape) == [256, 128] and list(args[-1].block_shape) == [1, 256]
+    assert list(args[2].block_shape) == [64, 128] and grid == (128,)  # 16 x 8 tiles
+    assert meta["BLOCK_M"] == 256 and not meta["PIPE_MMA"] and meta["SFA_TMA"] and meta["GROUPING"] == 1
+    masked = _masked(mpg, n, k, g, mpg)
+    mcfg = get_sm90_grouped_config(masked, H200)
+    assert mcfg.block_m == 256
+    cols, m_aligned = k // 128, mpg
+    sfa3 = torch.ones(g * cols * m_aligned).as_strided((g, mpg, cols), (cols * m_aligned, 1, m_aligned))
+    a3, d3 = a.view(g, mpg, k), d.view(g, mpg, n)
+    masked_m = torch.full((g,), mpg, dtype=torch.int32)
+    grid, args, meta = dispatch_grouped._masked_plan(masked, mcfg, a3, sfa3, b, sfb, d3, masked_m)
+    assert list(args[0].block_shape) == [256, 128] and list(args[-1].block_shape) == [1, 256]
+    assert grid == (128,) and meta["BLOCK_M"] == 256 and meta["GROUPING"] == 2 and not meta["PIPE_MMA"]

@@ -90,7 +90,7 @@ def stream_scratch(cache: dict, device: Any, numel: int, dtype: Any, zeroed: boo
     counters): launches enqueued on two streams at once never share one, provided the recording that bakes the
     pointer in is keyed with the stream too (:func:`current_stream`). Launches of one stream run in order, so
     they may share. Two CUDA graphs captured on the same stream share their buffers and must not be replayed
-    concurrently.
+    concurrently. Buffers are never freed (recordings keep their pointers): one set per stream that used them.
     """
     import torch
 

@@ -51,7 +51,7 @@ import math
 from ..kernels.sm90 import layouts
 from .device import DeviceFacts
 from .heuristics import GemmDesc
-from .heuristics_sm90 import MAX_STAGES, Sm90Config
+from .heuristics_sm90 import MAX_STAGES, Sm90Config, _wave_efficiency
 
 GROUPED_LAYOUTS = ("m_grouped_contiguous", "m_grouped_masked")
 # fp8_gemm_kernel's grouped static asserts: one 64-row wave per math warpgroup, or two (256, one partial)
@@ -78,12 +78,6 @@ def rows_per_group(desc: GemmDesc) -> int:
     return desc.m
 
 
-def _rounds_busy(m: int, n: int, bm: int, bn: int, facts: DeviceFacts) -> float:
-    """Busy fraction of the persistent grid's tile rounds over an ``m`` x ``n`` output: tiles / (rounds * SMs)."""
-    tiles = math.ceil(m / bm) * math.ceil(n / bn)
-    return tiles / (math.ceil(tiles / facts.num_sms) * facts.num_sms)
-
-
 def make_grouped_config(facts: DeviceFacts, bm: int, bn: int, sfa_tma: bool, group_m: int = 8,
                         pipe_mma: bool = False) -> Sm90Config:
     """A grouped config for explicit tiles: stages fill the shared memory beside the BF16 D staging tile.
@@ -107,7 +101,7 @@ def get_sm90_grouped_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Config:
         if tiles_128 < facts.num_sms:
             return make_grouped_config(facts, 64, bn, sfa_tma=True)
         if rows_per_group(desc) >= CONTIGUOUS_256_MIN_ROWS and bn == 128 and \
-                _rounds_busy(desc.m, desc.n, 256, bn, facts) + 0.1 >= _rounds_busy(desc.m, desc.n, 128, bn, facts):
+                _wave_efficiency(desc, facts, 256, bn) + 0.1 >= _wave_efficiency(desc, facts, 128, bn):
             # scales in the ring, packed UE8M0 ones too (CPU compile: from global memory those spill 88 bytes
             # at 256 rows here, while the dense kernel spills with them in the ring)
             return make_grouped_config(facts, 256, bn, sfa_tma=True)

@@ -199,11 +199,9 @@ def fp8_gemm(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c
     whose own key covers this one's (api/gemm.py) may replay it directly on later calls. A split-K recording
     comes bound to the current stream (:class:`launcher.OnStream`): it bakes in that stream's workspace.
     """
-    # a split-K launch bakes in its stream's workspace (_workspace): the stream is part of its key
     key = (desc, config, a.data_ptr(), sfa.data_ptr(), b.data_ptr(), sfb.data_ptr(), d.data_ptr(),
            a.stride(), sfa.stride(), b.stride(), sfb.stride(), d.stride(), a.dtype, b.dtype, a.get_device(),
-           None if c is None else (c.data_ptr(), c.stride(), c.dtype),
-           launcher.current_stream(a.device) if config.split_k > 1 else 0)
+           None if c is None else (c.data_ptr(), c.stride(), c.dtype))
 
     def build() -> list:
         grid, kernel_args, meta, reduce = _build_plan(desc, config, a, sfa, b, sfb, d, c)
@@ -212,10 +210,9 @@ def fp8_gemm(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c
             launches.append((gemm_1d2d._splitk_reduce_kernel, *reduce))
         return launches
 
-    recording = launcher.replay_or_record(_recordings, key, build, MAX_RECORDINGS)
-    if recording is not None and config.split_k > 1:
-        return launcher.OnStream(recording, a.device)
-    return recording
+    # a split-K launch bakes in its stream's workspace (_workspace)
+    return launcher.replay_or_record(_recordings, key, build, MAX_RECORDINGS,
+                                     stream_of=a.device if config.split_k > 1 else None)
 
 
 def bf16_gemm(desc: GemmDesc, config: Any, a, b, d, c) -> launcher.Recording | launcher.OnStream | None:

@@ -130,11 +130,11 @@ def bf16_gemm(desc: GemmDesc, config: Sm90Bf16Config, a: torch.Tensor, b: torch.
     bound to the current stream, :class:`launcher.OnStream`)."""
     key = (desc, config, a.data_ptr(), b.data_ptr(), d.data_ptr(), c.data_ptr() if c is not None else 0,
            a.stride(), b.stride(), d.stride(), c.stride() if c is not None else None,
-           c.dtype if c is not None else None, a.device.index,
-           launcher.current_stream(a.device) if config.split_k > 1 else 0)  # split-K: its stream's workspace
-    recording = _recordings.get(key)
-    if recording is not None and recording():
-        return launcher.OnStream(recording, a.device) if config.split_k > 1 else recording
+           c.dtype if c is not None else None, a.device.index)
+    stream_of = a.device if config.split_k > 1 else None  # split-K: the launches bake in its stream's workspace
+    recording = launcher.replay_cached(_recordings, key, stream_of)
+    if recording is not None:
+        return recording
     av, bv = operand_views(a, b, desc)
     if not (_tma_ready(av) and _tma_ready(bv) and _tma_ready(d)):
         from ..portable.gemm_bf16 import launch_bf16_gemm
@@ -149,10 +149,7 @@ def bf16_gemm(desc: GemmDesc, config: Sm90Bf16Config, a: torch.Tensor, b: torch.
             launches.append((gemm_bf16.splitk_reduce_kernel, *reduce))
         return launches
 
-    recording = launcher.replay_or_record(_recordings, key, build, MAX_RECORDINGS)
-    if recording is not None and config.split_k > 1:  # bakes in this stream's workspace
-        return launcher.OnStream(recording, a.device)
-    return recording
+    return launcher.replay_or_record(_recordings, key, build, MAX_RECORDINGS, stream_of=stream_of)
 
 
 def _facts_of(config: Sm90Bf16Config) -> DeviceFacts:

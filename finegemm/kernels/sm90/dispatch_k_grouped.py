@@ -360,12 +360,11 @@ def k_grouped_fp8_1d1d_gemm(desc: GemmDesc, config: KGroupedConfig, a: torch.Ten
         b_k = _k_major("b", b, desc.n, desc.k, config.transpose_b)
     key = (desc, config, tuple(ks), flat_k_major, a.data_ptr(), b.data_ptr(), a_k.data_ptr(), b_k.data_ptr(),
            sfa_mn.data_ptr(), sfb_mn.data_ptr(), c.data_ptr(), d.data_ptr(), a.stride(), b.stride(),
-           sfa_mn.stride(), sfb_mn.stride(), c.stride(), d.stride(), a.dtype, b.dtype, a.device.index,
-           launcher.current_stream(a.device))  # split groups bake in their stream's workspace
-    launcher.replay_or_record(
+           sfa_mn.stride(), sfb_mn.stride(), c.stride(), d.stride(), a.dtype, b.dtype, a.device.index)
+    launcher.replay_or_record(  # split groups bake in their stream's workspace
         _fp8_recordings, key,
         lambda: _fp8_launches(plan, desc, config, a, sfa_mn, b, sfb_mn, c, d, a_k, b_k, flat_k_major),
-        MAX_FP8_RECORDINGS)
+        MAX_FP8_RECORDINGS, stream_of=a.device)
     _copy_empty(plan, c, d)
 
 
@@ -393,7 +392,8 @@ def k_grouped_bf16_gemm(desc: GemmDesc, config: KGroupedConfig, a: torch.Tensor,
     """BF16 ``d[g] = c[g] + a_g^T @ b_g`` (tn form, module docstring), one dense BF16 launch per group."""
     del sfa, sfb, ks_tensor, flat_k_major
     key = (desc, config, tuple(ks), a.data_ptr(), b.data_ptr(), c.data_ptr(), d.data_ptr(), a.stride(), b.stride(),
-           c.stride(), d.stride(), a.device.index, launcher.current_stream(a.device))
+           c.stride(), d.stride(), a.device.index)
     plan = _plan(desc, config, ks, None, None)
-    launcher.replay_or_record(_bf16_recordings, key, lambda: _bf16_launches(plan, a, b, c, d), MAX_BF16_RECORDINGS)
+    launcher.replay_or_record(_bf16_recordings, key, lambda: _bf16_launches(plan, a, b, c, d), MAX_BF16_RECORDINGS,
+                              stream_of=a.device)  # split groups bake in their stream's workspace
     _copy_empty(plan, c, d)

@@ -38,7 +38,7 @@ from typing import Any
 import triton
 
 __all__ = ["TESTED_TRITON", "Replay", "Recording", "launch", "launch_all", "record", "launch_normally",
-           "current_stream", "stream_scratch", "OnStream"]
+           "current_stream", "stream_scratch", "OnStream", "replay_cached", "replay_or_record"]
 
 TESTED_TRITON = "3.6."  # the private launcher ABI used by raw/bound modes is read from this version
 
@@ -436,8 +436,26 @@ def launch_normally(launches: Sequence[Launch]) -> None:
         kernel[grid](*args, **kwargs)
 
 
+def _scoped(key: Any, stream_of: Any) -> Any:
+    """``key``, joined by ``stream_of``'s current stream when the launches use its :func:`stream_scratch` buffers."""
+    return key if stream_of is None else (key, current_stream(stream_of))
+
+
+def _bound(recording: Recording, stream_of: Any) -> Recording | OnStream:
+    return recording if stream_of is None else OnStream(recording, stream_of)
+
+
+def replay_cached(cache: dict, key: Any, stream_of: Any = None) -> Recording | OnStream | None:
+    """Replay the recording cached under ``key`` (and ``stream_of``'s current stream, see :func:`replay_or_record`)
+    and return it; None when there is none or it cannot replay now (nothing launched)."""
+    recording = cache.get(_scoped(key, stream_of))
+    if recording is not None and recording():
+        return _bound(recording, stream_of)
+    return None
+
+
 def replay_or_record(cache: dict, key: Any, build: Callable[[], Sequence[Launch]], max_entries: int,
-                     cacheable: bool = True) -> Recording | None:
+                     cacheable: bool = True, stream_of: Any = None) -> Recording | OnStream | None:
     """The host path every sm90 entry shares: replay the recording cached under ``key``; else ``build()``
     the launches and launch them, recording them under ``key`` on its first call.
 
@@ -445,10 +463,14 @@ def replay_or_record(cache: dict, key: Any, build: Callable[[], Sequence[Launch]
     normally with the freshly built arguments. ``cacheable`` False (launches that read a per-call copy,
     whose pointer a recording would keep after the copy is freed) launches normally every time. The
     cache is emptied when it reaches ``max_entries``. Returns the recording when it can replay, else None.
+    ``stream_of`` (a device; None: any stream): the launches use that device's current-stream
+    :func:`stream_scratch` buffers (split-K partials), so the stream joins the key and the recording returned
+    replays only on it (:class:`OnStream`).
     """
+    key = _scoped(key, stream_of)
     recording = cache.get(key) if cacheable else None
     if recording is not None and recording():
-        return recording
+        return _bound(recording, stream_of)
     launches = build()
     if recording is not None or not cacheable:
         launch_normally(launches)
@@ -456,4 +478,4 @@ def replay_or_record(cache: dict, key: Any, build: Callable[[], Sequence[Launch]
     if len(cache) >= max_entries:
         cache.clear()
     recording = cache[key] = record(launches)
-    return recording if recording.replayable else None
+    return _bound(recording, stream_of) if recording.replayable else None

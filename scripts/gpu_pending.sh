@@ -14,8 +14,9 @@
 #                                   suites at the tree with PDL and BLOCK_M 192 (neither ran on it), then the k-grouped
 #                                   bench against DeepGEMM's own cases
 #   bash scripts/gpu_pending.sh 5   the grouped and MQA GPU tests at that tree
-#   bash scripts/gpu_pending.sh 6   (after the 10th session) the full GEMM GPU suites at its final tree, then the
-#                                   dense / weight-grad / bf16 harness (README table)
+#   bash scripts/gpu_pending.sh 6   (after the 10th session) the launcher (per-stream split-K), grouped, k-grouped
+#                                   and BF16 GPU suites at its final tree
+#   bash scripts/gpu_pending.sh 7   the dense GPU suite, then the dense / weight-grad / bf16 harness (README table)
 # Logs and JSON in $OUT/pending<part>.tgz (the device tool returns only a few files).
 # Here first: git rev-parse --short HEAD > .commit (and carry ".commit").
 set -uo pipefail
@@ -28,7 +29,7 @@ pack() { tar -czf "$OUT/pending$PART.tgz" -C "$LOGS" .; }  # after every step: a
 commit="$(cat .commit 2>/dev/null || echo unknown)"
 pytest_gpu() {  # log name, then test paths
     local log="$1"; shift
-    timeout 300 python3 -m pytest -m gpu -q -p no:cacheprovider "$@" 2>&1 | tee "$LOGS/$log" | tail -4
+    timeout "${PYTEST_TIMEOUT:-300}" python3 -m pytest -m gpu -q -p no:cacheprovider "$@" 2>&1 | tee "$LOGS/$log" | tail -4
     [ "${PIPESTATUS[0]}" = 0 ] || status=1
     pack
 }
@@ -60,10 +61,13 @@ elif [ "$PART" = 5 ]; then
     pytest_gpu pytest-grouped-mqa.log tests/test_sm90_grouped_gpu.py tests/test_sm90_bf16_grouped_gpu.py \
         tests/test_sm90_mqa.py tests/test_sm90_paged_mqa.py
 elif [ "$PART" = 6 ]; then
-    # after the 10th session: the full GPU suites at its final tree (only subsets ran after the a_regs removal and
-    # the review refactors), then the dense / weight-grad / bf16 harness for the README table
-    pytest_gpu pytest-all.log tests/test_sm90_gpu.py tests/test_sm90_grouped_gpu.py tests/test_sm90_k_grouped_gpu.py \
-        tests/test_sm90_bf16_gpu.py tests/test_sm90_launcher_gpu.py
+    # after the 10th session: the per-stream split-K test first (never run on a GPU), then the grouped, k-grouped
+    # and BF16 suites at the final tree (only subsets ran after the a_regs removal and the review refactors)
+    PYTEST_TIMEOUT=500 pytest_gpu pytest-launcher-grouped-bf16.log tests/test_sm90_launcher_gpu.py \
+        tests/test_sm90_k_grouped_gpu.py tests/test_sm90_grouped_gpu.py tests/test_sm90_bf16_gpu.py
+elif [ "$PART" = 7 ]; then
+    # the dense suite at the final tree, then the dense / weight-grad / bf16 harness for the README table
+    PYTEST_TIMEOUT=330 pytest_gpu pytest-dense.log tests/test_sm90_gpu.py
     timeout 200 python3 -m finegemm.bench --plain --no-progress --suite dense,weight-grad,bf16 \
         --peers finegemm-sm90,cublas-block,cublas-bf16 --commit "$commit" --json "$LOGS/bench.json" \
         > "$LOGS/bench.log" 2>&1 || status=1

@@ -111,7 +111,9 @@ def test_public_api_replays_recorded_launch(m, n, k, monkeypatch):
     """bf16_gemm_nt's hot path (api/gemm.py's recording per pointers + signature, replayed through Triton's C
     launcher): new contents and new tensor objects at the same addresses, a CUDA graph of the call and a call
     on a side stream all give the result of a fresh kernel[grid] launch bit for bit (64x2112x7168 splits K,
-    so the recording holds the reduction too) without reaching the sm90 dispatch again."""
+    so the recording holds the reduction too) without reaching the sm90 dispatch again; a split-K recording
+    replays only on its own stream (its workspace), so the graph's capture and the side stream's first call go
+    through the dispatch once."""
     mod = _sm90()
     from finegemm.api import gemm as api_gemm
     from finegemm.jit.device import device_facts
@@ -150,6 +152,8 @@ def test_public_api_replays_recorded_launch(m, n, k, monkeypatch):
         assert reference.calc_diff(d, reference.bf16_gemm("nt", a, b, None)) < 1e-5
 
     check(lambda: finegemm.bf16_gemm_nt(view(a), view(b), view(d)), 1)
+    if cfg.split_k > 1:  # bound to its stream's split-K workspace: another stream takes the dispatch once
+        monkeypatch.undo()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         finegemm.bf16_gemm_nt(a, b, d)
@@ -165,3 +169,6 @@ def test_public_api_replays_recorded_launch(m, n, k, monkeypatch):
         torch.cuda.synchronize()
 
     check(on_side, 3)
+    if cfg.split_k > 1:  # the API's entry now replays the side stream's recording without the dispatch
+        monkeypatch.setattr(api_gemm, "_sm90_module", no_dispatch)
+        check(on_side, 4)

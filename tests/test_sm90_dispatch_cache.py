@@ -329,3 +329,35 @@ def test_split_k_recordings_and_workspaces_are_per_stream(rec, monkeypatch):
     b = launcher.stream_scratch(ws, torch.device("cpu"), 8, torch.float32)
     assert a.data_ptr() != b.data_ptr() and launcher.stream_scratch(ws, torch.device("cpu"), 8, torch.float32) is b
     assert bool((launcher.stream_scratch({}, torch.device("cpu"), 4, torch.int32, zeroed=True) == 0).all())
+
+
+def test_split_k_buffers_of_a_graph_capture_are_neither_cached_nor_recorded(rec, monkeypatch):
+    """While the current stream captures a CUDA graph, launcher.stream_scratch allocates a fresh buffer (in the
+    graph's pool, its zero fill a node of that graph) and caches none, and the launches that use it launch
+    normally, unrecorded: a second graph captured on the same stream gets its own. Outside a capture the buffer
+    is cached and the launches recorded as before."""
+    from finegemm.kernels.sm90 import launcher
+
+    _Streams(monkeypatch)
+    capturing = [True]
+    monkeypatch.setattr(launcher, "_capturing", lambda device: capturing[0])
+    ws: dict = {}
+    cpu = torch.device("cpu")
+    one = launcher.stream_scratch(ws, cpu, 8, torch.int32, zeroed=True)
+    assert launcher.stream_scratch(ws, cpu, 8, torch.int32, zeroed=True) is not one and not ws
+    assert bool((one == 0).all())
+    built = rec.build_plan
+
+    def build_plan(*args):
+        launcher.stream_scratch(ws, cpu, 8, torch.float32)
+        return built(*args)
+
+    monkeypatch.setattr(dispatch, "_build_plan", build_plan)
+    t = _tensors()
+    assert _call(t, split=4) is None and _call(t, split=4) is None
+    assert rec.recorded == [] and rec.normal == [["fp8_gemm_kernel", "_splitk_reduce_kernel"]] * 2
+    capturing[0] = False
+    first = _call(t, split=4)
+    assert isinstance(first, launcher.OnStream) and len(rec.recorded) == 1 and len(ws) == 1
+    capturing[0] = True  # a capture on a stream whose buffers exist (made outside any capture) replays them
+    assert _call(t, split=4).recording is first.recording and rec.replays == 1

@@ -88,7 +88,9 @@ def test_replay_is_bit_identical_to_the_normal_launch(m, n, k):
 def test_public_api_replays(m, n, k, monkeypatch):
     """fp8_gemm_nt's hot path (api/gemm.py's recording per pointers + signature): after the first
     call, new contents and new tensor objects at the same addresses replay without reaching the
-    sm90 dispatch, bit-identical to the normal launch, also from a CUDA graph and on a side stream."""
+    sm90 dispatch, bit-identical to the normal launch, also from a CUDA graph and on a side stream.
+    A split-K launch replays only on its own stream (its split-K buffers): captured in a graph or on a
+    side stream it goes through the dispatch once, then the side stream's calls replay."""
     dispatch, gemm_1d2d, desc, cfg = _setup(m, n, k)
     from finegemm.api import gemm as api_gemm
 
@@ -119,6 +121,8 @@ def test_public_api_replays(m, n, k, monkeypatch):
         assert torch.equal(_bits(d), _bits(want)), seed
 
     check(lambda: finegemm.fp8_gemm_nt((view(a), view(sfa_k)), (view(b), view(sfb_k)), view(d)), 7)
+    if cfg.split_k > 1:  # bound to its stream's split-K buffers: another stream takes the dispatch once
+        monkeypatch.undo()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         finegemm.fp8_gemm_nt((a, sfa_k), (b, sfb_k), d)
@@ -134,7 +138,15 @@ def test_public_api_replays(m, n, k, monkeypatch):
         torch.cuda.synchronize()
 
     check(on_side, 9)
-    assert len(api_gemm._FP8_RECORDINGS) == n_api and len(dispatch._recordings) == n_sm90
+    assert len(api_gemm._FP8_RECORDINGS) == n_api
+    if cfg.split_k > 1:
+        # the side stream's launches were recorded (the capture's were not: launcher.stream_scratch) and the
+        # API's entry now replays them on the side stream without the dispatch
+        assert len(dispatch._recordings) <= n_sm90 + 1
+        monkeypatch.setattr(api_gemm, "_sm90_module", no_dispatch)
+        check(on_side, 10)
+    else:
+        assert len(dispatch._recordings) == n_sm90
 
 
 @pytest.mark.parametrize("m,n,k", SHAPES)
@@ -249,3 +261,73 @@ def test_split_k_on_two_streams_at_once():
         for i in range(2):
             assert reference.calc_diff(d8[i], want8[i]) < 1e-3, i
             assert reference.calc_diff(d16[i], want16[i]) < 1e-5, i
+
+
+def test_split_k_graphs_captured_on_one_stream():
+    """CUDA graphs captured one after another on torch's capture stream each own the split-K partials and arrival
+    counters their capture allocated (launcher.stream_scratch caches no buffer allocated while capturing): FP32
+    576x4096x7168 with C (fused split tail: the kernel counts arrivals and leaves the counters 0) and BF16
+    64x2112x7168 (split K, reduction launch). The graph captured last, replayed first, is right; both graphs
+    replayed at once on two streams are right."""
+    dispatch, _, device_facts = _sm90()
+    from finegemm.jit.heuristics import GemmDesc
+    from finegemm.quant import per_token_cast_to_fp8
+
+    dev = torch.device("cuda")
+    m, n, k = 576, 4096, 7168
+    cfg = dispatch.get_config(GemmDesc("fp8_1d1d", m, n, k, True, True, True, True, False), device_facts(dev))
+    assert cfg.splitk_fused and cfg.split_tail, cfg
+    fp8, c, d8, want8 = [], [], [], []
+    for i in range(2):
+        torch.manual_seed(40 + i)
+        a, sfa = per_token_cast_to_fp8(torch.randn(m, k, device=dev, dtype=torch.bfloat16))
+        b, sfb = per_token_cast_to_fp8(torch.randn(n, k, device=dev, dtype=torch.bfloat16))
+        fp8.append((a, sfa, b, sfb))
+        c.append(torch.randn(m, n, device=dev))
+        d8.append(torch.empty(m, n, device=dev))
+        want8.append(reference.fp8_gemm_nt((a, sfa), (b, sfb), c[i], recipe=(1, 1, 128)))
+    bm, bn, bk = SHAPES[0]
+    bf16 = [(torch.randn(bm, bk, device=dev, dtype=torch.bfloat16), torch.randn(bn, bk, device=dev,
+                                                                               dtype=torch.bfloat16))
+            for _ in range(2)]
+    d16 = [torch.empty(bm, bn, device=dev, dtype=torch.bfloat16) for _ in range(2)]
+    want16 = [reference.bf16_gemm("nt", x, w) for x, w in bf16]
+
+    def call(i):
+        a, sfa, b, sfb = fp8[i]
+        finegemm.fp8_gemm_nt((a, sfa), (b, sfb), d8[i], c=c[i], recipe=(1, 1, 128))
+        finegemm.bf16_gemm_nt(bf16[i][0], bf16[i][1], d16[i])
+
+    call(0)  # compiled and warm outside the capture
+    torch.cuda.synchronize()
+    graphs = [torch.cuda.CUDAGraph() for _ in range(2)]
+    for i, graph in enumerate(graphs):
+        with torch.cuda.graph(graph):
+            call(i)
+
+    def poison():
+        for t in d8 + d16:
+            t.fill_(float("nan"))
+
+    def check():
+        torch.cuda.synchronize()
+        for i in range(2):
+            assert reference.calc_diff(d8[i], want8[i]) < 1e-3, i
+            assert reference.calc_diff(d16[i], want16[i]) < 1e-5, i
+
+    poison()
+    graphs[1].replay()
+    graphs[0].replay()
+    check()
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    for _ in range(3):
+        poison()
+        for s in streams:
+            s.wait_stream(torch.cuda.current_stream())
+        for _ in range(10):
+            for graph, s in zip(graphs, streams):
+                with torch.cuda.stream(s):
+                    graph.replay()
+        for s in streams:
+            torch.cuda.current_stream().wait_stream(s)
+        check()

@@ -89,16 +89,36 @@ def stream_scratch(cache: dict, device: Any, numel: int, dtype: Any, zeroed: boo
     For what a launch writes and reads back within itself or its next launch (split-K partials, arrival
     counters): launches enqueued on two streams at once never share one, provided the recording that bakes the
     pointer in is keyed with the stream too (:func:`current_stream`). Launches of one stream run in order, so
-    they may share. Two CUDA graphs captured on the same stream share their buffers and must not be replayed
-    concurrently. Buffers are never freed (recordings keep their pointers): one set per stream that used them.
+    they may share. Buffers are never freed (recordings keep their pointers): one set per stream that used them.
+
+    While the current stream captures a CUDA graph, a missing buffer is allocated in the graph's memory pool and
+    its zero fill becomes a node of that graph: it belongs to this graph alone and is not cached (a later graph
+    captured on the same stream would otherwise use it without the fill, or replay concurrently into it), and
+    :func:`replay_or_record` does not record the launches that use it.
     """
     import torch
 
+    global _built_in_capture
     key = (device, current_stream(device), numel, dtype)
     buf = cache.get(key)
     if buf is None:
-        buf = cache[key] = (torch.zeros if zeroed else torch.empty)(numel, dtype=dtype, device=device)
+        buf = (torch.zeros if zeroed else torch.empty)(numel, dtype=dtype, device=device)
+        if _capturing(device):
+            _built_in_capture = True
+        else:
+            cache[key] = buf
     return buf
+
+
+# Set by stream_scratch when the launches being built use a buffer of the graph being captured (never recorded).
+_built_in_capture = False
+
+
+def _capturing(device: Any) -> bool:
+    """Whether ``device``'s current stream is capturing a CUDA graph."""
+    import torch
+
+    return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
 
 
 class OnStream:
@@ -462,17 +482,21 @@ def replay_or_record(cache: dict, key: Any, build: Callable[[], Sequence[Launch]
     A key whose recording cannot replay now (a launch hook, another current device, ...) launches
     normally with the freshly built arguments. ``cacheable`` False (launches that read a per-call copy,
     whose pointer a recording would keep after the copy is freed) launches normally every time. The
-    cache is emptied when it reaches ``max_entries``. Returns the recording when it can replay, else None.
+    cache is emptied when it reaches ``max_entries``. Launches that use a buffer allocated for a CUDA graph being
+    captured (:func:`stream_scratch`) are launched normally and not recorded. Returns the recording when it can
+    replay, else None.
     ``stream_of`` (a device; None: any stream): the launches use that device's current-stream
     :func:`stream_scratch` buffers (split-K partials), so the stream joins the key and the recording returned
     replays only on it (:class:`OnStream`).
     """
+    global _built_in_capture
     key = _scoped(key, stream_of)
     recording = cache.get(key) if cacheable else None
     if recording is not None and recording():
         return _bound(recording, stream_of)
+    _built_in_capture = False
     launches = build()
-    if recording is not None or not cacheable:
+    if recording is not None or not cacheable or _built_in_capture:
         launch_normally(launches)
         return None
     if len(cache) >= max_entries:

@@ -21,17 +21,19 @@ from finegemm.bench.inputs import make_inputs
 from finegemm.bench.suites import weight_grad_cases
 from finegemm.bench.timer import L2Flush, time_cuda
 from finegemm.jit.heuristics import GemmDesc
-from finegemm.jit.heuristics_sm90 import make_config
+from finegemm.jit.heuristics_sm90 import SPLIT_TAIL_K, make_config
 from finegemm.kernels.sm90 import dispatch
 from finegemm.reference.dense import calc_diff
 
 sys.path.insert(0, os.path.dirname(__file__))
 from c_epilogue_probe import run_shapes  # noqa: E402
 
-SHAPES = [(576, 4096, 7168), (2112, 4096, 7168), (4096, 4096, 7168), (7168, 4096, 2048)]
-# (BLOCK_M, BLOCK_N, split-K, shared D staging, PIPE_MMA); scales by TMA in the ring throughout
+SHAPES = [(2112, 4096, 7168), (576, 4096, 7168), (4096, 4096, 7168), (7168, 4096, 2048)]
+# (BLOCK_M, BLOCK_N, split-K, shared D staging, PIPE_MMA); scales by TMA in the ring throughout; split "t": the
+# last partial tile round split SPLIT_TAIL_K ways (split_tail, fused reduction)
 CANDIDATES = [(256, 128, 1, True, False), (128, 128, 1, False, True), (128, 64, 1, False, True),
-              (64, 128, 1, False, True), (128, 128, 2, False, True), (64, 128, 2, False, True)]
+              (64, 128, 1, False, True), (128, 128, 2, False, True), (64, 128, 2, False, True),
+              (128, 128, "t", False, True), (128, 64, "t", False, True), (64, 128, "t", False, True)]
 
 
 def probe(m: int, n: int, k: int, dev: torch.device, flush: L2Flush, facts) -> dict:
@@ -54,8 +56,11 @@ def probe(m: int, n: int, k: int, dev: torch.device, flush: L2Flush, facts) -> d
             cfg, name = chosen, "dispatched"
         else:
             bm, bn, split, se, pipe = cand
-            cfg = dataclasses.replace(make_config(desc, facts, bm, bn, split, small_epi=se, sfa_tma=True, sfb_tma=True),
-                                      pipe_mma=pipe)
+            tail = split == "t"
+            cfg = dataclasses.replace(make_config(desc, facts, bm, bn, SPLIT_TAIL_K if tail else split, small_epi=se,
+                                                  sfa_tma=True, sfb_tma=True), pipe_mma=pipe)
+            if tail:
+                cfg = dataclasses.replace(cfg, splitk_fused=True, split_tail=True, c_tma=cfg.can_stage_c)
             name = f"{bm}x{bn}s{split}{'-se' if se else ''}{'-pipe' if pipe else ''}"
         try:
             run(cfg)

@@ -340,7 +340,7 @@ def test_split_k_buffers_of_a_graph_capture_are_neither_cached_nor_recorded(rec,
 
     _Streams(monkeypatch)
     capturing = [True]
-    monkeypatch.setattr(launcher, "_capturing", lambda device: capturing[0])
+    monkeypatch.setattr(launcher, "capturing", lambda device: capturing[0])
     ws: dict = {}
     cpu = torch.device("cpu")
     one = launcher.stream_scratch(ws, cpu, 8, torch.int32, zeroed=True)

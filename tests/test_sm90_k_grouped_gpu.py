@@ -210,3 +210,44 @@ def test_non_row_major_c_runs_portable_and_is_right():
     finegemm.k_grouped_fp8_gemm_tn_contiguous(a, b, d, ks, torch.tensor(ks, dtype=torch.int32, device=dev), c=c)
     torch.cuda.synchronize()
     assert calc_diff(d, ref.k_grouped_fp8_gemm_tn_contiguous(a, b, ks, c)) < FP8_BOUND
+
+
+def test_fp8_tn_graphs_captured_on_one_stream():
+    """The tn form's transposing copies write a per-stream workspace; one allocated while a CUDA graph is captured
+    belongs to that graph (dispatch_k_grouped._workspace caches none), so two graphs captured one after another
+    on torch's capture stream and replayed at once on two streams each read their own operands."""
+    dev = sm90_device()
+    ks = _ks(4)
+    calls, expected, outs = [], [], []
+    for i in range(2):
+        torch.manual_seed(50 + i)
+        a_q, sfa = k_grouped_cast(torch.randn(sum(ks), M, device=dev), ks)
+        b_q, sfb = k_grouped_cast(torch.randn(sum(ks), N, device=dev), ks)
+        c = torch.randn(len(ks), M, N, device=dev)
+        d = torch.empty_like(c)
+        expected.append(ref.k_grouped_fp8_gemm_tn_contiguous((a_q, sfa), (b_q, sfb), ks, c))
+        ks_tensor = torch.tensor(ks, dtype=torch.int32, device=dev)
+        calls.append(lambda a=(a_q, sfa), b=(b_q, sfb), c=c, d=d, kt=ks_tensor:
+                     finegemm.k_grouped_fp8_gemm_tn_contiguous(a, b, d, ks, kt, c=c))
+        outs.append(d)
+    calls[0]()  # compiled outside the capture
+    torch.cuda.synchronize()
+    graphs = [torch.cuda.CUDAGraph() for _ in calls]
+    for graph, call in zip(graphs, calls):
+        with torch.cuda.graph(graph):
+            call()
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    for _ in range(3):
+        for d in outs:
+            d.fill_(float("nan"))
+        for s in streams:
+            s.wait_stream(torch.cuda.current_stream())
+        for _ in range(10):
+            for graph, s in zip(graphs, streams):
+                with torch.cuda.stream(s):
+                    graph.replay()
+        for s in streams:
+            torch.cuda.current_stream().wait_stream(s)
+        torch.cuda.synchronize()
+        for d, want in zip(outs, expected):
+            assert not torch.isnan(d).any() and calc_diff(d, want) < FP8_BOUND

@@ -283,13 +283,17 @@ def _workspace(role: str, like: torch.Tensor, rows: int, cols: int) -> torch.Ten
     Per stream, so that tn calls enqueued on two streams at once never share a buffer (a call's
     recording holds the workspace pointer in its key, so each stream replays its own). A grown buffer
     replaces the old one; recordings that named the old one miss, so none replays into freed memory.
+    One allocated while the stream captures a CUDA graph belongs to that graph (its memory pool) and is not
+    cached: graphs captured one after another on torch's capture stream, replayed at once, share none.
     """
     stream = torch.cuda.current_stream(like.device).cuda_stream if like.is_cuda else 0
     key = (like.device, role, stream)
     ws = _workspaces.get(key)
     numel = rows * cols
     if ws is None or ws.numel() < numel:
-        ws = _workspaces[key] = torch.empty(max(numel, 1), dtype=torch.uint8, device=like.device)
+        ws = torch.empty(max(numel, 1), dtype=torch.uint8, device=like.device)
+        if not launcher.capturing(like.device):
+            _workspaces[key] = ws
     return ws[:numel].view(like.dtype).view(rows, cols)
 
 

@@ -38,7 +38,7 @@ from typing import Any
 import triton
 
 __all__ = ["TESTED_TRITON", "Replay", "Recording", "launch", "launch_all", "record", "launch_normally",
-           "current_stream", "stream_scratch", "OnStream", "replay_cached", "replay_or_record"]
+           "current_stream", "capturing", "stream_scratch", "OnStream", "replay_cached", "replay_or_record"]
 
 TESTED_TRITON = "3.6."  # the private launcher ABI used by raw/bound modes is read from this version
 
@@ -103,7 +103,7 @@ def stream_scratch(cache: dict, device: Any, numel: int, dtype: Any, zeroed: boo
     buf = cache.get(key)
     if buf is None:
         buf = (torch.zeros if zeroed else torch.empty)(numel, dtype=dtype, device=device)
-        if _capturing(device):
+        if capturing(device):
             _built_in_capture = True
         else:
             cache[key] = buf
@@ -114,7 +114,7 @@ def stream_scratch(cache: dict, device: Any, numel: int, dtype: Any, zeroed: boo
 _built_in_capture = False
 
 
-def _capturing(device: Any) -> bool:
+def capturing(device: Any) -> bool:
     """Whether ``device``'s current stream is capturing a CUDA graph."""
     import torch
 

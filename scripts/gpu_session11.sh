@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The 11th session's GPU calls (2026-12-04). Logs and JSON under $OUT (the device tool returns them).
+#   bash scripts/gpu_session11.sh tests   the k-grouped suite (with the graph-capture workspace test), then the
+#                                         dense and m-grouped suites at the session's tree
+#   bash scripts/gpu_session11.sh wgrad   scripts/wgrad_tile_probe.py (split-tail candidates included)
+# Here first: echo <tag> > .commit (and carry ".commit").
+set -uo pipefail
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+OUT="${OUT:-/tmp/finegemm-out}"
+mkdir -p "$OUT"
+status=0
+pytest_gpu() {  # seconds, log name, then test paths / options
+    local limit="$1" log="$2"; shift 2
+    timeout "$limit" python3 -m pytest -m gpu -q -p no:cacheprovider "$@" 2>&1 | tee "$OUT/$log" | tail -4
+    [ "${PIPESTATUS[0]}" = 0 ] || status=1
+}
+case "${1:-tests}" in
+tests)
+    pytest_gpu 120 pytest-k-grouped.log tests/test_sm90_k_grouped_gpu.py
+    pytest_gpu 420 pytest-dense-grouped.log tests/test_sm90_gpu.py tests/test_sm90_grouped_gpu.py
+    ;;
+wgrad)
+    timeout 560 python3 scripts/wgrad_tile_probe.py 2>&1 | tee "$OUT/wgrad_tile_probe.log" | cut -c1-160
+    ;;
+esac
+exit $status

@@ -3,6 +3,8 @@
 #   bash scripts/gpu_session11.sh tests   the k-grouped suite (with the graph-capture workspace test), then the
 #                                         dense and m-grouped suites at the session's tree
 #   bash scripts/gpu_session11.sh wgrad   scripts/wgrad_tile_probe.py (split-tail candidates included)
+#   bash scripts/gpu_session11.sh kernel  the kernel-time timer's GPU test, then the harness with --kernel-time
+#                                         (dense, weight-grad, bf16, mqa) and the k-grouped bench with it
 # Here first: echo <tag> > .commit (and carry ".commit").
 set -uo pipefail
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
@@ -21,6 +23,19 @@ tests)
     ;;
 wgrad)
     timeout 560 python3 scripts/wgrad_tile_probe.py 2>&1 | tee "$OUT/wgrad_tile_probe.log" | cut -c1-160
+    ;;
+kernel)
+    pytest_gpu 120 pytest-bench-gpu.log tests/test_bench_gpu.py
+    commit="$(cat .commit 2>/dev/null || echo unknown)"
+    timeout 260 python3 -m finegemm.bench --plain --no-progress --kernel-time --suite dense,weight-grad,bf16 \
+        --peers finegemm-sm90,cublas-block,cublas-bf16 --commit "$commit" --json "$OUT/bench-kernel.json" \
+        > "$OUT/bench-kernel.log" 2>&1 || status=1
+    tail -4 "$OUT/bench-kernel.log"
+    timeout 150 python3 -m finegemm.bench --plain --no-progress --kernel-time --suite mqa --peers finegemm-sm90 \
+        --commit "$commit" --json "$OUT/bench-mqa-kernel.json" > "$OUT/bench-mqa-kernel.log" 2>&1 || status=1
+    tail -3 "$OUT/bench-mqa-kernel.log"
+    timeout 150 python3 scripts/k_grouped_bench.py --out "$OUT" --kernel-time --sm90-only 2>&1 \
+        | tee "$OUT/k_grouped_bench.log" | cut -c1-160
     ;;
 esac
 exit $status

@@ -17,7 +17,11 @@ same (G, M, N) (DeepGEMM's own ks differ: its K_total is in the anchors file). s
 checked numerically (calc_diff of one c != d run each). JSON goes to ``$OUT/k_grouped.json`` (rewritten after
 every case, so a run cut short keeps what it measured).
 
-Usage: PYTHONPATH=. python3 scripts/k_grouped_bench.py [--out DIR] [--cases N]
+``--kernel-time``: also the device span of each sm90 nt call from torch's profiler (``kernel_us``, the kernel
+time DeepGEMM's own test reports, which is what the anchors hold) and ``ratio_vs_deepgemm_kernel`` from it;
+``--sm90-only``: skip the portable, transpose and cuBLAS peers.
+
+Usage: PYTHONPATH=. python3 scripts/k_grouped_bench.py [--out DIR] [--cases N] [--kernel-time] [--sm90-only]
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from generators import flatten_k_major, k_grouped_cast  # noqa: E402
 import finegemm  # noqa: E402
 from finegemm.bench.peers import env_override  # noqa: E402
 from finegemm.bench.suites import k_grouped_cases  # noqa: E402
-from finegemm.bench.timer import L2Flush, time_cuda  # noqa: E402
+from finegemm.bench.timer import L2Flush, time_cuda, time_kernels  # noqa: E402
 from finegemm.kernels.sm90.transpose import transpose_into  # noqa: E402
 from finegemm.reference.dense import calc_diff  # noqa: E402
 
@@ -69,7 +73,7 @@ def _timed(fn, flush) -> dict:
     return dict(timing.as_dict(), first_call_s=round(first_s, 2))
 
 
-def bench_case(case, flush: L2Flush, dev: torch.device) -> dict:
+def bench_case(case, flush: L2Flush, dev: torch.device, kernel_time: bool = False, sm90_only: bool = False) -> dict:
     g, m, n, ks = case.groups, case.m, case.n, list(case.ks)
     sum_k = sum(ks)
     torch.manual_seed(1000 + g)
@@ -116,6 +120,12 @@ def bench_case(case, flush: L2Flush, dev: torch.device) -> dict:
             nt()
         row["sm90_nt"]["host_us_per_call"] = round((time.perf_counter() - t0) / 10 * 1e6, 1)
         torch.cuda.synchronize()
+        if kernel_time:
+            row["sm90_nt"]["kernel_us"] = time_kernels(nt, flush, 2, REPEATS).median_us
+    if sm90_only:
+        for key in ("sm90_nt", "sm90_tn"):
+            row[key]["TFLOPS"] = round(flops / (row[key]["median_us"] * 1e-6) / 1e12, 1)
+        return row
     with env_override("FINEGEMM_BACKEND", "portable"):
         row["portable_nt"] = _timed(nt, flush)
         row["portable_tn"] = _timed(tn, flush)
@@ -205,6 +215,8 @@ def main() -> None:
     parser.add_argument("--out", default=os.environ.get("OUT", "."))
     parser.add_argument("--cases", type=int, default=6)
     parser.add_argument("--sweep", action="store_true", help="per-group config sweep instead of the peers")
+    parser.add_argument("--kernel-time", action="store_true", help="also the sm90 nt kernel span (profiler)")
+    parser.add_argument("--sm90-only", action="store_true", help="skip the portable, transpose and cuBLAS peers")
     args = parser.parse_args()
     dev = torch.device("cuda")
     commit_file = Path(".commit")
@@ -227,11 +239,24 @@ def main() -> None:
         return
     for case in cases:
         t0 = time.perf_counter()
-        row = bench_case(case, flush, dev)
+        row = bench_case(case, flush, dev, args.kernel_time, args.sm90_only)
         anchor = anchors.get((case.groups, case.m, case.n))
         if anchor:
             row["deepgemm_anchor"] = anchor
             row["ratio_vs_deepgemm"] = round(row["sm90_nt"]["TFLOPS"] / anchor["deepgemm_TFLOPS"], 3)
+            if "kernel_us" in row["sm90_nt"]:
+                tflops = 2 * case.m * case.n * row["K_total"] / (row["sm90_nt"]["kernel_us"] * 1e-6) / 1e12
+                row["ratio_vs_deepgemm_kernel"] = round(tflops / anchor["deepgemm_TFLOPS"], 3)
+        if args.sm90_only:
+            result["cases"].append(row)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(result, indent=1))
+            nt_us = row["sm90_nt"]["median_us"]
+            print(f"G={case.groups:2d} {case.m}x{case.n} K={row['K_total']}: sm90 nt {nt_us:.0f} us"
+                  f" (kernel {row['sm90_nt'].get('kernel_us', float('nan')):.0f}) {row.get('ratio_vs_deepgemm')}x DG"
+                  f" (kernel time: {row.get('ratio_vs_deepgemm_kernel')}x), tn {row['sm90_tn']['median_us']:.0f} us",
+                  flush=True)
+            continue
         row["case_wall_s"] = round(time.perf_counter() - t0, 1)
         result["cases"].append(row)
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -322,8 +322,40 @@ def test_anchors_compare_matches_cases_and_flags_disagreement():
     assert abs(a["live_over_anchor"]["cublas-block"] - 1.2) < 1e-12 and a["disagree"] == ["cublas-block"]
     assert abs(a["live_over_anchor"]["cublas-bf16"] - 1.02) < 1e-12
     assert b["vs_deepgemm"] == {"finegemm-sm90": 60.0 / 50.0}  # the 1D1D accumulate entry, not the 1D2D one
+    # DeepGEMM's weight-gradient figure is a profiler kernel time; this run has only events
+    assert a["basis"] == {"finegemm-sm90": "events"} and b["basis"] == {"finegemm-sm90": "events/kernel"}
     text = anchors.report(rows)
-    assert text.splitlines()[2] == "| a | 12.0 | 1.20x | 1.02 | 1.20 (!) |"
-    assert text.splitlines()[3] == "| b | 60.0 | 1.20x | - | - |"
+    assert text.splitlines()[2] == "| a | 12.0 | 1.20x | events | 1.02 | 1.20 (!) |"
+    assert text.splitlines()[3] == "| b | 60.0 | 1.20x | events/kernel | - | - |"
     assert "geometric mean 1.20x over 2 cases" in text
+    assert "1 of them compare finegemm-sm90's event time" in text
     assert "1 of 2 figures; outside: a cublas-block" in text
+    # with the run's kernel time (bench --kernel-time) the kernel-time anchors compare like for like; the
+    # event-timed dense anchors keep the event time
+    doc["cases"][0]["peers"]["finegemm-sm90"]["kernel_us"] = 8.0
+    doc["cases"][1]["peers"]["finegemm-sm90"]["kernel_us"] = 48.0
+    a, b = anchors.compare(doc, anch)
+    assert a["vs_deepgemm"] == {"finegemm-sm90": 12.0 / 10.0} and a["basis"] == {"finegemm-sm90": "events"}
+    assert b["vs_deepgemm"] == {"finegemm-sm90": 60.0 / 48.0} and b["basis"] == {"finegemm-sm90": "kernel"}
+    assert "compare finegemm-sm90's event time" not in anchors.report([a, b])
+
+
+def test_call_spans_separates_calls_at_each_flush():
+    """timer.call_spans: each call's span from its first activity's start to its last one's end (overlapping
+    launches once, launch latency not at all), calls told apart by the flush's activities in start order."""
+    from finegemm.bench.timer import call_spans
+
+    us = 1000  # ns
+    run = [("fill", 0, 300 * us), ("gemm", 305 * us, 315 * us), ("reduce", 312 * us, 318 * us),  # PDL overlap
+           ("fill", 320 * us, 620 * us), ("gemm", 630 * us, 641 * us), ("reduce", 640 * us, 642 * us)]
+    assert call_spans(list(reversed(run)), ["fill"], 2) == [13.0, 12.0]
+    assert call_spans([("fill", 0, 5), ("fill", 10, 15)], ["fill"], 0) == [0.0, 0.0]  # a call with no work
+    with pytest.raises(ValueError, match="not calls of"):
+        call_spans(run[:-1], ["fill"], 2)
+    with pytest.raises(ValueError, match="expected the flush"):
+        call_spans(run, ["memset"], 2)
+
+
+def test_kernel_time_needs_the_flush(capsys):
+    assert cli.main(_args("--smoke", "--kernel-time", "--no-flush")) == 2
+    assert "--kernel-time needs the L2 flush" in capsys.readouterr().err

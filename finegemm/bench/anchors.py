@@ -10,6 +10,11 @@ blockwise and per-tensor FP8, cuBLAS BF16. Two uses:
   the anchors (within ``TOLERANCE``) says the run's GPU and timer behave like the anchors' — a case
   outside it is flagged, and the ratios to DeepGEMM of that run deserve a second look.
 
+Timers: the anchors' ``dense`` and ``grouped`` lists were timed like the harness (CUDA events around each
+call, launch latency included); ``fp8_gemm_test_sweep``, ``bf16_gemm``, ``mqa`` and ``k_grouped`` come from
+DeepGEMM's own tests, which report kernel time from the profiler. Against those the comparison uses the run's
+kernel time (``kernel_us``, ``bench --kernel-time``) where it has one, and says when it had to use events.
+
 Matching is by case: dense ``fp8_gemm`` cases by (M, N, K) in the anchors' ``dense`` list, weight-grad
 cases in ``fp8_gemm_test_sweep`` (accumulate = 1), BF16 cases in ``bf16_gemm`` (same accumulate), MQA
 logits cases in ``mqa``'s prefill entries (sequence lengths, heads, head_dim, context-parallel ranges or
@@ -34,6 +39,10 @@ _PEER_KEYS = {
     "bf16_gemm": {"deepgemm": "deepgemm_us"},
     "mqa": {"deepgemm": "deepgemm_us"},
 }
+
+
+# anchors lists whose DeepGEMM figures are profiler kernel times (the anchors' notes), not CUDA events
+KERNEL_TIME_FIELDS = frozenset({"fp8_gemm_test_sweep", "bf16_gemm", "mqa", "k_grouped"})
 
 
 def _mqa_anchor(case: dict[str, Any], anchors: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
@@ -77,7 +86,9 @@ def compare(doc: dict[str, Any], anchors: dict[str, Any]) -> list[dict[str, Any]
 
     Row keys: ``name``, ``suite``, ``anchored`` {peer: µs}, ``live`` {peer: µs}, ``live_over_anchor``
     {peer: ratio}, ``disagree`` [peers outside ``TOLERANCE``], ``vs_deepgemm`` {finegemm peer: anchored
-    DeepGEMM µs / its µs}.
+    DeepGEMM µs / its µs}, ``basis`` {finegemm peer: "events", "kernel" or "events/kernel"} (the finegemm
+    time used / DeepGEMM's; "events/kernel": the anchor is a kernel time but the run has only events,
+    so the ratio charges finegemm its launch latency and DeepGEMM none).
     """
     rows = []
     for case in doc.get("cases", []):
@@ -89,11 +100,18 @@ def compare(doc: dict[str, Any], anchors: dict[str, Any]) -> list[dict[str, Any]
         live = {name: r["us"] for name, r in case["peers"].items() if r.get("status") == "ok" and r.get("us")}
         ratio = {p: live[p] / us for p, us in anchored.items() if p in live and p != "deepgemm"}
         dg = anchored.get("deepgemm")
-        vs_dg = {name: dg / live[name] for name, r in case["peers"].items()
-                 if r.get("finegemm") and name in live and dg}
+        vs_dg, basis = {}, {}
+        for name, r in case["peers"].items():
+            if not (r.get("finegemm") and name in live and dg):
+                continue
+            if field in KERNEL_TIME_FIELDS and r.get("kernel_us"):
+                vs_dg[name], basis[name] = dg / r["kernel_us"], "kernel"
+            else:
+                vs_dg[name] = dg / live[name]
+                basis[name] = "events/kernel" if field in KERNEL_TIME_FIELDS else "events"
         rows.append(dict(name=case["name"], suite=case.get("suite"), anchored=anchored, live=live,
                          live_over_anchor=ratio, disagree=[p for p, x in ratio.items() if abs(x - 1) > TOLERANCE],
-                         vs_deepgemm=vs_dg))
+                         vs_deepgemm=vs_dg, basis=basis))
     return rows
 
 
@@ -105,13 +123,14 @@ def report(rows: list[dict[str, Any]]) -> str:
     """Markdown: per case finegemm vs DeepGEMM (anchored) and live cuBLAS / anchored cuBLAS, then a summary."""
     ours = sorted({p for r in rows for p in r["vs_deepgemm"]})
     checked = sorted({p for r in rows for p in r["live_over_anchor"]})
-    header = ["case", "DeepGEMM µs (anchor)"] + [f"{p} vs DeepGEMM" for p in ours]
+    header = ["case", "DeepGEMM µs (anchor)"] + [f"{p} vs DeepGEMM" for p in ours] + ["timers (ours/DeepGEMM)"]
     header += [f"{p} live/anchor" for p in checked]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in rows:
         dg = r["anchored"].get("deepgemm")
         cells = [r["name"], f"{dg:.1f}" if dg else "-"]
         cells += [f"{r['vs_deepgemm'][p]:.2f}x" if p in r["vs_deepgemm"] else "-" for p in ours]
+        cells.append(", ".join(sorted(set(r["basis"].values()))) or "-")
         cells += [(f"{r['live_over_anchor'][p]:.2f}" + (" (!)" if p in r["disagree"] else ""))
                   if p in r["live_over_anchor"] else "-" for p in checked]
         lines.append("| " + " | ".join(cells) + " |")
@@ -120,6 +139,10 @@ def report(rows: list[dict[str, Any]]) -> str:
         vals = [r["vs_deepgemm"][p] for r in rows if p in r["vs_deepgemm"]]
         lines.append(f"{p} vs DeepGEMM (anchored): geometric mean {geomean(vals):.2f}x over {len(vals)} cases, "
                      f"min {min(vals):.2f}x, max {max(vals):.2f}x")
+        unlike = sum(1 for r in rows if r["basis"].get(p) == "events/kernel")
+        if unlike:
+            lines.append(f"  {unlike} of them compare {p}'s event time (launch latency included) with DeepGEMM's "
+                         "kernel time: run the bench with --kernel-time for like-for-like figures")
     flagged = [(r["name"], p) for r in rows for p in r["disagree"]]
     n = sum(len(r["live_over_anchor"]) for r in rows)
     lines.append(f"live cuBLAS within {TOLERANCE:.0%} of the anchors: {n - len(flagged)} of {n} figures"

@@ -43,6 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plot", dest="plot_path", default=None, metavar="PATH.png",
                         help="bar chart per shape per peer with speedup markers (needs matplotlib)")
     parser.add_argument("--graph", action="store_true", help="time CUDA-graph replays instead of eager calls")
+    parser.add_argument("--kernel-time", action="store_true",
+                        help="also time each call's device span from torch's profiler (kernel time, no launch "
+                             "latency: what DeepGEMM's own tests report); JSON key kernel_us")
     parser.add_argument("--repeats", type=int, default=None, help="timed calls per peer and case (default 30; smoke 2)")
     parser.add_argument("--warmup", type=int, default=None, help="untimed calls first (default 5; smoke 1)")
     parser.add_argument("--no-flush", action="store_true", help="do not flush L2 (1 GiB zero) before each call")
@@ -115,8 +118,12 @@ def main(args: argparse.Namespace) -> int:
         warmup=args.warmup if args.warmup is not None else (1 if args.smoke else 5),
         repeats=args.repeats if args.repeats is not None else (2 if args.smoke else 30),
         graph=args.graph and device.type == "cuda", flush=not args.no_flush, seed=args.seed,
-        verbose_errors=args.verbose_errors,
+        verbose_errors=args.verbose_errors, kernel_time=args.kernel_time and device.type == "cuda",
     )
+    if args.kernel_time and args.no_flush:
+        print("bench: --kernel-time needs the L2 flush (its kernels separate the calls): drop --no-flush",
+              file=sys.stderr)
+        return 2
     if opts.repeats < 1 or opts.warmup < 0:
         print("bench: --repeats must be >= 1 and --warmup >= 0", file=sys.stderr)
         return 2
@@ -134,7 +141,7 @@ def main(args: argparse.Namespace) -> int:
     copy_gbps = copy_bandwidth(device)
     options = {"warmup": opts.warmup, "repeats": opts.repeats, "graph": opts.graph, "flush_bytes":
                (1 << 30) if opts.flush and device.type == "cuda" else 0, "seed": opts.seed, "smoke": args.smoke,
-               "peers": [p.name for p in peers]}
+               "peers": [p.name for p in peers], "kernel_time": opts.kernel_time}
 
     steps = sum(1 for c in cases for p in peers if c.kind in p.kinds)
     progress = Progress(steps, enabled=not args.no_progress, plain=args.plain)

@@ -40,8 +40,9 @@ def skipped(results: list[CaseResult]) -> dict[str, str]:
 def table_rows(results: list[CaseResult]) -> tuple[list[str], list[list[str]], list[str]]:
     """(header, rows, row styles) for one suite: one row per case x peer that was not skipped."""
     others = _others(results)
-    header = ["case", "peer", "us", "TFLOPS", "GB/s", "calc_diff", "%ceil", "%HBM"] + [
-        f"x{SHORT.get(o, o)}" for o in others]
+    kernel = any(r.kernel_timing for cr in results for r in cr.results.values())
+    header = ["case", "peer", "us"] + (["kern us"] if kernel else []) + [
+        "TFLOPS", "GB/s", "calc_diff", "%ceil", "%HBM"] + [f"x{SHORT.get(o, o)}" for o in others]
     rows, styles = [], []
     for cr in results:
         first = True
@@ -60,8 +61,8 @@ def table_rows(results: list[CaseResult]) -> tuple[list[str], list[list[str]], l
             diff = _fmt(r.calc_diff, ".1e") + (" FAIL" if r.status == "fail" else "")
             hbm = _fmt(m["pct_hbm_floor"], ".0f") if cr.memory_bound else "-"
             ceil = _fmt(m["pct_ceiling"], ".0f") if name != CEILING_PEER else ""
-            rows.append([label, name, _fmt(m["us"], ".1f"), _fmt(m["TFLOPS"], ".1f"), _fmt(m["GBps"], ".0f"), diff,
-                         ceil, hbm] + ratios)
+            rows.append([label, name, _fmt(m["us"], ".1f")] + ([_fmt(r.kernel_us, ".1f")] if kernel else [])
+                        + [_fmt(m["TFLOPS"], ".1f"), _fmt(m["GBps"], ".0f"), diff, ceil, hbm] + ratios)
             styles.append("red" if r.status == "fail" else "bold" if cr.ours.get(name) else "")
     return header, rows, styles
 
@@ -168,6 +169,9 @@ def case_json(cr: CaseResult) -> dict[str, Any]:
         if r.timing:
             entry["timing"] = r.timing.as_dict()
             entry.update(cr.metrics(name))
+        if r.kernel_timing:
+            entry["kernel_timing"] = r.kernel_timing.as_dict()
+            entry["kernel_us"] = r.kernel_timing.median_us
         speed = {o: cr.speedup(name, o) for o, ours in cr.ours.items() if not ours and cr.ours.get(name)}
         speed = {k: v for k, v in speed.items() if v is not None}
         if speed:

@@ -17,7 +17,7 @@ from ..api.dispatch import BackendError
 from .inputs import make_inputs
 from .peers import Peer, Prepared, Refused
 from .suites import Case, missing_op
-from .timer import L2Flush, Timing, host_overhead, time_call
+from .timer import L2Flush, Timing, capture_graph, host_overhead, time_call, time_kernels
 
 # Datasheet dense rates of the H100/H200 SXM (TFLOPS): FP8 1979, BF16 989. They only decide whether a
 # shape is memory-bound (its HBM floor exceeds its compute floor at this rate); no ratio uses them.
@@ -33,6 +33,7 @@ class RunOptions:
     flush: bool = True
     seed: int = 0
     verbose_errors: bool = False
+    kernel_time: bool = False  # also time each call's device span from the profiler (timer.time_kernels)
 
 
 @dataclass
@@ -44,10 +45,15 @@ class PeerResult:
     timing: Timing | None = None
     calc_diff: float | None = None
     note: str = ""
+    kernel_timing: Timing | None = None  # the device span per call (RunOptions.kernel_time)
 
     @property
     def us(self) -> float | None:
         return self.timing.median_us if self.timing else None
+
+    @property
+    def kernel_us(self) -> float | None:
+        return self.kernel_timing.median_us if self.kernel_timing else None
 
 
 @dataclass
@@ -111,6 +117,10 @@ def run_peer(peer: Peer, case: Case, inp: Any, device: torch.device, flush: L2Fl
             _sync(device)
             diff = inp.check(prepared.output(), prepared.family, prepared.with_c)
             timing = time_call(prepared.fn, device, flush, opts.warmup, opts.repeats, opts.graph)
+            kernel_timing = None
+            if opts.kernel_time and device.type == "cuda" and flush.buf is not None:
+                run = capture_graph(prepared.fn) if opts.graph else prepared.fn
+                kernel_timing = time_kernels(run, flush, opts.warmup, opts.repeats)
     except Refused as e:
         return PeerResult("refused", str(e))
     except BackendError as e:
@@ -123,7 +133,7 @@ def run_peer(peer: Peer, case: Case, inp: Any, device: torch.device, flush: L2Fl
     ok = diff == diff and diff < case.tolerance  # NaN fails
     note = prepared.note if prepared else ""
     reason = "" if ok else f"calc_diff {diff:.3g} >= {case.tolerance:g}" if diff == diff else "NaN in the result"
-    return PeerResult("ok" if ok else "fail", reason, timing, diff, note)
+    return PeerResult("ok" if ok else "fail", reason, timing, diff, note, kernel_timing)
 
 
 def run_cases(

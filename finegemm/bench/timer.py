@@ -1,5 +1,6 @@
-"""Timing: CUDA events around each call with the L2 flushed before it, optional CUDA-graph replay, host
-overhead per call, device-to-device copy bandwidth, and a wall-clock fallback for the CPU smoke mode.
+"""Timing: CUDA events around each call with the L2 flushed before it, optional CUDA-graph replay, the
+device-side kernel span of each call from the profiler, host overhead per call, device-to-device copy
+bandwidth, and a wall-clock fallback for the CPU smoke mode.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ class Timing:
     min_us: float
     max_us: float
     samples: int
-    method: str  # "cuda-events", "cuda-graph" or "wall"
+    method: str  # "cuda-events", "cuda-graph", "kernel-span" or "wall"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -76,6 +77,60 @@ def time_cuda(fn: Callable[[], Any], flush: L2Flush, warmup: int, repeats: int, 
     torch.cuda.synchronize()
     times = [s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)]
     return _summary(times, "cuda-graph" if graph else "cuda-events")
+
+
+def call_spans(activities: list[tuple[str, int, int]], flush_names: list[str], per_call: int) -> list[float]:
+    """Device span of each call in a profiled run of ``flush(); call()`` repeated, in microseconds.
+
+    ``activities``: the run's device activities (kernels, memsets, copies) as ``(name, start_ns, end_ns)``;
+    ``flush_names``: the activities one flush enqueues; ``per_call``: how many one call enqueues. In start
+    order the run is flush, call, flush, call, ...; a call's span runs from the start of its first activity
+    to the end of its last (launches that overlap, e.g. programmatic dependent ones, count once; the launch
+    latency before the first kernel does not count). A call with no activity spans 0.
+    """
+    chunk = len(flush_names) + per_call
+    if not flush_names or len(activities) % chunk:
+        raise ValueError(f"{len(activities)} device activities are not calls of {len(flush_names)} flush and "
+                         f"{per_call} call activities each")
+    ordered = sorted(activities, key=lambda a: a[1])
+    spans = []
+    for i in range(0, len(ordered), chunk):
+        head, body = ordered[i:i + len(flush_names)], ordered[i + len(flush_names):i + chunk]
+        if sorted(name for name, _, _ in head) != sorted(flush_names):
+            raise ValueError(f"expected the flush ({flush_names}) at activity {i}, got {[n for n, _, _ in head]}")
+        spans.append((max(e for _, _, e in body) - min(s for _, s, _ in body)) / 1e3 if body else 0.0)
+    return spans
+
+
+def _device_activities(run: Callable[[], Any]) -> list[tuple[str, int, int]]:
+    """``(name, start_ns, end_ns)`` of every device activity (kernel, memset, copy) ``run()`` enqueues."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        run()
+        torch.cuda.synchronize()
+    return [(e.name(), e.start_ns(), e.end_ns()) for e in prof.profiler.kineto_results.events()
+            if e.device_type() == torch.autograd.DeviceType.CUDA and not e.is_user_annotation()]
+
+
+def time_kernels(fn: Callable[[], Any], flush: L2Flush, warmup: int, repeats: int) -> Timing:
+    """Median over ``repeats`` calls of the device span of each call's activities (:func:`call_spans`): the
+    kernel time DeepGEMM's own tests report (its ``bench_kineto``), without the launch latency that
+    :func:`time_cuda`'s events include. The L2 flush before each call separates the calls."""
+    if flush.buf is None:
+        raise ValueError("time_kernels needs the L2 flush: its activities mark where each call starts")
+    for _ in range(warmup):
+        flush()
+        fn()
+    flush_names = [name for name, _, _ in _device_activities(flush)]
+    per_call = len(_device_activities(fn))
+
+    def run() -> None:
+        for _ in range(repeats):
+            flush()
+            fn()
+
+    return _summary(call_spans(_device_activities(run), flush_names, per_call), "kernel-span")
 
 
 def time_wall(fn: Callable[[], Any], warmup: int, repeats: int) -> Timing:

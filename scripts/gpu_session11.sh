@@ -5,6 +5,8 @@
 #   bash scripts/gpu_session11.sh wgrad   scripts/wgrad_tile_probe.py (split-tail candidates included)
 #   bash scripts/gpu_session11.sh kernel  the kernel-time timer's GPU test, then the harness with --kernel-time
 #                                         (dense, weight-grad, bf16, mqa) and the k-grouped bench with it
+#   bash scripts/gpu_session11.sh flush   dense (kernel time) and grouped suites with the read flush (clean L2
+#                                         lines), and the grouped suite with the zero flush on the same machine
 # Here first: echo <tag> > .commit (and carry ".commit").
 set -uo pipefail
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
@@ -36,6 +38,19 @@ kernel)
     tail -3 "$OUT/bench-mqa-kernel.log"
     timeout 150 python3 scripts/k_grouped_bench.py --out "$OUT" --kernel-time --sm90-only 2>&1 \
         | tee "$OUT/k_grouped_bench.log" | cut -c1-160
+    ;;
+flush)
+    commit="$(cat .commit 2>/dev/null || echo unknown)"
+    timeout 200 python3 -m finegemm.bench --plain --no-progress --kernel-time --flush-mode read --suite dense \
+        --peers finegemm-sm90,cublas-block --commit "$commit" --json "$OUT/bench-dense-read.json" \
+        > "$OUT/bench-dense-read.log" 2>&1 || status=1
+    tail -3 "$OUT/bench-dense-read.log"
+    for mode in read zero; do
+        timeout 150 python3 -m finegemm.bench --plain --no-progress --kernel-time --flush-mode $mode --suite grouped \
+            --peers finegemm-sm90 --commit "$commit" --json "$OUT/bench-grouped-$mode.json" \
+            > "$OUT/bench-grouped-$mode.log" 2>&1 || status=1
+        tail -2 "$OUT/bench-grouped-$mode.log"
+    done
     ;;
 esac
 exit $status

@@ -356,6 +356,17 @@ def test_call_spans_separates_calls_at_each_flush():
         call_spans(run, ["memset"], 2)
 
 
+def test_flush_modes():
+    from finegemm.bench.timer import L2Flush
+
+    with pytest.raises(ValueError, match="flush mode must be one of"):
+        L2Flush(CPU, mode="evict")
+    for mode in ("zero", "read"):
+        flush = L2Flush(CPU, mode=mode)  # a no-op off the GPU
+        flush()
+        assert flush.mode == mode and flush.buf is None
+
+
 def test_kernel_time_needs_the_flush(capsys):
     assert cli.main(_args("--smoke", "--kernel-time", "--no-flush")) == 2
     assert "--kernel-time needs the L2 flush" in capsys.readouterr().err

@@ -49,6 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=int, default=None, help="timed calls per peer and case (default 30; smoke 2)")
     parser.add_argument("--warmup", type=int, default=None, help="untimed calls first (default 5; smoke 1)")
     parser.add_argument("--no-flush", action="store_true", help="do not flush L2 (1 GiB zero) before each call")
+    parser.add_argument("--flush-mode", choices=["zero", "read"], default="zero",
+                        help="zero (default, the anchors' method: leaves L2 dirty, so a call's first reads also pay "
+                             "write-backs) or read (sums the 1 GiB buffer: clean lines)")
     parser.add_argument("--smoke", action="store_true",
                         help="tiny shapes for every suite (CPU interpreter in CI); implied without a CUDA GPU")
     parser.add_argument("--host-overhead", action="store_true",
@@ -117,7 +120,8 @@ def main(args: argparse.Namespace) -> int:
     opts = RunOptions(
         warmup=args.warmup if args.warmup is not None else (1 if args.smoke else 5),
         repeats=args.repeats if args.repeats is not None else (2 if args.smoke else 30),
-        graph=args.graph and device.type == "cuda", flush=not args.no_flush, seed=args.seed,
+        graph=args.graph and device.type == "cuda", flush=not args.no_flush, flush_mode=args.flush_mode,
+        seed=args.seed,
         verbose_errors=args.verbose_errors, kernel_time=args.kernel_time and device.type == "cuda",
     )
     if args.kernel_time and args.no_flush:
@@ -140,7 +144,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"suite {u['suite']}: unavailable ({u['reason']}); {u['cases']} cases defined", file=out)
     copy_gbps = copy_bandwidth(device)
     options = {"warmup": opts.warmup, "repeats": opts.repeats, "graph": opts.graph, "flush_bytes":
-               (1 << 30) if opts.flush and device.type == "cuda" else 0, "seed": opts.seed, "smoke": args.smoke,
+               (1 << 30) if opts.flush and device.type == "cuda" else 0, "flush_mode": opts.flush_mode,
+               "seed": opts.seed, "smoke": args.smoke,
                "peers": [p.name for p in peers], "kernel_time": opts.kernel_time}
 
     steps = sum(1 for c in cases for p in peers if c.kind in p.kinds)

@@ -31,6 +31,7 @@ class RunOptions:
     repeats: int = 30
     graph: bool = False
     flush: bool = True
+    flush_mode: str = "zero"  # timer.L2Flush: "zero" (the anchors' method) or "read" (no dirty lines left)
     seed: int = 0
     verbose_errors: bool = False
     kernel_time: bool = False  # also time each call's device span from the profiler (timer.time_kernels)
@@ -146,7 +147,7 @@ def run_cases(
     on_step: Callable[[str], None] | None = None,
 ) -> list[CaseResult]:
     """Every case against every peer that handles its kind; ``on_case`` after each case (progress, JSON)."""
-    flush = L2Flush(device, enabled=opts.flush)
+    flush = L2Flush(device, enabled=opts.flush, mode=opts.flush_mode)
     availability = {p.name: p.available(device) for p in peers}
     results = []
     for index, case in enumerate(cases):

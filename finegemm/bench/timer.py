@@ -36,15 +36,31 @@ def _summary(times_us: list[float], method: str) -> Timing:
     return Timing(statistics.median(times_us), min(times_us), max(times_us), len(times_us), method)
 
 
-class L2Flush:
-    """Zeroes a buffer of ``nbytes`` on the device (a no-op on the CPU) — call before each timed call."""
+FLUSH_MODES = ("zero", "read")
 
-    def __init__(self, device: torch.device, nbytes: int = FLUSH_BYTES, enabled: bool = True) -> None:
-        self.buf = torch.empty(nbytes, dtype=torch.uint8, device=device) if enabled and device.type == "cuda" else None
+
+class L2Flush:
+    """Pushes the timed call's operands out of L2 — call before each timed call (a no-op on the CPU).
+
+    ``mode`` "zero" (the anchors' method, DeepGEMM's too): zeroes a buffer of ``nbytes``, which leaves L2 full
+    of dirty lines, so the call's first ~L2-size of reads also pays their write-back to HBM. "read": sums the
+    buffer instead, leaving clean lines: the call's reads alone reach HBM.
+    """
+
+    def __init__(self, device: torch.device, nbytes: int = FLUSH_BYTES, enabled: bool = True,
+                 mode: str = "zero") -> None:
+        if mode not in FLUSH_MODES:
+            raise ValueError(f"flush mode must be one of {FLUSH_MODES}, got {mode!r}")
+        self.mode = mode
+        self.buf = torch.zeros(nbytes, dtype=torch.uint8, device=device) if enabled and device.type == "cuda" else None
 
     def __call__(self) -> None:
-        if self.buf is not None:
+        if self.buf is None:
+            return
+        if self.mode == "zero":
             self.buf.zero_()
+        else:
+            self.buf.view(torch.int64).sum()
 
 
 def capture_graph(fn: Callable[[], Any]) -> Callable[[], Any]:

@@ -160,6 +160,20 @@ def capture_graph(fn) -> torch.cuda.CUDAGraph:
     return graph
 
 
+def replay_at_once(graphs: list[torch.cuda.CUDAGraph], rounds: int = 10) -> None:
+    """Replay each CUDA graph ``rounds`` times on a stream of its own, all streams at once (after the current
+    stream's work so far); the current stream then waits for them."""
+    streams = [torch.cuda.Stream() for _ in graphs]
+    for s in streams:
+        s.wait_stream(torch.cuda.current_stream())
+    for _ in range(rounds):
+        for graph, s in zip(graphs, streams):
+            with torch.cuda.stream(s):
+                graph.replay()
+    for s in streams:
+        torch.cuda.current_stream().wait_stream(s)
+
+
 def sm90_device() -> torch.device:
     """The CUDA device for a GPU test of the sm90 kernels; skips the test unless it is an sm_90 GPU."""
     import pytest

@@ -219,6 +219,18 @@ SPLITK_FUSED_CASES = [  # (m, n, k, recipe, packed, with_c, (bm, bn, split))
 ]
 
 
+def _split_case(m, n, k, recipe, packed, with_c):
+    """A split-K case's operands (as :func:`_operands`), its C (random FP32 or None), its output dtype (FP32 for
+    recipe (1, 1, 128) or with C) and its GemmDesc."""
+    from finegemm.jit.heuristics import GemmDesc
+
+    operands = _operands(m, n, k, recipe, packed)
+    out_fp32 = recipe == "1d1d" or with_c
+    c = torch.randn(m, n, device="cuda", dtype=torch.float32) if with_c else None
+    desc = GemmDesc(f"fp8_{recipe}", m, n, k, True, True, out_fp32, with_c, packed)
+    return operands, c, torch.float32 if out_fp32 else torch.bfloat16, desc
+
+
 @pytest.mark.parametrize("m,n,k,recipe,packed,with_c,tile", SPLITK_FUSED_CASES)
 def test_splitk_fused_matches_reference_and_the_reduce_launch(m, n, k, recipe, packed, with_c, tile):
     """Split-K summed inside the GEMM (``splitk_fused``): right against the reference, bitwise the result of
@@ -227,16 +239,11 @@ def test_splitk_fused_matches_reference_and_the_reduce_launch(m, n, k, recipe, p
     import dataclasses
 
     from finegemm.jit.device import device_facts
-    from finegemm.jit.heuristics import GemmDesc
     from finegemm.jit.heuristics_sm90 import make_config
 
     dispatch = _sm90()
     dev = torch.device("cuda")
-    a, sfa, sfa_k, b, sfb, sfb_k = _operands(m, n, k, recipe, packed)
-    out_fp32 = recipe == "1d1d" or with_c
-    out_dtype = torch.float32 if out_fp32 else torch.bfloat16
-    c = torch.randn(m, n, device=dev, dtype=torch.float32) if with_c else None
-    desc = GemmDesc(f"fp8_{recipe}", m, n, k, True, True, out_fp32, with_c, packed)
+    (a, sfa, sfa_k, b, sfb, sfb_k), c, out_dtype, desc = _split_case(m, n, k, recipe, packed, with_c)
     bm, bn, split = tile
     base = dataclasses.replace(make_config(desc, device_facts(dev), bm, bn, split, sfa_tma=True), pipe_mma=True)
     outs = []
@@ -269,18 +276,13 @@ def test_split_tail(m, n, k, recipe, with_c, tile, pipe, num_sms, in_place):
     import dataclasses
 
     from finegemm.jit.device import device_facts
-    from finegemm.jit.heuristics import GemmDesc
     from finegemm.jit.heuristics_sm90 import make_config
 
     if in_place and not with_c:
         pytest.skip("no C to accumulate into")
     dispatch = _sm90()
     dev = torch.device("cuda")
-    a, sfa, sfa_k, b, sfb, sfb_k = _operands(m, n, k, recipe, False)
-    out_fp32 = recipe == "1d1d" or with_c
-    out_dtype = torch.float32 if out_fp32 else torch.bfloat16
-    c = torch.randn(m, n, device=dev, dtype=torch.float32) if with_c else None
-    desc = GemmDesc(f"fp8_{recipe}", m, n, k, True, True, out_fp32, with_c, False)
+    (a, sfa, sfa_k, b, sfb, sfb_k), c, out_dtype, desc = _split_case(m, n, k, recipe, False, with_c)
     bm, bn, split = tile
     cfg = dataclasses.replace(
         make_config(desc, device_facts(dev), bm, bn, split, sfa_tma=True, sfb_tma=recipe == "1d1d"),

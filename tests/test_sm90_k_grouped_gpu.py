@@ -15,7 +15,7 @@ import random
 
 import pytest
 import torch
-from generators import flatten_k_major, k_grouped_cast, sm90_device
+from generators import flatten_k_major, k_grouped_cast, replay_at_once, sm90_device
 
 import finegemm
 from finegemm.api.dispatch import choose_backend
@@ -236,18 +236,10 @@ def test_fp8_tn_graphs_captured_on_one_stream():
     for graph, call in zip(graphs, calls):
         with torch.cuda.graph(graph):
             call()
-    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
     for _ in range(3):
         for d in outs:
             d.fill_(float("nan"))
-        for s in streams:
-            s.wait_stream(torch.cuda.current_stream())
-        for _ in range(10):
-            for graph, s in zip(graphs, streams):
-                with torch.cuda.stream(s):
-                    graph.replay()
-        for s in streams:
-            torch.cuda.current_stream().wait_stream(s)
+        replay_at_once(graphs)
         torch.cuda.synchronize()
         for d, want in zip(outs, expected):
             assert not torch.isnan(d).any() and calc_diff(d, want) < FP8_BOUND

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from generators import sm90_device
+from generators import replay_at_once, sm90_device
 
 import finegemm
 from finegemm import reference
@@ -319,15 +319,7 @@ def test_split_k_graphs_captured_on_one_stream():
     graphs[1].replay()
     graphs[0].replay()
     check()
-    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
     for _ in range(3):
         poison()
-        for s in streams:
-            s.wait_stream(torch.cuda.current_stream())
-        for _ in range(10):
-            for graph, s in zip(graphs, streams):
-                with torch.cuda.stream(s):
-                    graph.replay()
-        for s in streams:
-            torch.cuda.current_stream().wait_stream(s)
+        replay_at_once(graphs)
         check()

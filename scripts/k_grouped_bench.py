@@ -1,5 +1,6 @@
 """Benchmark of the k-grouped FP8 GEMMs on the H200: the six anchor cases (G = 4, 8, 16; (M, N) = (4096, 7168),
-(7168, 2048); per-group K = 32768/G x U(0.7, 1.3) rounded to 128, finegemm.bench.suites' fixed seeds).
+(7168, 2048); per-group K = 32768/G x U(0.7, 1.3) rounded to 128, finegemm.bench.suites' fixed seeds, moved to the
+total K of DeepGEMM's anchored case).
 
 Peers, all in this process on fresh random data, timed by CUDA events around each call with a 1 GiB buffer
 zeroed before it (L2 flush), 3 warm-up calls (the first compiles), median of 25:

@@ -49,6 +49,12 @@ def test_other_suites_have_counts():
     kg = suites.k_grouped_cases()
     assert all(k % 128 == 0 for c in kg for k in c.ks)
     assert suites.k_grouped_cases() == kg  # ks drawn from a fixed seed
+    # each case has the total K of DeepGEMM's anchored case (same work), at least 128 a group
+    assert {(c.groups, c.m, c.n): c.k for c in kg} == suites.K_GROUPED_ANCHOR_TOTALS
+    assert all(sum(c.ks) == c.k and len(c.ks) == c.groups and min(c.ks) >= 128 for c in kg)
+    assert sum(suites._k_grouped_ks(4, 1, total=4 * 128)) == 512  # moved down to the floor
+    with pytest.raises(ValueError, match="not a multiple of 128"):
+        suites._k_grouped_ks(4, 1, total=1000)
     masked = [c for c in suites.grouped_cases() if c.kind == "m_grouped_masked"]
     assert all(c.flops == 2 * sum(c.ms) * c.n * c.k for c in masked)
 
@@ -301,6 +307,7 @@ def test_anchors_compare_matches_cases_and_flags_disagreement():
             {"M": 576, "N": 4096, "K": 7168, "kernel": "1D2D", "accumulate": 0, "deepgemm_us": 1.0},
             {"M": 576, "N": 4096, "K": 7168, "kernel": "1D1D", "accumulate": 1, "deepgemm_us": 60.0}],
         "bf16_gemm": [{"M": 64, "N": 2112, "K": 7168, "accumulate": 1, "deepgemm_us": 30.0}],
+        "k_grouped": [{"groups": 4, "M": 4096, "N": 7168, "K_total": 34304, "deepgemm_us": 1942}],
     }
 
     def peer(us, ours=False):
@@ -314,9 +321,15 @@ def test_anchors_compare_matches_cases_and_flags_disagreement():
         {"suite": "bf16", "kind": "bf16_gemm", "name": "c", "M": 64, "N": 2112, "K": 7168, "accumulate": False,
          "peers": {"finegemm-sm90": peer(5.0, True)}},  # anchors hold only accumulate=1: no match
         {"suite": "dense", "kind": "fp8_gemm", "name": "d", "M": 1, "N": 8, "K": 128, "peers": {}},
+        {"suite": "k-grouped", "kind": "k_grouped", "name": "e", "M": 4096, "N": 7168, "K": 34304, "groups": 4,
+         "peers": {"finegemm-sm90": peer(1900.0, True)}},
+        {"suite": "k-grouped", "kind": "k_grouped", "name": "f", "M": 4096, "N": 7168, "K": 30000, "groups": 4,
+         "peers": {"finegemm-sm90": peer(1900.0, True)}},  # another total K: no match
     ]}
     rows = anchors.compare(doc, anch)
-    assert [r["name"] for r in rows] == ["a", "b"]
+    assert [r["name"] for r in rows] == ["a", "b", "e"]
+    e = rows.pop()
+    assert e["vs_deepgemm"] == {"finegemm-sm90": 1942 / 1900.0} and e["basis"] == {"finegemm-sm90": "events/kernel"}
     a, b = rows
     assert a["vs_deepgemm"] == {"finegemm-sm90": 12.0 / 10.0}
     assert abs(a["live_over_anchor"]["cublas-block"] - 1.2) < 1e-12 and a["disagree"] == ["cublas-block"]
@@ -334,7 +347,7 @@ def test_anchors_compare_matches_cases_and_flags_disagreement():
     # event-timed dense anchors keep the event time
     doc["cases"][0]["peers"]["finegemm-sm90"]["kernel_us"] = 8.0
     doc["cases"][1]["peers"]["finegemm-sm90"]["kernel_us"] = 48.0
-    a, b = anchors.compare(doc, anch)
+    a, b, _ = anchors.compare(doc, anch)
     assert a["vs_deepgemm"] == {"finegemm-sm90": 12.0 / 10.0} and a["basis"] == {"finegemm-sm90": "events"}
     assert b["vs_deepgemm"] == {"finegemm-sm90": 60.0 / 48.0} and b["basis"] == {"finegemm-sm90": "kernel"}
     assert "compare finegemm-sm90's event time" not in anchors.report([a, b])

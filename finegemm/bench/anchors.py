@@ -18,7 +18,7 @@ kernel time (``kernel_us``, ``bench --kernel-time``) where it has one, and says 
 Matching is by case: dense ``fp8_gemm`` cases by (M, N, K) in the anchors' ``dense`` list, weight-grad
 cases in ``fp8_gemm_test_sweep`` (accumulate = 1), BF16 cases in ``bf16_gemm`` (same accumulate), MQA
 logits cases in ``mqa``'s prefill entries (sequence lengths, heads, head_dim, context-parallel ranges or
-not, compressed or not, logits dtype).
+not, compressed or not, logits dtype), k-grouped cases in ``k_grouped`` by (groups, M, N, total K).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ _PEER_KEYS = {
     "fp8_gemm_test_sweep": {"deepgemm": "deepgemm_us"},
     "bf16_gemm": {"deepgemm": "deepgemm_us"},
     "mqa": {"deepgemm": "deepgemm_us"},
+    "k_grouped": {"deepgemm": "deepgemm_us"},
 }
 
 
@@ -68,6 +69,12 @@ def anchor_for(case: dict[str, Any], anchors: dict[str, Any]) -> tuple[str, dict
         field, want = "bf16_gemm", int(bool(case.get("accumulate")))
     elif kind == "mqa_logits":
         return _mqa_anchor(case, anchors)
+    elif kind == "k_grouped":
+        for entry in anchors.get("k_grouped") or []:
+            if (entry.get("groups"), entry.get("M"), entry.get("N"), entry.get("K_total")) == (
+                    case.get("groups"), *shape):
+                return "k_grouped", entry
+        return None
     else:
         return None
     for entry in anchors.get(field) or []:

@@ -41,10 +41,14 @@ MASKED_GM = ((1, 1024), (2, 512), (4, 256), (16, 64), (32, 64))
 MASKED_HALF_EMPTY_GM = ((16, 64),)
 
 # K-grouped (anchors field ``k_grouped``): groups x (M, N); per-group K = 32768/groups x U(0.7, 1.3),
-# rounded to 128, drawn from a fixed seed so the list is the same in every run.
+# rounded to 128, drawn from a fixed seed so the list is the same in every run, then moved by 128-row steps to
+# the total K DeepGEMM's test drew for that case (the anchors keep only the total): same work, so the times
+# compare directly (finegemm.bench.anchors).
 K_GROUPED_G = (4, 8, 16)
 K_GROUPED_MN = ((4096, 7168), (7168, 2048))
 K_GROUPED_TOTAL = 32768
+K_GROUPED_ANCHOR_TOTALS = {(4, 4096, 7168): 34304, (4, 7168, 2048): 32896, (8, 4096, 7168): 35968,
+                           (8, 7168, 2048): 33920, (16, 4096, 7168): 34432, (16, 7168, 2048): 34304}
 
 # MQA logits prefill: the 14 prefill cases of the anchors field ``mqa``, in its order: (seq_len,
 # seq_len_kv, heads, head_dim, ranges, logits dtype, compressed). Ranges (:func:`mqa_ranges`): ``causal``,
@@ -206,10 +210,23 @@ def case_bytes(c: Case) -> int:
     raise ValueError(f"unknown kind {c.kind!r}")
 
 
-def _k_grouped_ks(groups: int, seed: int) -> tuple[int, ...]:
+def _k_grouped_ks(groups: int, seed: int, total: int | None = None) -> tuple[int, ...]:
+    """Per-group K: ``K_GROUPED_TOTAL / groups`` x U(0.7, 1.3) rounded to 128 (fixed ``seed``); with ``total`` (a
+    multiple of 128, at least 128 a group) moved round-robin by 128 a group until they sum to it."""
     rng = random.Random(seed)
     expected = K_GROUPED_TOTAL // groups
-    return tuple(max(BLOCK, _align(int(expected * rng.uniform(0.7, 1.3)), BLOCK)) for _ in range(groups))
+    ks = [max(BLOCK, _align(int(expected * rng.uniform(0.7, 1.3)), BLOCK)) for _ in range(groups)]
+    if total is not None:
+        if total % BLOCK or total < BLOCK * groups:
+            raise ValueError(f"total K {total} is not a multiple of {BLOCK} of at least {BLOCK} a group")
+        steps, i = (total - sum(ks)) // BLOCK, 0
+        while steps:
+            step = 1 if steps > 0 else -1
+            if ks[i % groups] + step * BLOCK >= BLOCK:
+                ks[i % groups] += step * BLOCK
+                steps -= step
+            i += 1
+    return tuple(ks)
 
 
 def dense_cases(shapes: list[tuple[int, int, int]] | None = None, suite: str = "dense") -> list[Case]:
@@ -265,8 +282,8 @@ def _masked(g: int, max_m: int, ms: tuple[int, ...], n: int, k: int, note: str =
 def k_grouped_cases() -> list[Case]:
     cases = []
     for g in K_GROUPED_G:
-        ks = _k_grouped_ks(g, seed=g)
         for m, n in K_GROUPED_MN:
+            ks = _k_grouped_ks(g, seed=g, total=K_GROUPED_ANCHOR_TOTALS.get((g, m, n)))
             cases.append(Case("k-grouped", "k_grouped", m, n, sum(ks), groups=g, ks=ks, out="fp32", accumulate=True,
                               label=f"kgrp {g}x{m}x{n}xK{sum(ks)}"))
     return cases

@@ -18,7 +18,8 @@ kernel time (``kernel_us``, ``bench --kernel-time``) where it has one, and says 
 Matching is by case: dense ``fp8_gemm`` cases by (M, N, K) in the anchors' ``dense`` list, weight-grad
 cases in ``fp8_gemm_test_sweep`` (accumulate = 1), BF16 cases in ``bf16_gemm`` (same accumulate), MQA
 logits cases in ``mqa``'s prefill entries (sequence lengths, heads, head_dim, context-parallel ranges or
-not, compressed or not, logits dtype), k-grouped cases in ``k_grouped`` by (groups, M, N, total K).
+not, compressed or not, logits dtype) and its paged entries (batch, next_n, heads, head_dim, average context,
+logits dtype), k-grouped cases in ``k_grouped`` by (groups, M, N, total K).
 """
 
 from __future__ import annotations
@@ -57,6 +58,17 @@ def _mqa_anchor(case: dict[str, Any], anchors: dict[str, Any]) -> tuple[str, dic
     return None
 
 
+def _paged_anchor(case: dict[str, Any], anchors: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    want = (case.get("M"), case.get("next_n"), case.get("heads"), case.get("K"), case.get("N"),
+            str(case.get("out", "")).upper())
+    for entry in anchors.get("mqa") or []:
+        have = (entry.get("batch"), entry.get("next_n"), entry.get("heads"), entry.get("head_dim"),
+                entry.get("avg_context"), entry.get("logits"))
+        if entry.get("kind") == "paged" and have == want:
+            return "mqa", entry
+    return None
+
+
 def anchor_for(case: dict[str, Any], anchors: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
     """(anchors list name, its entry) matching ``case``, or None when the anchors do not hold it."""
     shape = (case.get("M"), case.get("N"), case.get("K"))
@@ -69,6 +81,8 @@ def anchor_for(case: dict[str, Any], anchors: dict[str, Any]) -> tuple[str, dict
         field, want = "bf16_gemm", int(bool(case.get("accumulate")))
     elif kind == "mqa_logits":
         return _mqa_anchor(case, anchors)
+    elif kind == "paged_mqa_logits":
+        return _paged_anchor(case, anchors)
     elif kind == "k_grouped":
         for entry in anchors.get("k_grouped") or []:
             if (entry.get("groups"), entry.get("M"), entry.get("N"), entry.get("K_total")) == (

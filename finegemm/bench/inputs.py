@@ -19,9 +19,10 @@ from typing import Callable
 import torch
 
 import finegemm
+from finegemm.reference.mqa import fp8_paged_mqa_logits as paged_reference
 from finegemm.reference.mqa import mask_and_compact
 
-from .suites import BLOCK, Case, mqa_columns, mqa_ranges
+from .suites import BLOCK, PAGED_BLOCK_KV, Case, mqa_columns, mqa_ranges
 
 FP8 = torch.float8_e4m3fn
 FP8_MAX = 448.0
@@ -31,6 +32,8 @@ REF_ROWS = 1024
 # ``MQA_CHECK_STRIDE``-th query only (8192 x 65536 x 64 heads would take a minute of float64 einsums)
 MQA_REF_FULL = 1 << 33
 MQA_CHECK_STRIDE = 8
+# Paged MQA logits: the float64 reference covers the first PAGED_CHECK_SEQS sequences' rows.
+PAGED_CHECK_SEQS = 16
 
 
 def per_tensor_cast_to_fp8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -89,6 +92,9 @@ class Inputs:
             if not self.case.compressed and not bool(torch.isneginf(out[outside]).all()):
                 return float("nan")  # the compact form is run unclean: positions outside are unwritten
             return finegemm.calc_diff(out[~outside], ref[~outside])
+        if self.case.kind == "paged_mqa_logits":  # clean_logits=False: columns past a row's context hold anything
+            inside = torch.isfinite(ref)
+            return finegemm.calc_diff(out[:ref.shape[0]][inside], ref[inside])
         if self.valid is not None:
             out, ref = out[self.valid], ref[self.valid]
         return finegemm.calc_diff(out, ref)
@@ -106,7 +112,7 @@ def make_inputs(case: Case, device: torch.device, seed: int) -> Inputs:
     builder = {
         "fp8_gemm": _dense_fp8, "fp8_gemm_wgrad": _dense_fp8, "bf16_gemm": _bf16,
         "m_grouped_contiguous": _contiguous, "m_grouped_masked": _masked, "k_grouped": _k_grouped,
-        "mqa_logits": _mqa,
+        "mqa_logits": _mqa, "paged_mqa_logits": _paged_mqa,
     }[case.kind]
     builder(case, inp, randn)
     return inp
@@ -278,5 +284,38 @@ def _mqa(case: Case, inp: Inputs, randn) -> None:
             logits = torch.einsum("rhj,rh->rj", score, weights[idx].double())  # [r, S_kv]
             out[r0:r0 + rows] = mask_and_compact(logits, ks[idx], ke[idx], inp.t["max_seqlen_k"])
         return out
+
+    inp.builders[("block", True)] = inp.builders[("block", False)] = ref
+
+
+def _paged_mqa(case: Case, inp: Inputs, randn) -> None:
+    """DeepGEMM's paged test inputs: every sequence's pages scattered over the cache by a shuffled block table,
+    e4m3 values with positive per-token scales, q plainly cast, fp32 weights, context lengths ``case.ms``."""
+    b, next_n, h, d, bkv = case.m, case.next_n, case.heads, case.k, PAGED_BLOCK_KV
+    lens = list(case.ms)
+    pages = [-(-n // bkv) for n in lens]
+    num_blocks = sum(pages) + 8
+    values = randn(num_blocks * bkv, d).to(FP8).view(num_blocks, bkv, d)
+    scales = randn(num_blocks, bkv).float().abs_().mul_(0.01).add_(0.001)
+    cache = finegemm.pack_paged_kv_cache(values, scales)
+    del values, scales
+    order = torch.argsort(randn(num_blocks).float()).to(torch.int32).cpu()  # a shuffled page pool
+    table = torch.zeros(b, max(pages), dtype=torch.int32)
+    used = 0
+    for i, p in enumerate(pages):
+        table[i, :p] = order[used:used + p]
+        used += p
+    q = randn(b, next_n, h, d).to(FP8)
+    weights = randn(b * next_n, h).float()
+    ctx = torch.tensor(lens, dtype=torch.int32, device=inp.device)
+    table = table.to(inp.device)
+    num_sms = torch.cuda.get_device_properties(inp.device).multi_processor_count if inp.device.type == "cuda" else 4
+    meta = finegemm.get_paged_mqa_logits_metadata(ctx, bkv, num_sms)
+    seqs = min(b, PAGED_CHECK_SEQS)
+    inp.t.update(q=q, cache=cache, weights=weights, ctx=ctx, table=table, meta=meta, max_len=max(lens))
+
+    def ref() -> torch.Tensor:
+        """float64 logits of the first ``seqs`` sequences' rows, ``-inf`` past each row's context."""
+        return paged_reference(q[:seqs], cache, weights[:seqs * next_n], ctx[:seqs], table[:seqs], None, max(lens))
 
     inp.builders[("block", True)] = inp.builders[("block", False)] = ref

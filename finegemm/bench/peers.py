@@ -35,7 +35,7 @@ import finegemm
 from finegemm.reference.mqa import mask_and_compact
 
 from .inputs import Inputs
-from .suites import Case
+from .suites import PAGED_BLOCK_KV, Case
 
 
 class Refused(Exception):
@@ -126,6 +126,15 @@ def _api_call(mod: Any, case: Case, inp: Inputs) -> Prepared:
                                 max_seqlen_k=t["max_seqlen_k"], logits_dtype=logits_dtype)
 
         return Prepared(run, lambda: held["out"], "block", reset=held.clear)
+    if kind == "paged_mqa_logits":
+        held = {}
+        logits_dtype = torch.float32 if case.out == "fp32" else torch.bfloat16
+
+        def run_paged() -> None:  # DeepGEMM's default clean_logits=False, as its test runs it
+            held["out"] = fn_op(t["q"], t["cache"], t["weights"], t["ctx"], t["table"], t["meta"], t["max_len"],
+                                logits_dtype=logits_dtype)
+
+        return Prepared(run_paged, lambda: held["out"], "block", reset=held.clear)
     raise Refused(f"no call for kind {kind}")
 
 
@@ -150,7 +159,7 @@ class FinegemmPeer(Peer):
     is_ours = True
     needs_cuda = False
     kinds = ("fp8_gemm", "fp8_gemm_wgrad", "bf16_gemm", "m_grouped_contiguous", "m_grouped_masked", "k_grouped",
-             "mqa_logits")
+             "mqa_logits", "paged_mqa_logits")
 
     def __init__(self, backend: str) -> None:
         self.backend = backend
@@ -198,6 +207,10 @@ class DeepGemmPeer(Peer):
             helper = getattr(self._mod, "get_mn_major_tma_aligned_tensor", None)
             if helper is not None:
                 inp = Inputs(inp.case, inp.device, {**inp.t, "sfa_mn": helper(inp.t["a"][1])}, inp.builders, inp.valid)
+        if case.kind == "paged_mqa_logits":  # its own schedule for its own kernel
+            sms = torch.cuda.get_device_properties(inp.device).multi_processor_count
+            meta = self._mod.get_paged_mqa_logits_metadata(inp.t["ctx"], PAGED_BLOCK_KV, sms)
+            inp = Inputs(inp.case, inp.device, {**inp.t, "meta": meta}, inp.builders, inp.valid)
         return _api_call(self._mod, case, inp)
 
 

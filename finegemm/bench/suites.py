@@ -65,6 +65,19 @@ MQA_PREFILL = (
     (8192, 8192, 64, 64, "causal", "fp32", False), (8192, 8192, 64, 128, "causal", "bf16", False),
 )
 
+# Paged MQA logits (decode): the paged cases of the anchors field ``mqa`` in its order (DeepGEMM's test: block_kv
+# 64, head_dim 128, per-sequence context avg x U(0.7, 1.3), run with ``clean_logits=False``): (batch, next_n,
+# heads, avg context, logits dtype). Context lengths come from a fixed seed (:func:`paged_context_lens`).
+MQA_PAGED = (
+    (256, 1, 64, 8192, "bf16"), (256, 1, 64, 65536, "fp32"), (256, 1, 32, 8192, "bf16"),
+    (256, 1, 32, 8192, "fp32"), (256, 2, 32, 65536, "fp32"), (4096, 2, 64, 8192, "bf16"),
+    (4096, 1, 32, 8192, "fp32"), (4096, 1, 32, 8192, "bf16"), (256, 2, 64, 65536, "bf16"),
+    (4096, 2, 32, 8192, "fp32"), (256, 2, 64, 8192, "fp32"), (4096, 2, 32, 8192, "bf16"),
+    (256, 2, 64, 65536, "fp32"), (4096, 1, 64, 8192, "bf16"),
+)
+PAGED_BLOCK_KV = 64
+PAGED_HEAD_DIM = 128
+
 # Kind -> the finegemm function it needs (a suite whose function is missing is listed as unavailable).
 OP_OF_KIND = {
     "fp8_gemm": "fp8_gemm_nt",
@@ -74,9 +87,10 @@ OP_OF_KIND = {
     "m_grouped_masked": "m_grouped_fp8_gemm_nt_masked",
     "k_grouped": "k_grouped_fp8_gemm_tn_contiguous",
     "mqa_logits": "fp8_mqa_logits",
+    "paged_mqa_logits": "fp8_paged_mqa_logits",
 }
 
-SUITES = ("dense", "weight-grad", "bf16", "grouped", "k-grouped", "mqa")
+SUITES = ("dense", "weight-grad", "bf16", "grouped", "k-grouped", "mqa", "paged-mqa")
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -93,7 +107,8 @@ class Case:
 
     ``m``/``n``/``k`` mean: dense ``D[m, n] = A[m, k] @ B[n, k]^T``; m-grouped: ``m`` total rows
     (``ms`` per group, before alignment padding), ``n``/``k`` per expert; k-grouped: ``k`` the sum of
-    ``ks``; mqa: ``m`` = seq_len, ``n`` = seq_len_kv, ``k`` = head_dim.
+    ``ks``; mqa: ``m`` = seq_len, ``n`` = seq_len_kv, ``k`` = head_dim; paged mqa: ``m`` = batch, ``n`` = the
+    average context, ``k`` = head_dim, ``ms`` every sequence's context length, ``next_n`` tokens a sequence.
     """
 
     suite: str
@@ -109,6 +124,7 @@ class Case:
     heads: int = 0
     ranges: str = ""
     compressed: bool = False  # mqa: the compact [S, max_seqlen_k] logits, unclean
+    next_n: int = 0  # paged mqa: new tokens a sequence
     label: str = field(default="", compare=False)
 
     @property
@@ -134,6 +150,8 @@ class Case:
             return 2 * sum(self.ms) * self.n * self.k
         if self.kind == "mqa_logits":
             return 2 * mqa_pairs(self.m, self.n, self.ranges) * self.heads * self.k
+        if self.kind == "paged_mqa_logits":
+            return 2 * paged_row_keys(self.ms, self.next_n) * self.heads * self.k
         return 2 * self.m * self.n * self.k
 
     @property
@@ -145,7 +163,7 @@ class Case:
         p = {"suite": self.suite, "kind": self.kind, "name": self.name, "M": self.m, "N": self.n, "K": self.k}
         if self.groups != 1 or self.kind.startswith(("m_grouped", "k_grouped")):
             p["groups"] = self.groups
-        if self.ms:
+        if self.ms and self.kind != "paged_mqa_logits":  # (a paged case's 256-4096 context lengths: their sum)
             p["ms"] = list(self.ms)
         if self.ks:
             p["ks"] = list(self.ks)
@@ -153,6 +171,9 @@ class Case:
         p["accumulate"] = self.accumulate
         if self.kind == "mqa_logits":
             p.update(heads=self.heads, ranges=self.ranges, compressed=self.compressed)
+        if self.kind == "paged_mqa_logits":
+            p.update(heads=self.heads, next_n=self.next_n, avg_context=self.n, context_total=sum(self.ms),
+                     block_kv=PAGED_BLOCK_KV)
         return p
 
 
@@ -184,6 +205,17 @@ def mqa_pairs(seq_len: int, seq_len_kv: int, ranges: str) -> int:
     return sum(e - s for s, e in mqa_ranges(seq_len, seq_len_kv, ranges))
 
 
+def paged_context_lens(batch: int, avg: int, seed: int) -> tuple[int, ...]:
+    """Per-sequence context lengths: ``avg`` x U(0.7, 1.3), at least 1, from a fixed seed."""
+    rng = random.Random(seed)
+    return tuple(max(1, int(avg * rng.uniform(0.7, 1.3))) for _ in range(batch))
+
+
+def paged_row_keys(lens: tuple[int, ...], next_n: int) -> int:
+    """Keys all logits rows see together: token ``t`` of ``next_n`` sees ``len - next_n + t + 1`` of them."""
+    return sum(max(0, n - next_n + t + 1) for n in lens for t in range(next_n))
+
+
 def case_bytes(c: Case) -> int:
     """Fewest bytes moved: FP8 operands 1 B/elem, FP32 scales, BF16 2 B, FP32 4 B; C read when accumulating."""
     out_b = 4 if c.out == "fp32" else 2
@@ -207,6 +239,11 @@ def case_bytes(c: Case) -> int:
     if c.kind == "mqa_logits":
         s, skv, h, d = c.m, c.n, c.heads, c.k
         return s * h * d + skv * d + 4 * skv + 4 * s * h + out_b * s * mqa_columns(c) + 8 * s
+    if c.kind == "paged_mqa_logits":  # q, the cache's used pages, weights, block table, lens, logits written
+        b, rows, h, d = c.m, c.m * c.next_n, c.heads, c.k
+        pages = sum(_ceil_div(n, PAGED_BLOCK_KV) for n in c.ms)
+        return (rows * h * d + pages * PAGED_BLOCK_KV * (d + 4) + 4 * rows * h
+                + 4 * b * _ceil_div(max(c.ms), PAGED_BLOCK_KV) + 4 * b + out_b * rows * max(c.ms))
     raise ValueError(f"unknown kind {c.kind!r}")
 
 
@@ -295,6 +332,12 @@ def mqa_cases() -> list[Case]:
             for s, skv, h, d, r, out, comp in MQA_PREFILL]
 
 
+def paged_mqa_cases() -> list[Case]:
+    return [Case("paged-mqa", "paged_mqa_logits", b, avg, PAGED_HEAD_DIM, ms=paged_context_lens(b, avg, seed=i),
+                 heads=h, next_n=nn, out=out, label=f"paged b{b} n{nn} h{h} ctx{avg} {out}")
+            for i, (b, nn, h, avg, out) in enumerate(MQA_PAGED)]
+
+
 def smoke_cases(suite: str) -> list[Case]:
     """Tiny shapes for the CPU interpreter (each runs in well under a second there)."""
     if suite == "dense":
@@ -313,6 +356,9 @@ def smoke_cases(suite: str) -> list[Case]:
         return [Case("mqa", "mqa_logits", 16, 64, 32, heads=16, ranges="causal", out="fp32", label="mqa 16x64 h16d32"),
                 Case("mqa", "mqa_logits", 16, 64, 64, heads=32, ranges="cp", out="bf16", compressed=True,
                      label="mqa 16x64 h32d64 cp bf16 compact")]
+    if suite == "paged-mqa":
+        return [Case("paged-mqa", "paged_mqa_logits", 3, 100, 64, ms=(100, 70, 130), heads=32, next_n=2, out="fp32",
+                     label="paged b3 n2 h32 ctx100 fp32")]
     raise ValueError(f"unknown suite {suite!r}")
 
 
@@ -321,7 +367,7 @@ def suite_cases(suite: str, smoke: bool = False) -> list[Case]:
         return smoke_cases(suite)
     return {
         "dense": dense_cases, "weight-grad": weight_grad_cases, "bf16": bf16_cases, "grouped": grouped_cases,
-        "k-grouped": k_grouped_cases, "mqa": mqa_cases,
+        "k-grouped": k_grouped_cases, "mqa": mqa_cases, "paged-mqa": paged_mqa_cases,
     }[suite]()
 
 

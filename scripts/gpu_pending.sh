@@ -17,6 +17,9 @@
 #   bash scripts/gpu_pending.sh 6   (after the 10th session) the launcher (per-stream split-K), grouped, k-grouped
 #                                   and BF16 GPU suites at its final tree
 #   bash scripts/gpu_pending.sh 7   the dense GPU suite, then the dense / weight-grad / bf16 harness (README table)
+#   bash scripts/gpu_pending.sh 8   (after the 11th session) the harness suites it changed or added, never run on a
+#                                   GPU: paged-mqa (DeepGEMM's paged anchors) and k-grouped (DeepGEMM's total K),
+#                                   with --kernel-time, then the mqa and grouped suites the same way
 # Logs and JSON in $OUT/pending<part>.tgz (the device tool returns only a few files).
 # Here first: git rev-parse --short HEAD > .commit (and carry ".commit").
 set -uo pipefail
@@ -72,6 +75,13 @@ elif [ "$PART" = 7 ]; then
         --peers finegemm-sm90,cublas-block,cublas-bf16 --commit "$commit" --json "$LOGS/bench.json" \
         > "$LOGS/bench.log" 2>&1 || status=1
     tail -3 "$LOGS/bench.log"; pack
+elif [ "$PART" = 8 ]; then
+    for suite in paged-mqa k-grouped mqa grouped; do
+        timeout 200 python3 -m finegemm.bench --plain --no-progress --kernel-time --suite $suite \
+            --peers finegemm-sm90 --commit "$commit" --json "$LOGS/bench-$suite.json" > "$LOGS/bench-$suite.log" 2>&1 \
+            || status=1
+        tail -3 "$LOGS/bench-$suite.log"; pack
+    done
 else
     timeout 60 python3 -m finegemm.bench --plain --no-progress --suite dense,weight-grad \
         --peers finegemm-sm90,cublas-block --commit "$commit" --json "$LOGS/bench.json" > "$LOGS/bench.log" 2>&1 \

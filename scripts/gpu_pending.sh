@@ -77,7 +77,7 @@ elif [ "$PART" = 7 ]; then
     tail -3 "$LOGS/bench.log"; pack
 elif [ "$PART" = 8 ]; then
     for suite in paged-mqa k-grouped mqa grouped; do
-        timeout 200 python3 -m finegemm.bench --plain --no-progress --kernel-time --suite $suite \
+        timeout 140 python3 -m finegemm.bench --plain --no-progress --kernel-time --suite $suite \
             --peers finegemm-sm90 --commit "$commit" --json "$LOGS/bench-$suite.json" > "$LOGS/bench-$suite.log" 2>&1 \
             || status=1
         tail -3 "$LOGS/bench-$suite.log"; pack

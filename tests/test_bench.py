@@ -290,7 +290,7 @@ def test_future_suites_through_the_real_api_modules(monkeypatch):
     for name in ops:
         monkeypatch.setattr(finegemm, name, getattr(grouped, name), raising=False)
     monkeypatch.setattr(finegemm, "fp8_mqa_logits", attention.fp8_mqa_logits, raising=False)
-    cases = [c for s in ("grouped", "k-grouped", "mqa") for c in suites.suite_cases(s, smoke=True)]
+    cases = [c for s in ("grouped", "k-grouped", "mqa", "paged-mqa") for c in suites.suite_cases(s, smoke=True)]
     peers = make_peers(["finegemm-portable"])
     for cr in run_cases(cases, peers, CPU, RunOptions(warmup=0, repeats=1, flush=False), None):
         r = cr.results["finegemm-portable"]

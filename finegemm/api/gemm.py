@@ -19,6 +19,7 @@ from ..jit.heuristics import GemmDesc
 from ..kernels.portable.gemm_bf16 import launch_bf16_gemm
 from ..kernels.portable.gemm_fp8 import launch_fp8_gemm
 from ..layout import transform_sf_into_required_layout
+from . import torch_ops
 from .checks import (
     FP8_DTYPES,
     check_dim,
@@ -99,6 +100,8 @@ def fp8_gemm_nt(
     falls back to the portable kernels otherwise.
     """
     del compiled_dims, disable_ue8m0_cast
+    if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/torch_ops.py)
+        return torch_ops.fp8_gemm_nt(a, b, d, c, recipe)
     try:
         a_fp8, sfa = a
         b_fp8, sfb = b
@@ -252,6 +255,8 @@ def bf16_gemm_nt(
     (``FINEGEMM_BACKEND=sm90`` raises ``BackendError`` for them instead).
     """
     del compiled_dims
+    if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/torch_ops.py)
+        return torch_ops.bf16_gemm_nt(a, b, d, c)
     try:
         # As fp8_gemm_nt: the data pointers, then the call signature; key[4:] keys the validated plan, the
         # whole key the sm90 recording of this exact launch (a superset of dispatch_bf16's key).

@@ -56,6 +56,7 @@ from ..jit.heuristics import FP8_BLOCK_K, GemmDesc, PortableConfig
 from ..kernels.portable.k_grouped import launch_k_grouped
 from ..kernels.portable.m_grouped import launch_m_grouped_contiguous, launch_m_grouped_masked
 from ..layout import get_mk_alignment_for_contiguous_layout, transform_sf_into_required_layout
+from . import torch_ops
 from .checks import (
     FP8_DTYPES,
     check_dim,
@@ -433,6 +434,9 @@ def m_grouped_fp8_gemm_nt_contiguous(
     Any M_total >= 0, N >= 1, K >= 1. See the module doc for which content checks run where.
     """
     del compiled_dims, disable_ue8m0_cast
+    if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/torch_ops.py)
+        return torch_ops.m_grouped_contiguous(a, b, d, grouped_layout, use_psum_layout,
+                                              expected_m_for_psum_layout, recipe, True)
 
     def validate() -> _Plan:
         a_fp8, sfa, b_fp8, sfb = _check_fp8_operands(a, b, recipe, RECIPE_1D2D, "m_grouped_fp8_gemm_nt_contiguous")
@@ -474,6 +478,9 @@ def m_grouped_bf16_gemm_nt_contiguous(
     """BF16 twin of :func:`m_grouped_fp8_gemm_nt_contiguous`: a bf16 ``[M_total, K]``, b bf16 ``[G, N, K]``
     (row- or column-major each), d bf16 ``[M_total, N]`` (padding rows 0), FP32 accumulation."""
     del compiled_dims
+    if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/torch_ops.py)
+        return torch_ops.m_grouped_contiguous(a, b, d, grouped_layout, use_psum_layout,
+                                              expected_m_for_psum_layout, None, False)
 
     def validate() -> _Plan:
         return _plan_contiguous("bf16", *_check_bf16_operands(a, b), d, grouped_layout, use_psum_layout,
@@ -553,6 +560,8 @@ def m_grouped_fp8_gemm_nt_masked(
     captured in a CUDA graph once the kernel is compiled (call it once before capturing).
     """
     del compiled_dims, disable_ue8m0_cast
+    if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/torch_ops.py)
+        return torch_ops.m_grouped_masked(a, b, d, masked_m, expected_m, recipe, True)
 
     def validate() -> _Plan:
         a_fp8, sfa, b_fp8, sfb = _check_fp8_operands(a, b, recipe, RECIPE_1D2D, "m_grouped_fp8_gemm_nt_masked")
@@ -577,6 +586,8 @@ def m_grouped_bf16_gemm_nt_masked(
     """BF16 twin of :func:`m_grouped_fp8_gemm_nt_masked`: a bf16 ``[G, max_m, K]``, b bf16 ``[G, N, K]``,
     d bf16 ``[G, max_m, N]`` (rows at or past ``masked_m[g]`` untouched), FP32 accumulation."""
     del compiled_dims
+    if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/torch_ops.py)
+        return torch_ops.m_grouped_masked(a, b, d, masked_m, expected_m, None, False)
 
     def validate() -> _Plan:
         return _plan_masked("bf16", *_check_bf16_operands(a, b), d, masked_m, expected_m)
@@ -716,6 +727,8 @@ def k_grouped_fp8_gemm_tn_contiguous(a: Pair, b: Pair, d: torch.Tensor, ks: list
         recipe: ``(1, 1, 128)`` only. compiled_dims: accepted for DeepGEMM compatibility.
     """
     del compiled_dims
+    if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/torch_ops.py)
+        return torch_ops.k_grouped(a, b, d, ks, ks_tensor, c, recipe, "tn", True)
     _k_grouped_fp8(a, b, d, ks, ks_tensor, c, recipe, False, "k_grouped_fp8_gemm_tn_contiguous")
 
 
@@ -734,6 +747,8 @@ def k_grouped_fp8_gemm_nt_contiguous(a: Pair, b: Pair, d: torch.Tensor, ks: list
             :func:`k_grouped_fp8_gemm_tn_contiguous`.
     """
     del compiled_dims
+    if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/torch_ops.py)
+        return torch_ops.k_grouped(a, b, d, ks, ks_tensor, c, recipe, "nt", True)
     _k_grouped_fp8(a, b, d, ks, ks_tensor, c, recipe, True, "k_grouped_fp8_gemm_nt_contiguous")
 
 
@@ -749,6 +764,8 @@ def k_grouped_bf16_gemm_tn_contiguous(
     """BF16 twin of :func:`k_grouped_fp8_gemm_tn_contiguous`: a bf16 ``[sum(ks), M]``, b bf16
     ``[sum(ks), N]`` (row- or column-major), d and c (required) fp32 ``[G, M, N]``."""
     del compiled_dims
+    if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/torch_ops.py)
+        return torch_ops.k_grouped(a, b, d, ks, ks_tensor, c, None, "tn", False)
 
     def validate() -> _Plan:
         return _plan_k_grouped("bf16", *_check_bf16_operands(a, b), c, d, ks, ks_tensor, False)

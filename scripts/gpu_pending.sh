@@ -19,7 +19,8 @@
 #   bash scripts/gpu_pending.sh 7   the dense GPU suite, then the dense / weight-grad / bf16 harness (README table)
 #   bash scripts/gpu_pending.sh 8   (after the 11th session) the harness suites it changed or added, never run on a
 #                                   GPU: paged-mqa (DeepGEMM's paged anchors) and k-grouped (DeepGEMM's total K),
-#                                   with --kernel-time, then the mqa and grouped suites the same way
+#                                   with --kernel-time, then the mqa and grouped suites the same way; first the
+#                                   torch.compile GPU test (inductor, reduce-overhead)
 # Logs and JSON in $OUT/pending<part>.tgz (the device tool returns only a few files).
 # Here first: git rev-parse --short HEAD > .commit (and carry ".commit").
 set -uo pipefail
@@ -76,6 +77,7 @@ elif [ "$PART" = 7 ]; then
         > "$LOGS/bench.log" 2>&1 || status=1
     tail -3 "$LOGS/bench.log"; pack
 elif [ "$PART" = 8 ]; then
+    pytest_gpu pytest-compile.log tests/test_torch_compile.py  # torch.compile + inductor / reduce-overhead, never run
     for suite in paged-mqa k-grouped mqa grouped; do
         timeout 140 python3 -m finegemm.bench --plain --no-progress --kernel-time --suite $suite \
             --peers finegemm-sm90 --commit "$commit" --json "$LOGS/bench-$suite.json" > "$LOGS/bench-$suite.log" 2>&1 \

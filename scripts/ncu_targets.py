@@ -4,7 +4,8 @@ Run under ``ncu`` (``scripts/ncu_profile.sh``); outside it, this just calls each
 harness's fresh random data. Targets: dense 1d2d 4096x7168x16384 (compute-bound main loop, 0.85x) and
 4096x2112x7168 (0.79x), MQA prefill H64/D128 S=2048 S_kv=8192 causal (0.89x; also its FP32-sum and 256-row
 variants), paged MQA B=256 ctx 8192 next_n 2 H64 (0.79x), masked decode 16 groups x 64 rows x (7168, 2048)
-(0.98x).
+(0.98x); masked 4 x 256 and 1 x 1024 x (4096, 7168) at explicit 256x128 / 128x128 tiles (``masked4x256_256``,
+``masked1x1024_256``, ``masked4x256_128``: why one CTA a B panel streams B so slowly, NOTES v13).
 Usage: PYTHONPATH=. python3 scripts/ncu_targets.py [target ...]
 """
 
@@ -58,10 +59,36 @@ def masked() -> None:
     finegemm.m_grouped_fp8_gemm_nt_masked(t["a"], t["b"], d, t["masked_m"], case.ms[0])
 
 
+def masked_tile(groups: int, rows: int, bm: int, bn: int, pipe: bool) -> None:
+    """Masked ``groups`` x ``rows`` x (4096, 7168) at an explicit tile: NOTES v13's open question, why 256x128
+    reads B so slowly when each B panel has one CTA (4 x 256: 165 us) and not with four (1 x 1024: 49 us)."""
+    from finegemm.jit.device import device_facts
+    from finegemm.jit.heuristics import GemmDesc
+    from finegemm.jit.heuristics_sm90_grouped import make_grouped_config
+    from finegemm.kernels.sm90 import dispatch_grouped
+
+    n, k = 4096, 7168
+    w = torch.randn(groups, n, k, device=DEV, dtype=torch.bfloat16)
+    parts = [finegemm.per_block_cast_to_fp8(w[i]) for i in range(groups)]
+    b, sfb = torch.stack([p[0] for p in parts]), torch.stack([p[1] for p in parts])
+    x = torch.randn(groups, rows, k, device=DEV, dtype=torch.bfloat16)
+    parts = [finegemm.per_token_cast_to_fp8(x[i]) for i in range(groups)]
+    a, sfa = torch.stack([p[0] for p in parts]), torch.stack([p[1] for p in parts])
+    masked_m = torch.full((groups,), rows, device=DEV, dtype=torch.int32)
+    desc = GemmDesc("fp8_1d2d", rows, n, k, layout="m_grouped_masked", num_groups=groups, expected_m=rows)
+    cfg = make_grouped_config(device_facts(DEV), bm, bn, True, pipe_mma=pipe)
+    d = torch.empty(groups, rows, n, device=DEV, dtype=torch.bfloat16)
+    dispatch_grouped.m_grouped_fp8_1d2d_gemm_masked(desc, cfg, a, finegemm.get_mn_major_tma_aligned_tensor(sfa), b,
+                                                    sfb.contiguous(), d, masked_m, rows)
+
+
 # "mqa" is the API's choice (the tensor-core head sum); the other two are its variants
 TARGETS = {"dense16384": lambda: dense(4096, 7168, 16384), "dense2112": lambda: dense(4096, 2112, 7168),
            "mqa": mqa, "mqa_fp32_sum": lambda: mqa(head_sum_mma=False),
-           "mqa_mma_sum_wide": lambda: mqa(head_sum_mma=True, block_q=4), "paged": paged, "masked": masked}
+           "mqa_mma_sum_wide": lambda: mqa(head_sum_mma=True, block_q=4), "paged": paged, "masked": masked,
+           "masked4x256_256": lambda: masked_tile(4, 256, 256, 128, False),
+           "masked1x1024_256": lambda: masked_tile(1, 1024, 256, 128, False),
+           "masked4x256_128": lambda: masked_tile(4, 256, 128, 128, True)}
 DEFAULT = ["dense16384", "dense2112", "mqa", "paged", "masked"]  # with no names on the command line
 
 if __name__ == "__main__":

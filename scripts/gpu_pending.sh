@@ -20,7 +20,7 @@
 #   bash scripts/gpu_pending.sh 8   (after the 11th session) the harness suites it changed or added, never run on a
 #                                   GPU: paged-mqa (DeepGEMM's paged anchors) and k-grouped (DeepGEMM's total K),
 #                                   with --kernel-time, then the mqa and grouped suites the same way; first the
-#                                   torch.compile GPU test (inductor, reduce-overhead)
+#                                   multicast probe (scripts/multicast_probe.py) and the torch.compile GPU test
 # Logs and JSON in $OUT/pending<part>.tgz (the device tool returns only a few files).
 # Here first: git rev-parse --short HEAD > .commit (and carry ".commit").
 set -uo pipefail
@@ -77,6 +77,9 @@ elif [ "$PART" = 7 ]; then
         > "$LOGS/bench.log" 2>&1 || status=1
     tail -3 "$LOGS/bench.log"; pack
 elif [ "$PART" = 8 ]; then
+    # the 2-CTA multicast mechanism (NOTES "What limits it" item 0): PASS/FAIL and the num_ctas grid geometry
+    timeout 60 python3 scripts/multicast_probe.py 2>&1 | tee "$LOGS/multicast_probe.log" | tail -4
+    pack
     pytest_gpu pytest-compile.log tests/test_torch_compile.py  # torch.compile + inductor / reduce-overhead, never run
     for suite in paged-mqa k-grouped mqa grouped; do
         timeout 140 python3 -m finegemm.bench --plain --no-progress --kernel-time --suite $suite \

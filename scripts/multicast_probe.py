@@ -3,8 +3,8 @@
 A 2-CTA cluster (``num_ctas=2``): CTA rank 0 alone loads one 64x64 fp16 tile with a hand-written
 ``cp.async.bulk.tensor...multicast::cluster`` into the same shared-memory offset of both CTAs, each CTA waits on
 its own mbarrier, then stores what it received (TMA) to rows ``[64 rank, 64 rank + 64)`` of ``out``. Also
-records, per CTA, ``program_id``, ``%cluster_ctarank`` and ``%clusterid.x`` (how Triton's launcher sizes a
-``num_ctas`` grid).
+records, per CTA, ``program_id``, ``%cluster_ctarank``, ``%clusterid.x`` and ``%ctaid.x`` (how Triton's launcher
+sizes a ``num_ctas`` grid; the PTX already shows ``program_id`` is ``%clusterid.x`` there).
 
 What the asm needs and how it gets it (all checked by the CPU compile, ``--compile-only``): the tensor map's
 address from the kernel's first parameter (``<kernel>_param_0``, ``cvta.param``); the destination and the
@@ -64,12 +64,17 @@ def _multicast_kernel(desc, out_desc, info_ptr, BAR_OFFSET: gl.constexpr):
     mbarrier.wait(bar, 0)
     tma.async_copy_shared_to_global(out_desc, [rank * TILE, 0], smem)  # what this CTA received, to out[rank]
     tma.store_wait(0)
-    cluster_id = gl.inline_asm_elementwise("mov.u32 $0, %clusterid.x;", "=r", [], dtype=gl.int32, is_pure=True,
-                                           pack=1)
-    slot = info_ptr + (gl.program_id(0) * 2 + rank) * 3
-    gl.store(slot, gl.program_id(0))
-    gl.store(slot + 1, rank)
-    gl.store(slot + 2, cluster_id)
+    # per CTA: program_id, rank, %clusterid.x, %ctaid.x. By inline asm: Triton takes values in a num_ctas
+    # kernel as replicated over the cluster and lets only rank 0 execute a gl.store (and program_id is
+    # %clusterid.x), so a plain store would record rank 0 alone.
+    gl.inline_asm_elementwise(
+        "{ .reg .b32 t, c, k, x; .reg .pred p; .reg .b64 a;\n"
+        "mov.u32 t, %tid.x; setp.eq.u32 p, t, 0;\n"
+        "mov.u32 c, %clusterid.x; mov.u32 k, %cluster_ctarank; mov.u32 x, %ctaid.x;\n"
+        "mad.lo.u32 t, c, 2, k; mul.wide.u32 a, t, 16; add.u64 a, a, $1;\n"
+        "@p st.global.v4.b32 [a], {$2, k, c, x};\n"
+        "mov.u32 $0, 0; }",
+        "=r,l,r", [info_ptr, gl.program_id(0)], dtype=gl.int32, is_pure=False, pack=1)
     _cluster_sync()  # neither CTA exits while its peer may still be written
 
 
@@ -108,10 +113,10 @@ def main() -> None:
     desc = TensorDescriptor(src, [TILE, TILE], [TILE, 1], [TILE, TILE], _layout())
     out = torch.full((2 * TILE, TILE), float("nan"), device="cuda", dtype=torch.float16)
     out_desc = TensorDescriptor(out, [2 * TILE, TILE], [TILE, 1], [TILE, TILE], _layout())
-    info = torch.full((8, 3), -1, device="cuda", dtype=torch.int32)
+    info = torch.full((8, 4), -1, device="cuda", dtype=torch.int32)
     _multicast_kernel[(1,)](desc, out_desc, info, BAR_OFFSET=offset, num_warps=4, num_ctas=2)
     torch.cuda.synchronize()
-    print("per CTA (program_id, cluster rank, cluster id):", info.tolist())
+    print("per CTA (program_id, cluster rank, %clusterid.x, %ctaid.x):", info.tolist())
     same = [bool(torch.equal(out[r * TILE:(r + 1) * TILE], src)) for r in range(2)]
     print("PASS" if all(same) else f"FAIL: rank 0 / 1 received the tile: {same}")
 

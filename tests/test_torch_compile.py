@@ -117,3 +117,43 @@ def test_inductor_on_the_gpu_with_and_without_cuda_graphs(mode):
         torch.cuda.synchronize()
         ref = finegemm.reference.fp8_gemm_nt(a, b, None, (1, 128, 128)) * 2
         assert finegemm.calc_diff(got, ref) < 1e-3, seed
+
+
+def _op_calls(case, t) -> list:
+    """(operator, arguments) of ``case``'s public call as api/torch_ops.py passes them (d a fresh tensor)."""
+    ops = torch.ops.finegemm
+    if case.kind in ("fp8_gemm", "fp8_gemm_wgrad"):
+        wgrad = case.kind == "fp8_gemm_wgrad"
+        d = t["c"].clone() if wgrad else torch.empty(case.m, case.n, dtype=torch.bfloat16)
+        return [(ops.fp8_gemm_nt.default, (t["a"][0], t["sfa_mn"], *t["b"], d, None, wgrad,
+                                          [1, 1, 128] if wgrad else None))]
+    if case.kind == "bf16_gemm":
+        d = torch.empty(case.m, case.n, dtype=torch.float32 if case.out == "fp32" else torch.bfloat16)
+        return [(ops.bf16_gemm_nt.default, (t["a_bf"], t["b_bf"], d, t["c"], False))]
+    if case.kind == "m_grouped_contiguous":
+        d = torch.empty(case.m, case.n, dtype=torch.bfloat16)
+        return [(ops.m_grouped_contiguous.default, (t["a"][0], t["sfa_mn"], *t["b"], d, t["layout"], False, None,
+                                                    None))]
+    if case.kind == "m_grouped_masked":
+        d = torch.empty(case.groups, case.m, case.n, dtype=torch.bfloat16)
+        return [(ops.m_grouped_masked.default, (t["a"][0], t["sfa_mn"], *t["b"], d, t["masked_m"], t["expected_m"],
+                                                None))]
+    if case.kind == "k_grouped":
+        return [(ops.k_grouped.default, (*t["a"], *t["b"], t["c"].clone(), list(case.ks), t["ks_tensor"], None,
+                                         True, "tn", None))]
+    logits = torch.float32 if case.out == "fp32" else torch.bfloat16
+    if case.kind == "mqa_logits":
+        return [(ops.fp8_mqa_logits.default, (t["q"], *t["kv"], t["weights"], t["ks"], t["ke"], not case.compressed,
+                                              t["max_seqlen_k"], logits))]
+    return [(ops.fp8_paged_mqa_logits.default, (t["q"], t["cache"], t["weights"], t["ctx"], t["table"], t["meta"],
+                                                t["max_len"], False, logits))]
+
+
+@pytest.mark.parametrize("case", SMOKE, ids=[c.name for c in SMOKE])
+def test_operators_fake_tensors_match_the_real_outputs(case):
+    """torch.library.opcheck's fake-tensor test on every operator: the fake implementation gives the real
+    outputs' shapes, strides (the logits' row padding) and dtypes, and the declared mutation of ``d`` holds.
+    (Its other tests compare FP8 tensors with allclose, which CPU torch does not implement for e4m3.)"""
+    t = make_inputs(case, CPU, seed=6).t
+    for op, args in _op_calls(case, t):
+        assert torch.library.opcheck(op, args, test_utils=("test_faketensor",)) == {"test_faketensor": "SUCCESS"}

@@ -194,6 +194,14 @@ def test_markdown_table_carries_the_json_numbers():
     assert lines[3].startswith("| 1x8x128 | 12.3 | refused |")
     assert len(lines) == 4  # the bf16 case is not in the dense table
     assert "abc1234" in markdown.caption(doc) and "L2 flushed" in markdown.caption(doc)
+    # a --kernel-time run: each peer's kernel span beside its event time, and the caption says so
+    ok["kernel_us"], peer["kernel_us"] = 9.87, 12.0
+    doc["options"].update(kernel_time=True, flush_mode="read")
+    lines = markdown.table(doc, "dense").splitlines()
+    assert lines[0] == ("| case | finegemm-sm90 µs | cublas-block µs | finegemm-sm90 kernel µs | cublas-block kernel µs "
+                        "| finegemm-sm90 TFLOPS | finegemm-sm90 / cublas-block |")
+    assert lines[2] == "| 64x2112x7168 | 12.3 | 15.2 | 9.9 | 12.0 | 457 | 1.23x |"
+    assert "kernel spans from the profiler" in markdown.caption(doc) and "(read flush)" in markdown.caption(doc)
 
 
 def test_wrong_result_fails_the_exit_code(monkeypatch, capsys):

@@ -37,12 +37,15 @@ def table(doc: dict[str, Any], suite: str | None = None) -> str:
     """Markdown table of ``doc``'s cases (optionally one suite): µs per peer, finegemm TFLOPS, ratios."""
     cases = [c for c in doc["cases"] if suite is None or c["suite"] == suite]
     ours, others = _peers(cases)
-    header = ["case"] + [f"{p} µs" for p in ours + others] + [f"{p} TFLOPS" for p in ours]
-    header += [f"{o} / {p}" for o in ours for p in others]
+    # with --kernel-time: the kernel span of each peer that has one, beside its event time
+    kernel = [p for p in ours + others if any((c["peers"].get(p) or {}).get("kernel_us") for c in cases)]
+    header = ["case"] + [f"{p} µs" for p in ours + others] + [f"{p} kernel µs" for p in kernel]
+    header += [f"{p} TFLOPS" for p in ours] + [f"{o} / {p}" for o in ours for p in others]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for case in cases:
         peers = case["peers"]
         row = [case["name"]] + [_cell(peers.get(p), "us", ".1f") for p in ours + others]
+        row += [_cell(peers.get(p), "kernel_us", ".1f") for p in kernel]
         row += [_cell(peers.get(p), "TFLOPS", ".0f") for p in ours]
         for o in ours:
             ratios = (peers.get(o) or {}).get("speedup_vs") or {}
@@ -56,9 +59,12 @@ def caption(doc: dict[str, Any]) -> str:
     dev, ver, opts = doc["device"], doc["versions"], doc["options"]
     commit = (doc.get("git") or {}).get("commit") or "unknown commit"
     flush = "L2 flushed" if opts.get("flush_bytes") else "no L2 flush"
+    if opts.get("flush_bytes") and opts.get("flush_mode", "zero") != "zero":
+        flush += f" ({opts['flush_mode']} flush)"
     mode = "CUDA-graph replays" if opts.get("graph") else "eager calls"
+    timers = "CUDA events, kernel spans from the profiler" if opts.get("kernel_time") else "CUDA events"
     return (f"{dev.get('name')}, torch {ver.get('torch')}, triton {ver.get('triton')}, finegemm {commit}, "
-            f"{doc.get('date', '')[:10]}; median of {opts.get('repeats')} {mode}, {flush}, CUDA events.")
+            f"{doc.get('date', '')[:10]}; median of {opts.get('repeats')} {mode}, {flush}, {timers}.")
 
 
 def main(argv: list[str] | None = None) -> int:

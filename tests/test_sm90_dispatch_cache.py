@@ -333,9 +333,9 @@ def test_split_k_recordings_and_workspaces_are_per_stream(rec, monkeypatch):
 
 def test_split_k_buffers_of_a_graph_capture_are_neither_cached_nor_recorded(rec, monkeypatch):
     """While the current stream captures a CUDA graph, launcher.stream_scratch allocates a fresh buffer (in the
-    graph's pool, its zero fill a node of that graph) and caches none, and the launches that use it launch
-    normally, unrecorded: a second graph captured on the same stream gets its own. Outside a capture the buffer
-    is cached and the launches recorded as before."""
+    graph's pool, its zero fill a node of that graph) and caches none, and split-K launches built while capturing
+    launch normally, unrecorded: a second graph captured on the same stream gets its own buffers. Outside a
+    capture the buffer is cached and the launches recorded as before."""
     from finegemm.kernels.sm90 import launcher
 
     _Streams(monkeypatch)

@@ -94,24 +94,17 @@ def stream_scratch(cache: dict, device: Any, numel: int, dtype: Any, zeroed: boo
     While the current stream captures a CUDA graph, a missing buffer is allocated in the graph's memory pool and
     its zero fill becomes a node of that graph: it belongs to this graph alone and is not cached (a later graph
     captured on the same stream would otherwise use it without the fill, or replay concurrently into it), and
-    :func:`replay_or_record` does not record the launches that use it.
+    :func:`replay_or_record` records no launch built while capturing.
     """
     import torch
 
-    global _built_in_capture
     key = (device, current_stream(device), numel, dtype)
     buf = cache.get(key)
     if buf is None:
         buf = (torch.zeros if zeroed else torch.empty)(numel, dtype=dtype, device=device)
-        if capturing(device):
-            _built_in_capture = True
-        else:
+        if not capturing(device):
             cache[key] = buf
     return buf
-
-
-# Set by stream_scratch when the launches being built use a buffer of the graph being captured (never recorded).
-_built_in_capture = False
 
 
 def capturing(device: Any) -> bool:
@@ -482,21 +475,19 @@ def replay_or_record(cache: dict, key: Any, build: Callable[[], Sequence[Launch]
     A key whose recording cannot replay now (a launch hook, another current device, ...) launches
     normally with the freshly built arguments. ``cacheable`` False (launches that read a per-call copy,
     whose pointer a recording would keep after the copy is freed) launches normally every time. The
-    cache is emptied when it reaches ``max_entries``. Launches that use a buffer allocated for a CUDA graph being
-    captured (:func:`stream_scratch`) are launched normally and not recorded. Returns the recording when it can
-    replay, else None.
+    cache is emptied when it reaches ``max_entries``. With ``stream_of``, launches built while its stream
+    captures a CUDA graph are launched normally and not recorded (their :func:`stream_scratch` buffers may belong
+    to that graph alone). Returns the recording when it can replay, else None.
     ``stream_of`` (a device; None: any stream): the launches use that device's current-stream
     :func:`stream_scratch` buffers (split-K partials), so the stream joins the key and the recording returned
     replays only on it (:class:`OnStream`).
     """
-    global _built_in_capture
     key = _scoped(key, stream_of)
     recording = cache.get(key) if cacheable else None
     if recording is not None and recording():
         return _bound(recording, stream_of)
-    _built_in_capture = False
     launches = build()
-    if recording is not None or not cacheable or _built_in_capture:
+    if recording is not None or not cacheable or (stream_of is not None and capturing(stream_of)):
         launch_normally(launches)
         return None
     if len(cache) >= max_entries:

@@ -286,8 +286,7 @@ def _workspace(role: str, like: torch.Tensor, rows: int, cols: int) -> torch.Ten
     One allocated while the stream captures a CUDA graph belongs to that graph (its memory pool) and is not
     cached: graphs captured one after another on torch's capture stream, replayed at once, share none.
     """
-    stream = torch.cuda.current_stream(like.device).cuda_stream if like.is_cuda else 0
-    key = (like.device, role, stream)
+    key = (like.device, role, launcher.current_stream(like.device))
     ws = _workspaces.get(key)
     numel = rows * cols
     if ws is None or ws.numel() < numel:

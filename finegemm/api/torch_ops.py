@@ -21,7 +21,13 @@ __all__ = ["fp8_gemm_nt", "bf16_gemm_nt", "m_grouped_contiguous", "m_grouped_mas
 
 
 def _recipe(recipe: list[int] | None) -> tuple[int, ...] | None:
+    """An operator's recipe argument back as the API's tuple."""
     return None if recipe is None else tuple(recipe)
+
+
+def _recipe_arg(recipe) -> list[int] | None:
+    """The API's recipe tuple as an operator argument (a schema takes an int list, not a tuple)."""
+    return None if recipe is None else list(recipe)
 
 
 def _no_output(*args: object, **kwargs: object) -> None:
@@ -49,7 +55,7 @@ def _bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torch.Te
 def fp8_gemm_nt(a, b, d, c, recipe) -> None:
     (a_fp8, sfa), (b_fp8, sfb) = a, b
     torch.ops.finegemm.fp8_gemm_nt(a_fp8, sfa, b_fp8, sfb, d, None if c is d else c, c is d,
-                                   None if recipe is None else list(recipe))
+                                   _recipe_arg(recipe))
 
 
 def bf16_gemm_nt(a, b, d, c) -> None:
@@ -105,19 +111,19 @@ def _split(x, fp8: bool):
 def m_grouped_contiguous(a, b, d, grouped_layout, use_psum_layout, expected_m, recipe, fp8: bool) -> None:
     (a_x, sfa), (b_x, sfb) = _split(a, fp8), _split(b, fp8)
     torch.ops.finegemm.m_grouped_contiguous(a_x, sfa, b_x, sfb, d, grouped_layout, use_psum_layout, expected_m,
-                                            None if recipe is None else list(recipe))
+                                            _recipe_arg(recipe))
 
 
 def m_grouped_masked(a, b, d, masked_m, expected_m, recipe, fp8: bool) -> None:
     (a_x, sfa), (b_x, sfb) = _split(a, fp8), _split(b, fp8)
     torch.ops.finegemm.m_grouped_masked(a_x, sfa, b_x, sfb, d, masked_m, expected_m,
-                                        None if recipe is None else list(recipe))
+                                        _recipe_arg(recipe))
 
 
 def k_grouped(a, b, d, ks, ks_tensor, c, recipe, form: str, fp8: bool) -> None:
     (a_x, sfa), (b_x, sfb) = _split(a, fp8), _split(b, fp8)
     torch.ops.finegemm.k_grouped(a_x, sfa, b_x, sfb, d, list(ks), ks_tensor, None if c is d else c, c is d, form,
-                                 None if recipe is None else list(recipe))
+                                 _recipe_arg(recipe))
 
 
 # ----------------------------------------------------------------------------------------------- logits

@@ -47,26 +47,27 @@ _PEER_KEYS = {
 KERNEL_TIME_FIELDS = frozenset({"fp8_gemm_test_sweep", "bf16_gemm", "mqa", "k_grouped"})
 
 
+def _find(anchors: dict[str, Any], field: str, keys: tuple[str, ...], want: tuple,
+          kind: str | None = None) -> tuple[str, dict[str, Any]] | None:
+    """(``field``, its first entry whose ``keys`` hold ``want`` and, given one, whose kind is ``kind``), or None."""
+    for entry in anchors.get(field) or []:
+        if (kind is None or entry.get("kind") == kind) and tuple(entry.get(k) for k in keys) == want:
+            return field, entry
+    return None
+
+
 def _mqa_anchor(case: dict[str, Any], anchors: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
     want = (case.get("M"), case.get("N"), case.get("heads"), case.get("K"), int(case.get("ranges") == "cp"),
             int(bool(case.get("compressed"))), str(case.get("out", "")).upper())
-    for entry in anchors.get("mqa") or []:
-        have = (entry.get("seq_len"), entry.get("seq_len_kv"), entry.get("heads"), entry.get("head_dim"),
-                entry.get("cp_ranges"), entry.get("compressed"), entry.get("logits"))
-        if entry.get("kind") == "prefill" and have == want:
-            return "mqa", entry
-    return None
+    keys = ("seq_len", "seq_len_kv", "heads", "head_dim", "cp_ranges", "compressed", "logits")
+    return _find(anchors, "mqa", keys, want, "prefill")
 
 
 def _paged_anchor(case: dict[str, Any], anchors: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
     want = (case.get("M"), case.get("next_n"), case.get("heads"), case.get("K"), case.get("N"),
             str(case.get("out", "")).upper())
-    for entry in anchors.get("mqa") or []:
-        have = (entry.get("batch"), entry.get("next_n"), entry.get("heads"), entry.get("head_dim"),
-                entry.get("avg_context"), entry.get("logits"))
-        if entry.get("kind") == "paged" and have == want:
-            return "mqa", entry
-    return None
+    keys = ("batch", "next_n", "heads", "head_dim", "avg_context", "logits")
+    return _find(anchors, "mqa", keys, want, "paged")
 
 
 def anchor_for(case: dict[str, Any], anchors: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
@@ -84,11 +85,7 @@ def anchor_for(case: dict[str, Any], anchors: dict[str, Any]) -> tuple[str, dict
     elif kind == "paged_mqa_logits":
         return _paged_anchor(case, anchors)
     elif kind == "k_grouped":
-        for entry in anchors.get("k_grouped") or []:
-            if (entry.get("groups"), entry.get("M"), entry.get("N"), entry.get("K_total")) == (
-                    case.get("groups"), *shape):
-                return "k_grouped", entry
-        return None
+        return _find(anchors, "k_grouped", ("groups", "M", "N", "K_total"), (case.get("groups"), *shape))
     else:
         return None
     for entry in anchors.get(field) or []:

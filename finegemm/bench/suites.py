@@ -14,6 +14,10 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+import torch
+
+from ..reference.mqa import paged_row_context_lens
+
 BLOCK = 128
 
 # DeepSeek-V3 dense shapes (DESIGN.md §7, anchors field ``dense``).
@@ -212,8 +216,8 @@ def paged_context_lens(batch: int, avg: int, seed: int) -> tuple[int, ...]:
 
 
 def paged_row_keys(lens: tuple[int, ...], next_n: int) -> int:
-    """Keys all logits rows see together: token ``t`` of ``next_n`` sees ``len - next_n + t + 1`` of them."""
-    return sum(max(0, n - next_n + t + 1) for n in lens for t in range(next_n))
+    """Keys all logits rows see together (the reference's causal rule, :func:`paged_row_context_lens`)."""
+    return int(paged_row_context_lens(torch.tensor(lens), next_n).sum())
 
 
 def case_bytes(c: Case) -> int:

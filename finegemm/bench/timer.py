@@ -52,7 +52,7 @@ class L2Flush:
         if mode not in FLUSH_MODES:
             raise ValueError(f"flush mode must be one of {FLUSH_MODES}, got {mode!r}")
         self.mode = mode
-        self.buf = torch.zeros(nbytes, dtype=torch.uint8, device=device) if enabled and device.type == "cuda" else None
+        self.buf = torch.empty(nbytes, dtype=torch.uint8, device=device) if enabled and device.type == "cuda" else None
 
     def __call__(self) -> None:
         if self.buf is None:

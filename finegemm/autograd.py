@@ -1,0 +1,135 @@
+"""Autograd for the FP8 GEMMs: a linear layer trained with DeepSeek-V3's fine-grained FP8 recipe.
+
+``fp8_linear(x, weight)`` is ``x @ weight^T`` computed by :func:`finegemm.fp8_gemm_nt` in all three GEMMs of a
+training step, each operand quantized where it is used (DeepSeek-V3's recipe, the one DeepGEMM's kernels are
+built for):
+
+- forward, ``y = x @ W^T``: activations per token (1x128 along K), weights per 128x128 block, BF16 out
+  (FP32 for FP32 inputs): the ``1d2d`` kernel;
+- input gradient, ``dx = dy @ W``: ``dy`` per token (1x128 along N), the forward's quantized weights
+  transposed (the same 128x128 blocks): the ``1d2d`` kernel again;
+- weight gradient, ``dW = dy^T @ x``: both operands 1x128 along the tokens, FP32 accumulation: the ``1d1d``
+  kernel (the weight-gradient one). The tokens are padded with zeros to a multiple of 128 (zero rows add
+  nothing) so that this GEMM's K takes the fast path.
+
+The backward keeps ``x`` as given (for the weight gradient, which quantizes it along the tokens) and the
+forward's FP8 weights. Gradients come back in the dtypes of ``x`` and ``weight``; ``bias`` is ordinary torch
+autograd. Every GEMM runs wherever :func:`finegemm.fp8_gemm_nt` does (sm90, the portable kernels, the CPU
+interpreter), and under ``torch.compile`` as its custom operator.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .api.checks import check_dtype, check_same_device, check_tensor
+from .api.gemm import RECIPE_1D1D, fp8_gemm_nt
+from .quant import per_block_cast_to_fp8, per_token_cast_to_fp8
+
+FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+TOKEN_BLOCK = 128
+
+
+def _out_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The GEMM's output dtype for inputs of ``dtype``: FP32 for FP32, BF16 otherwise."""
+    return torch.float32 if dtype == torch.float32 else torch.bfloat16
+
+
+def _pad_tokens(t: torch.Tensor) -> torch.Tensor:
+    """``t`` [M, C] with zero rows appended up to a multiple of 128."""
+    pad = -t.shape[0] % TOKEN_BLOCK
+    return torch.nn.functional.pad(t, (0, 0, 0, pad)) if pad else t
+
+
+class _FP8Linear(torch.autograd.Function):
+    """``y = x2d @ weight^T`` on 2-D ``x2d`` [M, K] and ``weight`` [N, K] (see the module docstring)."""
+
+    @staticmethod
+    def forward(x2d: torch.Tensor, weight: torch.Tensor, use_ue8m0: bool) -> tuple[torch.Tensor, ...]:
+        xq = per_token_cast_to_fp8(x2d, use_ue8m0)
+        wq, sw = per_block_cast_to_fp8(weight, use_ue8m0)
+        y = torch.empty(x2d.shape[0], weight.shape[0], device=x2d.device, dtype=_out_dtype(x2d.dtype))
+        fp8_gemm_nt(xq, (wq, sw), y)
+        return y.to(x2d.dtype), wq, sw
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
+        x2d, weight, use_ue8m0 = inputs
+        _, wq, sw = output
+        ctx.save_for_backward(x2d, wq, sw)
+        ctx.use_ue8m0 = use_ue8m0
+        ctx.weight_dtype = weight.dtype
+        ctx.mark_non_differentiable(wq, sw)
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor, *unused: Any) -> tuple[torch.Tensor | None, ...]:
+        x2d, wq, sw = ctx.saved_tensors
+        dx = dw = None
+        if ctx.needs_input_grad[0]:
+            dyq = per_token_cast_to_fp8(dy, ctx.use_ue8m0)
+            dx = torch.empty(x2d.shape, device=dy.device, dtype=_out_dtype(x2d.dtype))
+            # B = W^T [K, N]: the forward's FP8 weights and block scales, transposed
+            fp8_gemm_nt(dyq, (wq.t().contiguous(), sw.t().contiguous()), dx)
+            dx = dx.to(x2d.dtype)
+        if ctx.needs_input_grad[1]:
+            dyt = per_token_cast_to_fp8(_pad_tokens(dy).t(), ctx.use_ue8m0)  # [N, M_pad], 1x128 along tokens
+            xt = per_token_cast_to_fp8(_pad_tokens(x2d).t(), ctx.use_ue8m0)  # [K, M_pad], per channel
+            dw = torch.zeros(wq.shape, device=dy.device, dtype=torch.float32)
+            fp8_gemm_nt(dyt, xt, dw, c=dw, recipe=RECIPE_1D1D)
+            dw = dw.to(ctx.weight_dtype)
+        return dx, dw, None
+
+
+def fp8_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+               use_ue8m0: bool = False) -> torch.Tensor:
+    """``x @ weight^T + bias`` with FP8 GEMMs in forward and backward (differentiable in ``x``, ``weight`` and
+    ``bias``).
+
+    Args:
+        x: ``[..., K]`` bf16, fp16 or fp32 activations (any layout; flattened to ``[M, K]`` rows).
+        weight: ``[N, K]`` bf16, fp16 or fp32 (the master weights; quantized per 128x128 block each call).
+        bias: optional ``[N]``, added in ``x``'s dtype.
+        use_ue8m0: round every scale up to a power of two (DeepSeek-V3's UE8M0 scales).
+
+    Returns:
+        ``[..., N]`` in ``x``'s dtype (computed in BF16, or FP32 for FP32 ``x``).
+
+    Numerics: each GEMM is one of :func:`finegemm.fp8_gemm_nt`'s (FP32 promotion every 128 of K), so the
+    output and both gradients match the float64 products of the quantized operands to ``calc_diff`` < 1e-3,
+    and the exact ones to what E4M3 quantization of both operands allows (about 1e-3).
+    """
+    check_tensor("x", x)
+    check_tensor("weight", weight)
+    check_dtype("x", x, FLOAT_DTYPES)
+    check_dtype("weight", weight, FLOAT_DTYPES)
+    if weight.dim() != 2:
+        raise ValueError(f"weight must be 2-D [N, K]; got shape {tuple(weight.shape)}")
+    if x.dim() < 1 or x.shape[-1] != weight.shape[1]:
+        raise ValueError(f"x must be [..., K] with weight's K={weight.shape[1]}; got shape {tuple(x.shape)}")
+    if bias is not None:
+        check_tensor("bias", bias)
+        if tuple(bias.shape) != (weight.shape[0],):
+            raise ValueError(f"bias must have shape ({weight.shape[0]},); got {tuple(bias.shape)}")
+    check_same_device([("x", x), ("weight", weight), ("bias", bias)])
+    lead = x.shape[:-1]
+    y, _, _ = _FP8Linear.apply(x.reshape(-1, x.shape[-1]), weight, use_ue8m0)
+    y = y.reshape(*lead, weight.shape[0])
+    return y if bias is None else y + bias.to(y.dtype)
+
+
+class FP8Linear(torch.nn.Linear):
+    """``torch.nn.Linear`` whose forward and backward GEMMs run in FP8 (:func:`fp8_linear`); the parameters stay
+    in their own dtype (the master weights), quantized per call."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, device: Any = None,
+                 dtype: torch.dtype | None = None, use_ue8m0: bool = False) -> None:
+        super().__init__(in_features, out_features, bias, device, dtype)
+        self.use_ue8m0 = use_ue8m0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return fp8_linear(x, self.weight, self.bias, self.use_ue8m0)
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + f", use_ue8m0={self.use_ue8m0}"

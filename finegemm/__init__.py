@@ -35,7 +35,7 @@ from .api.grouped import (
     m_grouped_fp8_gemm_nt_contiguous,
     m_grouped_fp8_gemm_nt_masked,
 )
-from .autograd import FP8Linear, fp8_linear
+from .autograd import FP8Linear, fp8_grouped_linear, fp8_linear
 from .layout import (
     get_mk_alignment_for_contiguous_layout,
     get_mn_major_tma_aligned_packed_ue8m0_tensor,
@@ -68,5 +68,5 @@ __all__ = [
     "get_tma_aligned_size", "get_mn_major_tma_aligned_tensor", "get_mn_major_tma_aligned_packed_ue8m0_tensor",
     "transform_sf_into_required_layout", "get_mk_alignment_for_contiguous_layout", "set_num_sms", "get_num_sms",
     "per_token_cast_to_fp8", "per_channel_cast_to_fp8", "per_block_cast_to_fp8", "ceil_to_ue8m0",
-    "pack_ue8m0", "unpack_ue8m0", "calc_diff", "fp8_linear", "FP8Linear",
+    "pack_ue8m0", "unpack_ue8m0", "calc_diff", "fp8_linear", "fp8_grouped_linear", "FP8Linear",
 ]

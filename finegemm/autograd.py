@@ -16,17 +16,24 @@ The backward keeps ``x`` as given (for the weight gradient, which quantizes it a
 forward's FP8 weights. Gradients come back in the dtypes of ``x`` and ``weight``; ``bias`` is ordinary torch
 autograd. Every GEMM runs wherever :func:`finegemm.fp8_gemm_nt` does (sm90, the portable kernels, the CPU
 interpreter), and under ``torch.compile`` as its custom operator.
+
+``fp8_grouped_linear(x, weight, group_sizes)`` is the same for a mixture of experts in DeepGEMM's contiguous
+layout: forward and input gradient as m-grouped contiguous GEMMs, the weight gradient as a k-grouped one (the
+experts' tokens are its groups along K).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from .api.checks import check_dtype, check_same_device, check_tensor
 from .api.gemm import RECIPE_1D1D, fp8_gemm_nt
-from .quant import per_block_cast_to_fp8, per_token_cast_to_fp8
+from .api.grouped import k_grouped_fp8_gemm_tn_contiguous, m_grouped_fp8_gemm_nt_contiguous
+from .layout import get_mk_alignment_for_contiguous_layout
+from .quant import per_block_cast_to_fp8, per_channel_cast_to_fp8, per_token_cast_to_fp8
 
 FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 TOKEN_BLOCK = 128
@@ -133,3 +140,105 @@ class FP8Linear(torch.nn.Linear):
 
     def extra_repr(self) -> str:
         return super().extra_repr() + f", use_ue8m0={self.use_ue8m0}"
+
+
+def _per_block_cast_experts(w: torch.Tensor, use_ue8m0: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each expert's ``[N, K]`` of ``w`` [G, N, K] quantized per 128x128 block: (e4m3 [G, N, K], fp32
+    [G, ceil(N/128), ceil(K/128)])."""
+    pairs = [per_block_cast_to_fp8(w[g], use_ue8m0) for g in range(w.shape[0])]
+    return torch.stack([q for q, _ in pairs]), torch.stack([sf for _, sf in pairs])
+
+
+class _FP8GroupedLinear(torch.autograd.Function):
+    """``y[r] = x[r] @ weight[g(r)]^T`` in the contiguous layout (see :func:`fp8_grouped_linear`)."""
+
+    @staticmethod
+    def forward(x: torch.Tensor, weight: torch.Tensor, ends: torch.Tensor, valid: torch.Tensor,
+                segments: tuple[int, ...], use_ue8m0: bool) -> tuple[torch.Tensor, ...]:
+        wq, sw = _per_block_cast_experts(weight, use_ue8m0)
+        y = torch.empty(x.shape[0], weight.shape[1], device=x.device, dtype=torch.bfloat16)
+        m_grouped_fp8_gemm_nt_contiguous(per_token_cast_to_fp8(x, use_ue8m0), (wq, sw), y, ends,
+                                         use_psum_layout=True)
+        return y.to(x.dtype), wq, sw
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
+        x, weight, ends, valid, segments, use_ue8m0 = inputs
+        _, wq, sw = output
+        ctx.save_for_backward(x, wq, sw, ends, valid)
+        ctx.segments, ctx.use_ue8m0, ctx.weight_dtype = segments, use_ue8m0, weight.dtype
+        ctx.mark_non_differentiable(wq, sw)
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor, *unused: Any) -> tuple[torch.Tensor | None, ...]:
+        x, wq, sw, ends, valid = ctx.saved_tensors
+        dx = dw = None
+        if ctx.needs_input_grad[0]:
+            dx = torch.empty(x.shape, device=dy.device, dtype=torch.bfloat16)
+            # B of expert g = W_g^T [K, N]: the forward's FP8 weights and block scales, transposed per expert
+            m_grouped_fp8_gemm_nt_contiguous(per_token_cast_to_fp8(dy, ctx.use_ue8m0),
+                                             (wq.transpose(1, 2).contiguous(), sw.transpose(1, 2).contiguous()),
+                                             dx, ends, use_psum_layout=True)
+            dx = dx.to(x.dtype)
+        if ctx.needs_input_grad[1]:
+            # the padding rows' output is a constant 0: whatever gradient reaches them must not reach W
+            keep = valid[:, None]
+            dyq = per_channel_cast_to_fp8(torch.where(keep, dy, 0), ctx.use_ue8m0)  # [M, N], [M/128, N]
+            xq = per_channel_cast_to_fp8(torch.where(keep, x, 0), ctx.use_ue8m0)  # [M, K], [M/128, K]
+            dw = torch.zeros(wq.shape, device=dy.device, dtype=torch.float32)
+            ks_tensor = torch.tensor(ctx.segments, dtype=torch.int32).to(dy.device, non_blocking=True)
+            k_grouped_fp8_gemm_tn_contiguous(dyq, xq, dw, list(ctx.segments), ks_tensor, c=dw)
+            dw = dw.to(ctx.weight_dtype)
+        return dx, dw, None, None, None, None
+
+
+def fp8_grouped_linear(x: torch.Tensor, weight: torch.Tensor, group_sizes: Sequence[int],
+                       use_ue8m0: bool = False) -> torch.Tensor:
+    """Mixture-of-experts linear: ``y[r] = x[r] @ weight[g]^T`` for each row ``r`` of expert ``g``'s tokens, with
+    FP8 GEMMs in forward and backward (differentiable in ``x`` and ``weight``).
+
+    Args:
+        x: ``[M_total, K]`` bf16, fp16 or fp32 in DeepGEMM's contiguous layout: expert ``g``'s tokens are rows
+            ``[start_g, start_g + group_sizes[g])``, each segment starting on a multiple of
+            ``get_mk_alignment_for_contiguous_layout()`` (128): ``start_g`` is the sum of the earlier sizes,
+            each rounded up to 128, and ``M_total`` that sum over all experts. The rows between segments are
+            padding (any values).
+        weight: ``[G, N, K]`` bf16, fp16 or fp32, one ``[N, K]`` per expert (master weights).
+        group_sizes: host sequence of ``G`` token counts (``>= 0``; no device sync is needed).
+        use_ue8m0: power-of-two scales.
+
+    Returns:
+        ``[M_total, N]`` in ``x``'s dtype (computed in BF16); padding rows are 0, and no gradient flows
+        through them (their rows of ``x``'s gradient are 0, and they add nothing to the weight's).
+
+    The forward and the input gradient are :func:`finegemm.m_grouped_fp8_gemm_nt_contiguous` calls (1x128
+    activations / output gradients, 128x128 expert weights), the weight gradient one
+    :func:`finegemm.k_grouped_fp8_gemm_tn_contiguous` (the output gradients and inputs quantized 1x128 along
+    the tokens, each expert's segment its group of K).
+    """
+    check_tensor("x", x)
+    check_tensor("weight", weight)
+    check_dtype("x", x, FLOAT_DTYPES)
+    check_dtype("weight", weight, FLOAT_DTYPES)
+    if weight.dim() != 3:
+        raise ValueError(f"weight must be 3-D [G, N, K]; got shape {tuple(weight.shape)}")
+    if x.dim() != 2 or x.shape[1] != weight.shape[2]:
+        raise ValueError(f"x must be [M_total, K] with weight's K={weight.shape[2]}; got shape {tuple(x.shape)}")
+    check_same_device([("x", x), ("weight", weight)])
+    sizes = [int(v) for v in group_sizes]
+    if len(sizes) != weight.shape[0] or any(v < 0 for v in sizes):
+        raise ValueError(f"group_sizes must hold weight's G={weight.shape[0]} non-negative token counts; got "
+                         f"{sizes}")
+    align = get_mk_alignment_for_contiguous_layout()
+    segments = tuple(-(-v // align) * align for v in sizes)
+    if sum(segments) != x.shape[0]:
+        raise ValueError(f"x must have {sum(segments)} rows (group_sizes {sizes}, each segment rounded up to "
+                         f"{align}); got {x.shape[0]}")
+    starts = [sum(segments[:g]) for g in range(len(sizes))]
+    valid = torch.zeros(x.shape[0], dtype=torch.bool)
+    for start, size in zip(starts, sizes):
+        valid[start:start + size] = True
+    ends = torch.tensor([s + v for s, v in zip(starts, sizes)], dtype=torch.int32)
+    ends, valid = ends.to(x.device, non_blocking=True), valid.to(x.device, non_blocking=True)
+    y, _, _ = _FP8GroupedLinear.apply(x, weight, ends, valid, segments, use_ue8m0)
+    return y

@@ -189,3 +189,110 @@ def test_gpu_forward_and_both_gradients(m, n, k):
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
     _run(m, n, k, torch.bfloat16, torch.float32, device="cuda")
+
+
+# ------------------------------------------------------------------------------------------ mixture of experts
+def _grouped_case(sizes, n, k, seed=0, device="cpu", pad_value=float("nan")):
+    """x [M_total, K] in the contiguous layout (padding rows ``pad_value``), weight [G, N, K], the segments'
+    starts."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    segments = [-(-v // 128) * 128 for v in sizes]
+    starts = [sum(segments[:g]) for g in range(len(sizes))]
+    x = torch.full((sum(segments), k), pad_value, device=device)
+    for start, size in zip(starts, sizes):
+        x[start:start + size] = torch.randn(size, k, generator=gen, device=device)
+    w = torch.randn(len(sizes), n, k, generator=gen, device=device) * 0.05
+    return x, w, starts, gen
+
+
+def _check_grouped(x, w, dy, y, sizes, starts):
+    """Per expert: y, dx and dW against float64 products of the recipe's quantized operands (< 1e-3) and of the
+    exact ones (< 2e-3); padding rows of y and dx are 0; an empty expert's dW is 0."""
+    for g, (start, size) in enumerate(zip(starts, sizes)):
+        if size == 0:
+            assert torch.equal(w.grad[g], torch.zeros_like(w.grad[g])), g
+            continue
+        rows = slice(start, start + size)
+        # the weight gradient quantizes along the tokens in blocks of 128 from the segment's start, padded with 0
+        xs = torch.nn.functional.pad(x.detach()[rows].float(), (0, 0, 0, -size % 128))
+        dys = torch.nn.functional.pad(dy[rows].float(), (0, 0, 0, -size % 128))
+        ref_y, ref_dx, ref_dw = _quantized_references(xs, w.detach()[g], dys)
+        exact = (xs.double() @ w.detach()[g].double().t(), dys.double() @ w.detach()[g].double(),
+                 dys.double().t() @ xs.double())
+        got = (y.detach()[rows], x.grad[rows], w.grad[g])
+        for name, value, ref, ex in zip(("y", "dx", "dW"), got, (ref_y[:size], ref_dx[:size], ref_dw),
+                                        (exact[0][:size], exact[1][:size], exact[2])):
+            assert torch.isfinite(value).all(), (g, name)
+            assert reference.calc_diff(value, ref) < 1e-3, (g, name, reference.calc_diff(value, ref))
+            assert reference.calc_diff(value, ex) < 2e-3, (g, name, reference.calc_diff(value, ex))
+    valid = torch.zeros(x.shape[0], dtype=torch.bool, device=x.device)
+    for start, size in zip(starts, sizes):
+        valid[start:start + size] = True
+    assert torch.equal(y.detach()[~valid], torch.zeros_like(y.detach()[~valid]))
+    assert torch.equal(x.grad[~valid], torch.zeros_like(x.grad[~valid]))
+
+
+@pytest.mark.parametrize("sizes", [[100, 0, 200], [128, 256], [1, 127, 129, 0]])
+def test_grouped_forward_and_both_gradients(sizes):
+    """Experts of any size (empty ones, segments padded to 128), NaN in the padding rows of x and large values
+    in the padding rows of the output gradient: neither reaches any result."""
+    x, w, starts, gen = _grouped_case(sizes, 128, 256)
+    x = x.bfloat16().requires_grad_()
+    w.requires_grad_()
+    y = finegemm.fp8_grouped_linear(x, w, sizes)
+    assert y.shape == (x.shape[0], 128) and y.dtype == torch.bfloat16
+    dy = torch.randn(y.shape, generator=gen).bfloat16()
+    valid = torch.zeros(x.shape[0], dtype=torch.bool)
+    for start, size in zip(starts, sizes):
+        valid[start:start + size] = True
+    dy[~valid] = 1e4
+    y.backward(dy)
+    assert x.grad.dtype == torch.bfloat16 and w.grad.dtype == torch.float32
+    _check_grouped(x, w, dy, y, sizes, starts)
+
+
+def test_grouped_compiles_with_fullgraph_and_matches_eager():
+    torch._dynamo.reset()
+    sizes = [100, 0, 140]
+    x, w, _, gen = _grouped_case(sizes, 128, 256, pad_value=0.0)
+    x = x.bfloat16()
+    dy = torch.randn(x.shape[0], 128, generator=gen).bfloat16()
+    results = []
+    for fn in (finegemm.fp8_grouped_linear,
+               torch.compile(finegemm.fp8_grouped_linear, backend="aot_eager", fullgraph=True)):
+        xi, wi = x.clone().requires_grad_(), w.clone().requires_grad_()
+        y = fn(xi, wi, sizes)
+        y.backward(dy)
+        results.append((y.detach(), xi.grad, wi.grad))
+    torch._dynamo.reset()
+    for eager, compiled in zip(*results):
+        assert torch.equal(eager, compiled)
+
+
+@pytest.mark.parametrize("args,err,match", [
+    ((torch.randn(256, 256), torch.randn(2, 128, 256), [100]), ValueError, "group_sizes must hold weight's G=2"),
+    ((torch.randn(256, 256), torch.randn(2, 128, 256), [100, -1]), ValueError, "non-negative"),
+    ((torch.randn(200, 256), torch.randn(2, 128, 256), [100, 50]), ValueError, "x must have 256 rows"),
+    ((torch.randn(256, 256), torch.randn(128, 256), [100, 50]), ValueError, "weight must be 3-D"),
+    ((torch.randn(256, 64), torch.randn(2, 128, 256), [100, 50]), ValueError, "weight's K=256"),
+    ((torch.randn(256, 256).int(), torch.randn(2, 128, 256), [100, 50]), TypeError, "x must have dtype"),
+])
+def test_grouped_bad_input(args, err, match):
+    with pytest.raises(err, match=match):
+        finegemm.fp8_grouped_linear(*args)
+
+
+@pytest.mark.gpu
+def test_gpu_grouped_forward_and_both_gradients():
+    """On the GPU: 4 experts of ~1000 tokens x (N, K) = (4096, 7168) / (7168, 2048) shapes scaled down to
+    (2048, 7168), one expert empty."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    sizes = [1000, 0, 1300, 777]
+    x, w, starts, gen = _grouped_case(sizes, 2048, 7168, device="cuda")
+    x = x.bfloat16().requires_grad_()
+    w.requires_grad_()
+    y = finegemm.fp8_grouped_linear(x, w, sizes)
+    dy = torch.randn(y.shape, generator=gen, device="cuda").bfloat16()
+    y.backward(dy)
+    _check_grouped(x, w, dy, y, sizes, starts)

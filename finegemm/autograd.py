@@ -12,10 +12,12 @@ built for):
   kernel (the weight-gradient one). The tokens are padded with zeros to a multiple of 128 (zero rows add
   nothing) so that this GEMM's K takes the fast path.
 
-The backward keeps ``x`` as given (for the weight gradient, which quantizes it along the tokens) and the
-forward's FP8 weights. Gradients come back in the dtypes of ``x`` and ``weight``; ``bias`` is ordinary torch
-autograd. Every GEMM runs wherever :func:`finegemm.fp8_gemm_nt` does (sm90, the portable kernels, the CPU
-interpreter), and under ``torch.compile`` as its custom operator.
+Quantization runs as one Triton pass per operand on a GPU (:mod:`.kernels.portable.quant`, bit for bit
+:mod:`finegemm.quant`'s torch casts, which it uses elsewhere). The backward keeps ``x`` as given (for the
+weight gradient, which quantizes it along the tokens) and the forward's FP8 weights. Gradients come back in
+the dtypes of ``x`` and ``weight``; ``bias`` is ordinary torch autograd. Every GEMM runs wherever
+:func:`finegemm.fp8_gemm_nt` does (sm90, the portable kernels, the CPU interpreter), and under
+``torch.compile`` as its custom operator.
 
 ``fp8_grouped_linear(x, weight, group_sizes)`` is the same for a mixture of experts in DeepGEMM's contiguous
 layout: forward and input gradient as m-grouped contiguous GEMMs, the weight gradient as a k-grouped one (the
@@ -32,8 +34,9 @@ import torch
 from .api.checks import check_dtype, check_same_device, check_tensor
 from .api.gemm import RECIPE_1D1D, fp8_gemm_nt
 from .api.grouped import k_grouped_fp8_gemm_tn_contiguous, m_grouped_fp8_gemm_nt_contiguous
+from .kernels.portable.quant import cast_to_fp8
 from .layout import get_mk_alignment_for_contiguous_layout
-from .quant import per_block_cast_to_fp8, per_channel_cast_to_fp8, per_token_cast_to_fp8
+from .quant import per_block_cast_to_fp8, per_token_cast_to_fp8
 
 FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 TOKEN_BLOCK = 128
@@ -42,6 +45,22 @@ TOKEN_BLOCK = 128
 def _out_dtype(dtype: torch.dtype) -> torch.dtype:
     """The GEMM's output dtype for inputs of ``dtype``: FP32 for FP32, BF16 otherwise."""
     return torch.float32 if dtype == torch.float32 else torch.bfloat16
+
+
+def _cast(x: torch.Tensor, group_rows: int, use_ue8m0: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(e4m3 [R, C], fp32 scales) of 2-D ``x`` (any strides) per 1x128 (``group_rows`` 1) or 128x128 group: the
+    one-pass Triton cast on a GPU (:mod:`.kernels.portable.quant`), :mod:`finegemm.quant`'s torch casts
+    elsewhere (the CPU interpreter rounds E4M3 wrongly) and while torch.compile traces (they trace)."""
+    if x.is_cuda and not torch.compiler.is_compiling():
+        return cast_to_fp8(x, group_rows, use_ue8m0)
+    return (per_token_cast_to_fp8 if group_rows == 1 else per_block_cast_to_fp8)(x, use_ue8m0)
+
+
+def _cast_tokens(t: torch.Tensor, use_ue8m0: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """``t`` [M, C] quantized 1x128 along the tokens (M, a multiple of 128): (e4m3 [M, C], fp32 [M / 128, C]),
+    row-major like :func:`finegemm.per_channel_cast_to_fp8`'s."""
+    q, sf = _cast(t.t(), 1, use_ue8m0)
+    return q.t().contiguous(), sf.t().contiguous()
 
 
 def _pad_tokens(t: torch.Tensor) -> torch.Tensor:
@@ -55,8 +74,8 @@ class _FP8Linear(torch.autograd.Function):
 
     @staticmethod
     def forward(x2d: torch.Tensor, weight: torch.Tensor, use_ue8m0: bool) -> tuple[torch.Tensor, ...]:
-        xq = per_token_cast_to_fp8(x2d, use_ue8m0)
-        wq, sw = per_block_cast_to_fp8(weight, use_ue8m0)
+        xq = _cast(x2d, 1, use_ue8m0)
+        wq, sw = _cast(weight, 128, use_ue8m0)
         y = torch.empty(x2d.shape[0], weight.shape[0], device=x2d.device, dtype=_out_dtype(x2d.dtype))
         fp8_gemm_nt(xq, (wq, sw), y)
         return y.to(x2d.dtype), wq, sw
@@ -75,14 +94,14 @@ class _FP8Linear(torch.autograd.Function):
         x2d, wq, sw = ctx.saved_tensors
         dx = dw = None
         if ctx.needs_input_grad[0]:
-            dyq = per_token_cast_to_fp8(dy, ctx.use_ue8m0)
+            dyq = _cast(dy, 1, ctx.use_ue8m0)
             dx = torch.empty(x2d.shape, device=dy.device, dtype=_out_dtype(x2d.dtype))
             # B = W^T [K, N]: the forward's FP8 weights and block scales, transposed
             fp8_gemm_nt(dyq, (wq.t().contiguous(), sw.t().contiguous()), dx)
             dx = dx.to(x2d.dtype)
         if ctx.needs_input_grad[1]:
-            dyt = per_token_cast_to_fp8(_pad_tokens(dy).t(), ctx.use_ue8m0)  # [N, M_pad], 1x128 along tokens
-            xt = per_token_cast_to_fp8(_pad_tokens(x2d).t(), ctx.use_ue8m0)  # [K, M_pad], per channel
+            dyt = _cast(_pad_tokens(dy).t(), 1, ctx.use_ue8m0)  # [N, M_pad], 1x128 along the tokens
+            xt = _cast(_pad_tokens(x2d).t(), 1, ctx.use_ue8m0)  # [K, M_pad], per channel
             dw = torch.zeros(wq.shape, device=dy.device, dtype=torch.float32)
             fp8_gemm_nt(dyt, xt, dw, c=dw, recipe=RECIPE_1D1D)
             dw = dw.to(ctx.weight_dtype)
@@ -145,7 +164,7 @@ class FP8Linear(torch.nn.Linear):
 def _per_block_cast_experts(w: torch.Tensor, use_ue8m0: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """Each expert's ``[N, K]`` of ``w`` [G, N, K] quantized per 128x128 block: (e4m3 [G, N, K], fp32
     [G, ceil(N/128), ceil(K/128)])."""
-    pairs = [per_block_cast_to_fp8(w[g], use_ue8m0) for g in range(w.shape[0])]
+    pairs = [_cast(w[g], 128, use_ue8m0) for g in range(w.shape[0])]
     return torch.stack([q for q, _ in pairs]), torch.stack([sf for _, sf in pairs])
 
 
@@ -157,7 +176,7 @@ class _FP8GroupedLinear(torch.autograd.Function):
                 segments: tuple[int, ...], use_ue8m0: bool) -> tuple[torch.Tensor, ...]:
         wq, sw = _per_block_cast_experts(weight, use_ue8m0)
         y = torch.empty(x.shape[0], weight.shape[1], device=x.device, dtype=torch.bfloat16)
-        m_grouped_fp8_gemm_nt_contiguous(per_token_cast_to_fp8(x, use_ue8m0), (wq, sw), y, ends,
+        m_grouped_fp8_gemm_nt_contiguous(_cast(x, 1, use_ue8m0), (wq, sw), y, ends,
                                          use_psum_layout=True)
         return y.to(x.dtype), wq, sw
 
@@ -176,15 +195,15 @@ class _FP8GroupedLinear(torch.autograd.Function):
         if ctx.needs_input_grad[0]:
             dx = torch.empty(x.shape, device=dy.device, dtype=torch.bfloat16)
             # B of expert g = W_g^T [K, N]: the forward's FP8 weights and block scales, transposed per expert
-            m_grouped_fp8_gemm_nt_contiguous(per_token_cast_to_fp8(dy, ctx.use_ue8m0),
+            m_grouped_fp8_gemm_nt_contiguous(_cast(dy, 1, ctx.use_ue8m0),
                                              (wq.transpose(1, 2).contiguous(), sw.transpose(1, 2).contiguous()),
                                              dx, ends, use_psum_layout=True)
             dx = dx.to(x.dtype)
         if ctx.needs_input_grad[1]:
             # the padding rows' output is a constant 0: whatever gradient reaches them must not reach W
             keep = valid[:, None]
-            dyq = per_channel_cast_to_fp8(torch.where(keep, dy, 0), ctx.use_ue8m0)  # [M, N], [M/128, N]
-            xq = per_channel_cast_to_fp8(torch.where(keep, x, 0), ctx.use_ue8m0)  # [M, K], [M/128, K]
+            dyq = _cast_tokens(torch.where(keep, dy, 0), ctx.use_ue8m0)  # [M, N], [M/128, N]
+            xq = _cast_tokens(torch.where(keep, x, 0), ctx.use_ue8m0)  # [M, K], [M/128, K]
             dw = torch.zeros(wq.shape, device=dy.device, dtype=torch.float32)
             ks_tensor = torch.tensor(ctx.segments, dtype=torch.int32).to(dy.device, non_blocking=True)
             k_grouped_fp8_gemm_tn_contiguous(dyq, xq, dw, list(ctx.segments), ks_tensor, c=dw)

@@ -81,7 +81,7 @@ elif [ "$PART" = 8 ]; then
     timeout 60 python3 scripts/multicast_probe.py 2>&1 | tee "$LOGS/multicast_probe.log" | tail -4
     pack
     # torch.compile + inductor / reduce-overhead, and the FP8 training linear (session 12), never run on a GPU
-    pytest_gpu pytest-compile.log tests/test_torch_compile.py tests/test_autograd.py
+    pytest_gpu pytest-compile.log tests/test_torch_compile.py tests/test_autograd.py tests/test_quant_kernel.py
     for suite in paged-mqa k-grouped mqa grouped; do
         timeout 140 python3 -m finegemm.bench --plain --no-progress --kernel-time --suite $suite \
             --peers finegemm-sm90 --commit "$commit" --json "$LOGS/bench-$suite.json" > "$LOGS/bench-$suite.log" 2>&1 \

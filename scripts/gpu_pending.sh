@@ -21,6 +21,9 @@
 #                                   GPU: paged-mqa (DeepGEMM's paged anchors) and k-grouped (DeepGEMM's total K),
 #                                   with --kernel-time, then the mqa and grouped suites the same way; first the
 #                                   multicast probe (scripts/multicast_probe.py) and the torch.compile GPU test
+#   bash scripts/gpu_pending.sh 10  (after the 12th session) the FP8 training layer's speed: scripts/train_linear_bench.py
+#                                   (fp8_linear forward / forward + backward vs a BF16 linear, the one-pass casts vs
+#                                   the torch ones) on the 3 largest M = 4096 shapes
 # Logs and JSON in $OUT/pending<part>.tgz (the device tool returns only a few files).
 # Here first: git rev-parse --short HEAD > .commit (and carry ".commit").
 set -uo pipefail
@@ -88,6 +91,10 @@ elif [ "$PART" = 8 ]; then
             || status=1
         tail -3 "$LOGS/bench-$suite.log"; pack
     done
+elif [ "$PART" = 10 ]; then
+    OUT="$LOGS" timeout 400 python3 scripts/train_linear_bench.py 3 2>&1 | tee "$LOGS/train_linear_bench.log" \
+        | cut -c1-240
+    pack
 else
     timeout 60 python3 -m finegemm.bench --plain --no-progress --suite dense,weight-grad \
         --peers finegemm-sm90,cublas-block --commit "$commit" --json "$LOGS/bench.json" > "$LOGS/bench.log" 2>&1 \

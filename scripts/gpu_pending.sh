@@ -21,6 +21,10 @@
 #                                   GPU: paged-mqa (DeepGEMM's paged anchors) and k-grouped (DeepGEMM's total K),
 #                                   with --kernel-time, then the mqa and grouped suites the same way; first the
 #                                   multicast probe (scripts/multicast_probe.py) and the torch.compile GPU test
+#   bash scripts/gpu_pending.sh 9   (after the 12th session; from branch wip/multicast-dense, whose scripts and tests it
+#                                   runs) the multicast probe, the cluster / multicast GPU tests (under a timeout and
+#                                   verbose: a deadlocked cluster hangs, the log names the test), then
+#                                   scripts/multicast_tile_probe.py on the first 3 M = 4096 shapes
 #   bash scripts/gpu_pending.sh 10  (after the 12th session) the FP8 training layer's speed: scripts/train_linear_bench.py
 #                                   (fp8_linear forward / forward + backward vs a BF16 linear, the one-pass casts vs
 #                                   the torch ones) on the 3 largest M = 4096 shapes
@@ -91,6 +95,15 @@ elif [ "$PART" = 8 ]; then
             || status=1
         tail -3 "$LOGS/bench-$suite.log"; pack
     done
+elif [ "$PART" = 9 ]; then
+    timeout 60 python3 scripts/multicast_probe.py 2>&1 | tee "$LOGS/multicast_probe.log" | tail -4
+    pack
+    # -v: the log names the test that was running if one hangs (a deadlocked cluster) and the timeout kills it
+    PYTEST_TIMEOUT=300 pytest_gpu pytest-multicast.log -v tests/test_sm90_gpu.py tests/test_sm90_grouped_gpu.py \
+        -k "cluster or multicast" -x
+    OUT="$LOGS" timeout 240 python3 scripts/multicast_tile_probe.py 3 2>&1 | tee "$LOGS/multicast_tile_probe.log" \
+        | cut -c1-160
+    pack
 elif [ "$PART" = 10 ]; then
     OUT="$LOGS" timeout 400 python3 scripts/train_linear_bench.py 3 2>&1 | tee "$LOGS/train_linear_bench.log" \
         | cut -c1-240

@@ -63,6 +63,16 @@ def _cast_tokens(t: torch.Tensor, use_ue8m0: bool) -> tuple[torch.Tensor, torch.
     return q.t().contiguous(), sf.t().contiguous()
 
 
+def _check_float_operands(x: object, weight: object, weight_dims: int, weight_shape: str) -> None:
+    """``x`` and ``weight`` are float tensors (bf16, fp16, fp32) and ``weight`` is ``weight_dims``-D."""
+    check_tensor("x", x)
+    check_tensor("weight", weight)
+    check_dtype("x", x, FLOAT_DTYPES)
+    check_dtype("weight", weight, FLOAT_DTYPES)
+    if weight.dim() != weight_dims:
+        raise ValueError(f"weight must be {weight_dims}-D {weight_shape}; got shape {tuple(weight.shape)}")
+
+
 def _pad_tokens(t: torch.Tensor) -> torch.Tensor:
     """``t`` [M, C] with zero rows appended up to a multiple of 128."""
     pad = -t.shape[0] % TOKEN_BLOCK
@@ -126,12 +136,7 @@ def fp8_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
     output and both gradients match the float64 products of the quantized operands to ``calc_diff`` < 1e-3,
     and the exact ones to what E4M3 quantization of both operands allows (about 1e-3).
     """
-    check_tensor("x", x)
-    check_tensor("weight", weight)
-    check_dtype("x", x, FLOAT_DTYPES)
-    check_dtype("weight", weight, FLOAT_DTYPES)
-    if weight.dim() != 2:
-        raise ValueError(f"weight must be 2-D [N, K]; got shape {tuple(weight.shape)}")
+    _check_float_operands(x, weight, 2, "[N, K]")
     if x.dim() < 1 or x.shape[-1] != weight.shape[1]:
         raise ValueError(f"x must be [..., K] with weight's K={weight.shape[1]}; got shape {tuple(x.shape)}")
     if bias is not None:
@@ -235,12 +240,7 @@ def fp8_grouped_linear(x: torch.Tensor, weight: torch.Tensor, group_sizes: Seque
     :func:`finegemm.k_grouped_fp8_gemm_tn_contiguous` (the output gradients and inputs quantized 1x128 along
     the tokens, each expert's segment its group of K).
     """
-    check_tensor("x", x)
-    check_tensor("weight", weight)
-    check_dtype("x", x, FLOAT_DTYPES)
-    check_dtype("weight", weight, FLOAT_DTYPES)
-    if weight.dim() != 3:
-        raise ValueError(f"weight must be 3-D [G, N, K]; got shape {tuple(weight.shape)}")
+    _check_float_operands(x, weight, 3, "[G, N, K]")
     if x.dim() != 2 or x.shape[1] != weight.shape[2]:
         raise ValueError(f"x must be [M_total, K] with weight's K={weight.shape[2]}; got shape {tuple(x.shape)}")
     check_same_device([("x", x), ("weight", weight)])

@@ -149,6 +149,19 @@ def test_zero_tokens():
     assert x.grad.shape == (0, 256) and torch.equal(w.grad, torch.zeros_like(w))
 
 
+def _compiled_matches_eager(fn, x, w, dy, *args):
+    """``fn(x, w, *args)`` forward and backward, eager and under ``torch.compile(fullgraph=True)``: equal y, dx, dW."""
+    results = []
+    for run in (fn, torch.compile(fn, backend="aot_eager", fullgraph=True)):
+        xi, wi = x.clone().requires_grad_(), w.clone().requires_grad_()
+        y = run(xi, wi, *args)
+        y.backward(dy)
+        results.append((y.detach(), xi.grad, wi.grad))
+    torch._dynamo.reset()
+    for eager, compiled in zip(*results):
+        assert torch.equal(eager, compiled)
+
+
 def test_compiles_with_fullgraph_and_matches_eager():
     """Forward and backward under ``torch.compile(fullgraph=True)`` (the GEMMs as torch.ops.finegemm nodes):
     the eager results."""
@@ -157,15 +170,7 @@ def test_compiles_with_fullgraph_and_matches_eager():
     x = torch.randn(64, 256, generator=gen).bfloat16()
     w = torch.randn(128, 256, generator=gen) * 0.05
     dy = torch.randn(64, 128, generator=gen).bfloat16()
-    results = []
-    for fn in (finegemm.fp8_linear, torch.compile(finegemm.fp8_linear, backend="aot_eager", fullgraph=True)):
-        xi, wi = x.clone().requires_grad_(), w.clone().requires_grad_()
-        y = fn(xi, wi)
-        y.backward(dy)
-        results.append((y.detach(), xi.grad, wi.grad))
-    torch._dynamo.reset()
-    for eager, compiled in zip(*results):
-        assert torch.equal(eager, compiled)
+    _compiled_matches_eager(finegemm.fp8_linear, x, w, dy)
 
 
 @pytest.mark.parametrize("args,err,match", [
@@ -257,16 +262,7 @@ def test_grouped_compiles_with_fullgraph_and_matches_eager():
     x, w, _, gen = _grouped_case(sizes, 128, 256, pad_value=0.0)
     x = x.bfloat16()
     dy = torch.randn(x.shape[0], 128, generator=gen).bfloat16()
-    results = []
-    for fn in (finegemm.fp8_grouped_linear,
-               torch.compile(finegemm.fp8_grouped_linear, backend="aot_eager", fullgraph=True)):
-        xi, wi = x.clone().requires_grad_(), w.clone().requires_grad_()
-        y = fn(xi, wi, sizes)
-        y.backward(dy)
-        results.append((y.detach(), xi.grad, wi.grad))
-    torch._dynamo.reset()
-    for eager, compiled in zip(*results):
-        assert torch.equal(eager, compiled)
+    _compiled_matches_eager(finegemm.fp8_grouped_linear, x, w, dy, sizes)
 
 
 @pytest.mark.parametrize("args,err,match", [

@@ -254,9 +254,10 @@ def fp8_grouped_linear(x: torch.Tensor, weight: torch.Tensor, group_sizes: Seque
         raise ValueError(f"x must have {sum(segments)} rows (group_sizes {sizes}, each segment rounded up to "
                          f"{align}); got {x.shape[0]}")
     starts = [sum(segments[:g]) for g in range(len(sizes))]
-    valid = torch.zeros(x.shape[0], dtype=torch.bool)
-    for start, size in zip(starts, sizes):
-        valid[start:start + size] = True
+    # row r of segment g is a token iff r - start_g < size_g (built on the host: no device sync)
+    seg = torch.repeat_interleave(torch.arange(len(sizes)), torch.tensor(segments, dtype=torch.long),
+                                  output_size=x.shape[0])
+    valid = torch.arange(x.shape[0]) - torch.tensor(starts)[seg] < torch.tensor(sizes)[seg]
     ends = torch.tensor([s + v for s, v in zip(starts, sizes)], dtype=torch.int32)
     ends, valid = ends.to(x.device, non_blocking=True), valid.to(x.device, non_blocking=True)
     y, _, _ = _FP8GroupedLinear.apply(x, weight, ends, valid, segments, use_ue8m0)

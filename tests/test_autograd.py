@@ -265,6 +265,15 @@ def test_grouped_compiles_with_fullgraph_and_matches_eager():
     _compiled_matches_eager(finegemm.fp8_grouped_linear, x, w, dy, sizes)
 
 
+def test_grouped_no_tokens():
+    x = torch.zeros(0, 256, requires_grad=True)
+    w = torch.randn(2, 128, 256, requires_grad=True)
+    y = finegemm.fp8_grouped_linear(x, w, [0, 0])
+    assert y.shape == (0, 128)
+    y.sum().backward()
+    assert x.grad.shape == (0, 256) and torch.equal(w.grad, torch.zeros_like(w))
+
+
 @pytest.mark.parametrize("args,err,match", [
     ((torch.randn(256, 256), torch.randn(2, 128, 256), [100]), ValueError, "group_sizes must hold weight's G=2"),
     ((torch.randn(256, 256), torch.randn(2, 128, 256), [100, -1]), ValueError, "non-negative"),

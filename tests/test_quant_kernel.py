@@ -129,7 +129,8 @@ COMPILE = textwrap.dedent('''
     from finegemm.kernels.portable.quant import _cast_kernel
     names = _cast_kernel.arg_names
     for group_rows, ue8m0, xdt in ((1, False, "*bf16"), (128, True, "*fp32")):
-        const = dict(GROUP_R=group_rows, BLOCK_R=32 if group_rows == 1 else 128, UE8M0=ue8m0)
+        const = dict(GROUP_R=group_rows, BLOCK_R=64 if group_rows == 1 else 128, UE8M0=ue8m0,
+                     ROWS_CONTIGUOUS=group_rows == 1)
         types = dict(x_ptr=xdt, q_ptr="*fp8e4nv", sf_ptr="*fp32")
         sig = {n: ("constexpr" if n in const else types.get(n, "i32")) for n in names}
         k = triton.compile(ASTSource(fn=_cast_kernel, signature=sig,

@@ -22,6 +22,7 @@ import triton.language as tl
 from ...quant import AMAX_FLOOR, BLOCK, FP8_E4M3_MAX
 
 PER_TOKEN_ROWS = 32  # rows of a per-token program: [32, 128] elements, 4 warps
+TRANSPOSED_PER_TOKEN_ROWS = 64
 AMAX_FLOOR_C = tl.constexpr(AMAX_FLOOR)
 FP8_MAX_C = tl.constexpr(FP8_E4M3_MAX)
 
@@ -40,10 +41,12 @@ def _scale(amax, UE8M0: tl.constexpr):
 
 @triton.jit
 def _cast_kernel(x_ptr, q_ptr, sf_ptr, R, C, stride_xr, stride_xc, stride_sfr,
-                 GROUP_R: tl.constexpr, BLOCK_R: tl.constexpr, UE8M0: tl.constexpr):
+                 GROUP_R: tl.constexpr, BLOCK_R: tl.constexpr, UE8M0: tl.constexpr, ROWS_CONTIGUOUS: tl.constexpr):
     """Rows ``[pid_r * BLOCK_R, +BLOCK_R)`` x columns ``[pid_c * 128, +128)`` of ``x`` [R, C] into ``q`` [R, C]
     (row-major) and their scales: one per row (``GROUP_R`` 1) or one for the block (``GROUP_R`` 128) into ``sf``
-    [ceil(R / GROUP_R), ceil(C / 128)] (row stride ``stride_sfr``)."""
+    [ceil(R / GROUP_R), ceil(C / 128)] (row stride ``stride_sfr``). ``ROWS_CONTIGUOUS`` (a transposed view,
+    ``stride_xr`` 1): the tile is read as [128, BLOCK_R] so that neighbouring threads read neighbouring
+    addresses, and transposed in the kernel."""
     pid_r = tl.program_id(0)
     pid_c = tl.program_id(1)
     rows = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
@@ -51,8 +54,13 @@ def _cast_kernel(x_ptr, q_ptr, sf_ptr, R, C, stride_xr, stride_xc, stride_sfr,
     row_ok = rows < R
     mask = row_ok[:, None] & (cols < C)[None, :]
     r64 = rows.to(tl.int64)
-    x = tl.load(x_ptr + r64[:, None] * stride_xr + cols[None, :].to(tl.int64) * stride_xc, mask=mask,
-                other=0.0).to(tl.float32)
+    if ROWS_CONTIGUOUS:
+        xt = tl.load(x_ptr + cols[:, None].to(tl.int64) * stride_xc + r64[None, :] * stride_xr,
+                     mask=(cols < C)[:, None] & row_ok[None, :], other=0.0)
+        x = tl.trans(xt).to(tl.float32)
+    else:
+        x = tl.load(x_ptr + r64[:, None] * stride_xr + cols[None, :].to(tl.int64) * stride_xc, mask=mask,
+                    other=0.0).to(tl.float32)
     # tl.max drops NaN: a group's NaN is counted apart and put back into its amax
     row_amax = tl.max(tl.abs(x), axis=1)
     row_nan = tl.max((x != x).to(tl.int32), axis=1)
@@ -83,8 +91,11 @@ def cast_to_fp8(x: torch.Tensor, group_rows: int, use_ue8m0: bool = False) -> tu
     sf = torch.empty((triton.cdiv(r, group_rows), triton.cdiv(c, BLOCK)), dtype=torch.float32, device=x.device)
     if r == 0 or c == 0:
         return q, sf
-    block_r = PER_TOKEN_ROWS if group_rows == 1 else BLOCK
+    rows_contiguous = x.stride(0) == 1 and x.stride(1) != 1 and r > 1
+    # a transposed per-token tile reads 64 contiguous rows (128 bytes of bf16) per column
+    block_r = BLOCK if group_rows != 1 else (TRANSPOSED_PER_TOKEN_ROWS if rows_contiguous else PER_TOKEN_ROWS)
     grid = (triton.cdiv(r, block_r), triton.cdiv(c, BLOCK))
     _cast_kernel[grid](x, q, sf, r, c, x.stride(0), x.stride(1), sf.stride(0), GROUP_R=group_rows,
-                       BLOCK_R=block_r, UE8M0=use_ue8m0, num_warps=4 if group_rows == 1 else 8)
+                       BLOCK_R=block_r, UE8M0=use_ue8m0, ROWS_CONTIGUOUS=rows_contiguous,
+                       num_warps=4 if block_r <= 64 else 8)
     return q, sf

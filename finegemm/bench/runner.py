@@ -117,11 +117,12 @@ def run_peer(peer: Peer, case: Case, inp: Any, device: torch.device, flush: L2Fl
             prepared.fn()
             _sync(device)
             diff = inp.check(prepared.output(), prepared.family, prepared.with_c)
-            timing = time_call(prepared.fn, device, flush, opts.warmup, opts.repeats, opts.graph)
+            # one graph serves both timers (a second capture would add a second set of graph-owned buffers)
+            replay = capture_graph(prepared.fn) if opts.graph and device.type == "cuda" else None
+            timing = time_call(prepared.fn, device, flush, opts.warmup, opts.repeats, opts.graph, replay)
             kernel_timing = None
             if opts.kernel_time and device.type == "cuda" and flush.buf is not None:
-                run = capture_graph(prepared.fn) if opts.graph else prepared.fn
-                kernel_timing = time_kernels(run, flush, opts.warmup, opts.repeats)
+                kernel_timing = time_kernels(replay or prepared.fn, flush, opts.warmup, opts.repeats)
     except Refused as e:
         return PeerResult("refused", str(e))
     except BackendError as e:

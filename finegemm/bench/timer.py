@@ -77,9 +77,11 @@ def capture_graph(fn: Callable[[], Any]) -> Callable[[], Any]:
     return graph.replay
 
 
-def time_cuda(fn: Callable[[], Any], flush: L2Flush, warmup: int, repeats: int, graph: bool = False) -> Timing:
-    """Median over ``repeats`` calls of the time between CUDA events recorded just around each call."""
-    run = capture_graph(fn) if graph else fn
+def time_cuda(fn: Callable[[], Any], flush: L2Flush, warmup: int, repeats: int, graph: bool = False,
+              replay: Callable[[], Any] | None = None) -> Timing:
+    """Median over ``repeats`` calls of the time between CUDA events recorded just around each call; with
+    ``graph``, of replays of a CUDA graph of ``fn`` (``replay``: one :func:`capture_graph` already made)."""
+    run = (replay or capture_graph(fn)) if graph else fn
     for _ in range(warmup):
         flush()
         run()
@@ -162,9 +164,9 @@ def time_wall(fn: Callable[[], Any], warmup: int, repeats: int) -> Timing:
 
 
 def time_call(fn: Callable[[], Any], device: torch.device, flush: L2Flush, warmup: int, repeats: int,
-              graph: bool = False) -> Timing:
+              graph: bool = False, replay: Callable[[], Any] | None = None) -> Timing:
     if device.type == "cuda":
-        return time_cuda(fn, flush, warmup, repeats, graph)
+        return time_cuda(fn, flush, warmup, repeats, graph, replay)
     return time_wall(fn, warmup, repeats)
 
 

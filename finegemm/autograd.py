@@ -168,8 +168,13 @@ class FP8Linear(torch.nn.Linear):
 
 def _per_block_cast_experts(w: torch.Tensor, use_ue8m0: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """Each expert's ``[N, K]`` of ``w`` [G, N, K] quantized per 128x128 block: (e4m3 [G, N, K], fp32
-    [G, ceil(N/128), ceil(K/128)])."""
-    pairs = [_cast(w[g], 128, use_ue8m0) for g in range(w.shape[0])]
+    [G, ceil(N/128), ceil(K/128)]). With N a multiple of 128 no block straddles two experts: one cast of the
+    [G * N, K] rows."""
+    g, n, k = w.shape
+    if n % 128 == 0:
+        q, sf = _cast(w.reshape(g * n, k), 128, use_ue8m0)
+        return q.view(g, n, k), sf.view(g, n // 128, sf.shape[1])
+    pairs = [_cast(w[e], 128, use_ue8m0) for e in range(g)]
     return torch.stack([q for q, _ in pairs]), torch.stack([sf for _, sf in pairs])
 
 

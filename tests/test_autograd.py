@@ -237,15 +237,17 @@ def _check_grouped(x, w, dy, y, sizes, starts):
     assert torch.equal(x.grad[~valid], torch.zeros_like(x.grad[~valid]))
 
 
-@pytest.mark.parametrize("sizes", [[100, 0, 200], [128, 256], [1, 127, 129, 0]])
-def test_grouped_forward_and_both_gradients(sizes):
+@pytest.mark.parametrize("sizes,n", [([100, 0, 200], 128), ([128, 256], 256), ([1, 127, 129, 0], 128),
+                                     ([100, 0, 200], 192)])
+def test_grouped_forward_and_both_gradients(sizes, n):
     """Experts of any size (empty ones, segments padded to 128), NaN in the padding rows of x and large values
-    in the padding rows of the output gradient: neither reaches any result."""
-    x, w, starts, gen = _grouped_case(sizes, 128, 256)
+    in the padding rows of the output gradient: neither reaches any result. N = 192: the experts' weights are
+    quantized one by one (a 128-row block would straddle two experts)."""
+    x, w, starts, gen = _grouped_case(sizes, n, 256)
     x = x.bfloat16().requires_grad_()
     w.requires_grad_()
     y = finegemm.fp8_grouped_linear(x, w, sizes)
-    assert y.shape == (x.shape[0], 128) and y.dtype == torch.bfloat16
+    assert y.shape == (x.shape[0], n) and y.dtype == torch.bfloat16
     dy = torch.randn(y.shape, generator=gen).bfloat16()
     valid = torch.zeros(x.shape[0], dtype=torch.bool)
     for start, size in zip(starts, sizes):

@@ -254,3 +254,30 @@ def test_split_k_reduction_waits_for_the_gemm():
         ptx = kernel.asm["ptx"]
         assert "griddepcontrol.wait" in ptx
         assert not re.search(r"ld\.global", ptx[:ptx.index("griddepcontrol.wait")])
+
+
+@pytest.mark.parametrize("bm,bn,split", [(64, 128, 1), (128, 128, 1), (64, 64, 4)])
+def test_b_prefetch_variant(bm, bn, split):
+    """``b_prefetch`` (B's tile some K blocks ahead into L2, for B streaming from HBM): the producer issues
+    ``cp.async.bulk.prefetch.tensor`` on B's tensor map (the kernel's sixth parameter, the one its B loads
+    use), from one thread, and the kernel still compiles without spills; with it off, no prefetch."""
+    desc = GemmDesc("fp8_1d2d", 64, 7168, 16384)
+    base = dataclasses.replace(make_config(desc, H200, bm, bn, split), split_k=split)
+    off = compile_variant(desc, base).asm["ptx"]
+    assert "cp.async.bulk.prefetch.tensor" not in off
+    kernel = compile_variant(desc, dataclasses.replace(base, b_prefetch=8))
+    ptx = assert_fast_path_kernel(kernel, H200.smem_per_block)
+    assert len(re.findall(r"cp\.async\.bulk\.prefetch\.tensor\.2d\.L2\.global\.tile", ptx)) == 1
+    # the asm names B's tensor map as parameter 5: b_desc is the sixth of the lowered kernel's arguments
+    args = re.search(r"tt\.func public @fp8_gemm_kernel\((.*?)\) attributes", kernel.asm["ttgir"]).group(1)
+    assert [a.split(":")[0].strip() for a in args.split(", %")][5].lstrip("%") == "b_desc"
+
+
+def test_b_prefetch_grouped_variant():
+    from finegemm.jit.heuristics_sm90_grouped import make_grouped_config
+    from finegemm.kernels.sm90.compile_check import compile_grouped_variant
+
+    d = GemmDesc("fp8_1d2d", 256, 4096, 7168, layout="m_grouped_masked", num_groups=4, expected_m=256)
+    cfg = dataclasses.replace(make_grouped_config(H200, 128, 128, True), b_prefetch=6)
+    ptx = assert_fast_path_kernel(compile_grouped_variant(d, cfg), H200.smem_per_block)
+    assert "cp.async.bulk.prefetch.tensor.2d.L2.global.tile" in ptx

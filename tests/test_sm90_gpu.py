@@ -300,3 +300,30 @@ def test_split_tail(m, n, k, recipe, with_c, tile, pipe, num_sms, in_place):
     ref = reference.fp8_gemm_nt((a, sfa), (b, sfb), c, recipe=(1, 128, 128) if recipe == "1d2d" else (1, 1, 128))
     assert reference.calc_diff(outs[0], ref) < 1e-3, (m, n, k, cfg)
     assert torch.equal(outs[1], outs[0]) and torch.equal(outs[2], outs[0]), "repeated launches differ"
+
+
+@pytest.mark.parametrize("m,n,k,split", [(64, 7168, 16384, None), (128, 2112, 7168, None), (64, 2112, 7168, 4),
+                                         (333, 576, 7168, None)])
+def test_b_prefetch_changes_nothing(m, n, k, split):
+    """``b_prefetch`` (B's tile 8 K blocks ahead into L2): right against the reference and bitwise the result
+    without it (a prefetch moves no data the kernel reads; near the end of K it prefetches nothing)."""
+    import dataclasses
+
+    from finegemm.jit.device import device_facts
+    from finegemm.jit.heuristics import GemmDesc
+
+    dispatch = _sm90()
+    dev = torch.device("cuda")
+    desc = GemmDesc("fp8_1d2d", m, n, k)
+    base = dispatch.get_config(desc, device_facts(dev))
+    if split is not None:
+        base = dataclasses.replace(base, split_k=split)
+    _run(m, n, k, "1d2d", False, False, torch.bfloat16, dataclasses.replace(base, b_prefetch=8))
+    a, sfa, sfa_k, b, sfb, sfb_k = _operands(m, n, k, "1d2d", False)
+    outs = []
+    for cfg in (base, dataclasses.replace(base, b_prefetch=8)):
+        d = torch.full((m, n), float("nan"), device=dev, dtype=torch.bfloat16)
+        dispatch.fp8_gemm(desc, cfg, a, sfa_k, b, sfb_k, d, None)
+        outs.append(d)
+    torch.cuda.synchronize()
+    assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))

@@ -55,6 +55,9 @@ class Sm90Config:
     # with splitk_fused: split only the tiles of the grid's last, partial round (the whole rounds' tiles run
     # their whole K): a short tail round instead of one that leaves most SMs idle
     split_tail: bool = False
+    # > 0: the producer prefetches B's tile this many K blocks ahead into L2 (cp.async.bulk.prefetch.tensor), for
+    # B streaming from HBM (small M, masked decode); never picked by the rules until measured
+    b_prefetch: int = 0
 
     @property
     def num_warps(self) -> int:

@@ -86,6 +86,7 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32", p
     constexprs["SPLIT_TAIL"] = fused and config.split_tail
     constexprs["PDL"] = pdl and chain != 2
     constexprs["PDL_CHAIN"] = chain
+    constexprs["B_PREFETCH"] = config.b_prefetch
     constexprs["TRACE"] = trace
     if trace:
         sig["trace_ptr"] = "*i64"
@@ -126,7 +127,7 @@ def compile_grouped_variant(desc: GemmDesc, config: Sm90Config, use_psum: bool =
         SF_PACKED=desc.sf_packed, SFB_PER_CHANNEL=False, HAS_C=False, PIPE_MMA=config.pipe_mma,
         PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS, SMALL_EPI=False, SFA_TMA=config.sfa_tma,
         **dispatch_grouped.grouped_constexprs(desc, use_psum, align), sfb_desc=None, SFB_TMA=False,
-        K_DYN=False, c_desc=None, C_TMA=False, C_TMA_LATE=False, PDL=False, PDL_CHAIN=0,
+        K_DYN=False, c_desc=None, C_TMA=False, C_TMA_LATE=False, PDL=False, PDL_CHAIN=0, B_PREFETCH=config.b_prefetch,
     )
     for name in constexprs:
         sig[name] = "constexpr"

@@ -165,7 +165,7 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c, chain:
         K_DYN=config.k_dynamic, c_desc=c_desc, C_TMA=config.c_tma,
         C_TMA_LATE=config.c_tma and config.c_tma_late and not (fused and config.split_tail),
         num_warps=config.num_warps, SPLITK_FUSED=fused, SPLIT_TAIL=fused and config.split_tail,
-        PDL=pdl and chain != 2, launch_pdl=pdl, PDL_CHAIN=chain,
+        PDL=pdl and chain != 2, launch_pdl=pdl, PDL_CHAIN=chain, B_PREFETCH=config.b_prefetch,
     )
     if fused:
         meta.update(ws_ptr=ws, cnt_ptr=counters)

@@ -95,7 +95,7 @@ def _meta(desc: GemmDesc, config: Sm90Config, sfa: torch.Tensor, use_psum: bool,
         N=desc.n, K=desc.k, BLOCK_M=config.block_m, BLOCK_N=config.block_n, STAGES=config.stages,
         GROUP_M=config.group_m, SPLIT_K=1, SF_PACKED=sfa.dtype == torch.int32, SFB_PER_CHANNEL=False,
         HAS_C=False, PIPE_MMA=config.pipe_mma, PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS,
-        SMALL_EPI=False, SFA_TMA=sfa_tma, num_warps=config.num_warps,
+        SMALL_EPI=False, SFA_TMA=sfa_tma, num_warps=config.num_warps, B_PREFETCH=config.b_prefetch,
         **grouped_constexprs(desc, use_psum, CONTIGUOUS_ALIGN),
     )
 

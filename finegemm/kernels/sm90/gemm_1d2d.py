@@ -60,6 +60,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.language.extra.cuda import gdc_wait
 
+from .l2_prefetch import prefetch_b_tile
+
 BLOCK_K: tl.constexpr = tl.constexpr(128)
 
 
@@ -158,15 +160,15 @@ def _load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                     layout_ptr=None, GROUPING: gl.constexpr = 0, NUM_GROUPS: gl.constexpr = 1,
                     GROUP_ROWS: gl.constexpr = 0, SFK_ROWS: gl.constexpr = 0, USE_PSUM: gl.constexpr = False,
                     ALIGN: gl.constexpr = 128, sfb_desc=None, sfb_bufs=None, SFB_TMA: gl.constexpr = False,
-                    K_DYN: gl.constexpr = False, SPLIT_TAIL: gl.constexpr = False):
+                    K_DYN: gl.constexpr = False, SPLIT_TAIL: gl.constexpr = False, B_PREFETCH: gl.constexpr = 0):
     if GROUPING != 0:
         _grouped_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M, N, K, BLOCK_M, BLOCK_N,
                                 STAGES, GROUP_M, sfa_desc, sfa_bufs, SFA_TMA, SF_PACKED, layout_ptr, GROUPING,
-                                NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM, ALIGN)
+                                NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM, ALIGN, B_PREFETCH)
     else:
         _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M, N, K, BLOCK_M, BLOCK_N,
                               STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA, SF_PACKED, sfb_desc, sfb_bufs,
-                              SFB_TMA, K_DYN, SPLIT_TAIL)
+                              SFB_TMA, K_DYN, SPLIT_TAIL, B_PREFETCH)
 
 
 @gluon.jit
@@ -174,7 +176,10 @@ def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars,
                           N: gl.constexpr, K: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                           STAGES: gl.constexpr, GROUP_M: gl.constexpr, SPLIT_K: gl.constexpr,
                           sfa_desc, sfa_bufs, SFA_TMA: gl.constexpr, SF_PACKED: gl.constexpr, sfb_desc, sfb_bufs,
-                          SFB_TMA: gl.constexpr, K_DYN: gl.constexpr, SPLIT_TAIL: gl.constexpr = False):
+                          SFB_TMA: gl.constexpr, K_DYN: gl.constexpr, SPLIT_TAIL: gl.constexpr = False,
+                          B_PREFETCH: gl.constexpr = 0):
+    """``B_PREFETCH`` > 0: with each K block's loads, B's tile that many K blocks ahead (in the same work unit) is
+    prefetched into L2 (:mod:`.l2_prefetch`)."""
     num_kb = _num_k_blocks(a_desc, K, K_DYN)
     # A (and its ring scales) come in BOXES boxes of A_ROWS rows a stage: 1, or 3 at BLOCK_M 192
     A_ROWS: gl.constexpr = a_desc.block_type.shape[0]
@@ -219,6 +224,9 @@ def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars,
                 tma.async_copy_global_to_shared(a_desc, [off_m + i * A_ROWS, kb * BLOCK_K], bar,
                                                 a_bufs.index(s * BOXES + i))
             tma.async_copy_global_to_shared(b_desc, [off_n, kb * BLOCK_K], bar, b_bufs.index(s))
+            if B_PREFETCH > 0:
+                if kk + B_PREFETCH < kb_count:
+                    prefetch_b_tile((kb + B_PREFETCH) * BLOCK_K, off_n)
             it += 1
 
 
@@ -312,9 +320,10 @@ def _first_local_unit(g_start):
 @gluon.jit
 def _load_tile(a_desc, b_desc, sfa_desc, a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it,
                a_row, b_row, sfa_row0, sfa_col, kb_count, STAGES: gl.constexpr, SFA_TMA: gl.constexpr,
-               SF_PACKED: gl.constexpr):
+               SF_PACKED: gl.constexpr, B_PREFETCH: gl.constexpr = 0):
     """Producer of one grouped tile: ``kb_count`` K blocks of A rows ``a_row``, B rows ``b_row`` (and the
-    tile's per-token scales, row ``sfa_row0 + kb`` of the scale view, columns from ``sfa_col``)."""
+    tile's per-token scales, row ``sfa_row0 + kb`` of the scale view, columns from ``sfa_col``); B's tile
+    ``B_PREFETCH`` K blocks ahead prefetched into L2 with each block (see :func:`_dense_load_partition`)."""
     for kb in range(kb_count):
         s = it % STAGES
         mbarrier.wait(empty_bars.index(s), ((it // STAGES) & 1) ^ 1)
@@ -327,6 +336,9 @@ def _load_tile(a_desc, b_desc, sfa_desc, a_bufs, b_bufs, sfa_bufs, full_bars, em
             mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(a_desc, [a_row, kb * BLOCK_K], bar, a_bufs.index(s))
         tma.async_copy_global_to_shared(b_desc, [b_row, kb * BLOCK_K], bar, b_bufs.index(s))
+        if B_PREFETCH > 0:
+            if kb + B_PREFETCH < kb_count:
+                prefetch_b_tile((kb + B_PREFETCH) * BLOCK_K, b_row)
         it += 1
     return it
 
@@ -337,7 +349,7 @@ def _grouped_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bar
                             STAGES: gl.constexpr, GROUP_M: gl.constexpr, sfa_desc, sfa_bufs,
                             SFA_TMA: gl.constexpr, SF_PACKED: gl.constexpr, layout_ptr, GROUPING: gl.constexpr,
                             NUM_GROUPS: gl.constexpr, GROUP_ROWS: gl.constexpr, SFK_ROWS: gl.constexpr,
-                            USE_PSUM: gl.constexpr, ALIGN: gl.constexpr):
+                            USE_PSUM: gl.constexpr, ALIGN: gl.constexpr, B_PREFETCH: gl.constexpr = 0):
     """TMA producer of the m-grouped kernels: walks exactly the tiles the math partitions walk.
 
     Contiguous: A [M_total, K], B [G * N, K]; a tile of padding issues no load. Masked: A [G * max_m, K],
@@ -357,15 +369,17 @@ def _grouped_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bar
                                                                         ALIGN)
                 it = _load_tile(a_desc, b_desc, sfa_desc, a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it,
                                 off_m, first * N + off_b, 0, off_m, gl.where(any_valid, num_kb, 0), STAGES,
-                                SFA_TMA, SF_PACKED)
+                                SFA_TMA, SF_PACKED, B_PREFETCH)
                 if two:  # the second half's own group: the whole tile again with its B
                     it = _load_tile(a_desc, b_desc, sfa_desc, a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it,
-                                    off_m, second * N + off_b, 0, off_m, num_kb, STAGES, SFA_TMA, SF_PACKED)
+                                    off_m, second * N + off_b, 0, off_m, num_kb, STAGES, SFA_TMA, SF_PACKED,
+                                    B_PREFETCH)
             else:
                 g, safe, valid, end = _contiguous_group(layout_ptr, off_m, NUM_GROUPS, USE_PSUM, ALIGN)
                 kb_count = gl.where(valid, num_kb, 0)
                 it = _load_tile(a_desc, b_desc, sfa_desc, a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it,
-                                off_m, safe * N + off_b, 0, off_m, kb_count, STAGES, SFA_TMA, SF_PACKED)
+                                off_m, safe * N + off_b, 0, off_m, kb_count, STAGES, SFA_TMA, SF_PACKED,
+                                B_PREFETCH)
     else:
         g_start = 0
         for g in range(NUM_GROUPS):
@@ -375,7 +389,7 @@ def _grouped_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bar
                 off_m = pid_m * BLOCK_M
                 it = _load_tile(a_desc, b_desc, sfa_desc, a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it,
                                 g * GROUP_ROWS + off_m, g * N + pid_n * BLOCK_N, g * SFK_ROWS, off_m, num_kb,
-                                STAGES, SFA_TMA, SF_PACKED)
+                                STAGES, SFA_TMA, SF_PACKED, B_PREFETCH)
             g_start += tiles_g
 
 
@@ -1253,7 +1267,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                     c_desc=None, C_TMA: gl.constexpr = False, C_TMA_LATE: gl.constexpr = False,
                     ws_ptr=None, cnt_ptr=None, SPLITK_FUSED: gl.constexpr = False, SPLIT_TAIL: gl.constexpr = False,
                     PDL: gl.constexpr = False, trace_ptr=None, TRACE: gl.constexpr = False,
-                    PDL_CHAIN: gl.constexpr = 0):
+                    PDL_CHAIN: gl.constexpr = 0, B_PREFETCH: gl.constexpr = 0):
     """Entry: carve shared memory, init barriers, fork producer and math partitions.
 
     ``TRACE`` (timing probes only, ``scripts/trace_probe.py``): every math warpgroup of the dense form records
@@ -1268,6 +1282,9 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
     and waits for its predecessor only before it exits, so that it finishes after it: the next group's CTAs
     take the SMs this grid's tail leaves idle, and whatever the stream runs after the chain still starts only
     once every link has finished.
+
+    ``B_PREFETCH`` > 0: the producer also prefetches B's tile that many K blocks ahead into L2 (for operands that
+    stream from HBM; :mod:`.l2_prefetch`).
 
     ``c_desc`` (``C_TMA`` only, else None): TMA descriptor of the FP32 C ``[M, N]``, box [64, BLOCK_N], the
     layout of ``d_desc`` (C is staged in the D buffer).
@@ -1396,7 +1413,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
                                SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,
-                               ALIGN, sfb_tma_desc, sfb_bufs, SFB_TMA, K_DYN, SPLIT_TAIL)),
+                               ALIGN, sfb_tma_desc, sfb_bufs, SFB_TMA, K_DYN, SPLIT_TAIL, B_PREFETCH)),
         ], [4, 1], [MATH_REGS, PRODUCER_REGS])
     elif NUM_WG == 3:
         # BLOCK_M 192: three math warpgroups, one 64-row wave each, at MATH_REGS (152: see layouts)
@@ -1428,7 +1445,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
                                SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,
-                               ALIGN, sfb_tma_desc, sfb_bufs, SFB_TMA, K_DYN, SPLIT_TAIL)),
+                               ALIGN, sfb_tma_desc, sfb_bufs, SFB_TMA, K_DYN, SPLIT_TAIL, B_PREFETCH)),
         ], [4, 4, 1], [MATH_REGS, MATH_REGS, PRODUCER_REGS])
     else:
         gl.warp_specialize([
@@ -1443,7 +1460,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
                                SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,
-                               ALIGN, sfb_tma_desc, sfb_bufs, SFB_TMA, K_DYN, SPLIT_TAIL)),
+                               ALIGN, sfb_tma_desc, sfb_bufs, SFB_TMA, K_DYN, SPLIT_TAIL, B_PREFETCH)),
         ], [1], [PRODUCER_REGS])
     if PDL_CHAIN == 2:
         wait_prerequisites()  # finish only after the previous link has

@@ -1,12 +1,13 @@
-"""L2 prefetch of B (``Sm90Config.b_prefetch``) on the shapes whose B streams from HBM, on the H200
+"""L2 prefetch of B (``b_prefetch`` of the FP8 and BF16 configs) on the shapes whose B streams from HBM, on the H200
 (benchmarks/NOTES.md v14).
 
-Dense FP8 at M = 64 and 128 on the six DeepSeek-V3 (N, K), and the masked MoE decode shapes of issue 6, each at
-its dispatched config with B's tile 0 (off), 4, 8 and 16 K blocks ahead prefetched into L2. A prefetch changes
-no arithmetic, so every result must equal the prefetch-0 one bit for bit (checked). Fresh random data (the
-harness's inputs), CUDA events, 1 GiB L2 flush before each call (zero mode, as the anchors), 3 warm-ups,
-median of 20. Usage: PYTHONPATH=. python3 scripts/b_prefetch_probe.py [dense|masked ...]
-(JSON to $OUT/b_prefetch_probe.json, rewritten after each shape).
+Dense FP8 at M = 64 and 128 on the six DeepSeek-V3 (N, K), the masked MoE decode shapes of issue 6, and BF16 at
+M = 1 and 128 on the harness's BF16 shapes (``bf16``), each at its dispatched config with B's tile 0 (off), 4, 8
+and 16 K blocks ahead prefetched into L2. A prefetch changes no arithmetic, so every result must equal the
+prefetch-0 one bit for bit (checked). Fresh random data (the harness's inputs), CUDA events, 1 GiB L2 flush before
+each call (zero mode, as the anchors), 3 warm-ups, median of 20.
+Usage: PYTHONPATH=. python3 scripts/b_prefetch_probe.py [dense|masked|bf16 ...] (JSON to
+$OUT/b_prefetch_probe.json, rewritten after each shape).
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ import triton
 
 import finegemm
 from finegemm.bench.inputs import make_inputs
-from finegemm.bench.suites import dense_cases
+from finegemm.bench.suites import BF16_NK, dense_cases
 from finegemm.bench.timer import L2Flush, time_cuda
 from finegemm.jit.device import device_facts
 from finegemm.jit.heuristics import GemmDesc
-from finegemm.kernels.sm90 import dispatch, dispatch_grouped
+from finegemm.kernels.sm90 import dispatch, dispatch_bf16, dispatch_grouped
 from finegemm.quant import per_block_cast_to_fp8, per_token_cast_to_fp8
 
 DISTANCES = [0, 4, 8, 16]
@@ -86,8 +87,20 @@ def masked_rows(dev, flush, facts):
                      d, flush)
 
 
+def bf16_rows(dev, flush, facts):
+    for m in (1, 128):
+        for n, k in BF16_NK:
+            gen = torch.Generator(device=dev).manual_seed(m + n + k)
+            a = torch.randn(m, k, generator=gen, device=dev).bfloat16()
+            b = torch.randn(n, k, generator=gen, device=dev).bfloat16()
+            desc = GemmDesc("bf16", m, n, k)
+            d = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
+            yield _sweep(f"bf16 {m}x{n}x{k}", dispatch_bf16.get_config(desc, facts),
+                         _bind(dispatch_bf16.bf16_gemm, desc, a, b, d, None), d, flush)
+
+
 def main() -> None:
-    parts = sys.argv[1:] or ["dense", "masked"]
+    parts = sys.argv[1:] or ["dense", "masked", "bf16"]
     dev = torch.device("cuda")
     flush, facts = L2Flush(dev), device_facts(dev)
     commit = Path(".commit").read_text().strip() if Path(".commit").exists() else "unknown"
@@ -97,7 +110,7 @@ def main() -> None:
                   method="CUDA events, 1 GiB L2 flush (zero) before each call, 3 warm-ups, median of 20", rows=[])
     out = Path(os.environ.get("OUT", ".")) / "b_prefetch_probe.json"
     for part in parts:
-        for row in (dense_rows if part == "dense" else masked_rows)(dev, flush, facts):
+        for row in {"dense": dense_rows, "masked": masked_rows, "bf16": bf16_rows}[part](dev, flush, facts):
             result["rows"].append(row)
             out.write_text(json.dumps(result, indent=1))
 

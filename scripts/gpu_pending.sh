@@ -30,7 +30,8 @@
 #                                   (fp8_linear forward / forward + backward vs a BF16 linear, the one-pass casts vs
 #                                   the torch ones) on the 3 largest M = 4096 shapes
 #   bash scripts/gpu_pending.sh 11  (after the 12th session) L2 prefetch of B on the shapes whose B streams from HBM:
-#                                   scripts/b_prefetch_probe.py (dense M = 64 / 128, masked decode; distances 0-16)
+#                                   scripts/b_prefetch_probe.py (FP8 dense M = 64 / 128, masked decode, BF16 M = 1 /
+#                                   128; distances 0-16)
 # Logs and JSON in $OUT/pending<part>.tgz (the device tool returns only a few files).
 # Here first: git rev-parse --short HEAD > .commit (and carry ".commit").
 set -uo pipefail
@@ -111,8 +112,8 @@ elif [ "$PART" = 10 ]; then
         | cut -c1-240
     pack
 elif [ "$PART" = 11 ]; then
-    PYTEST_TIMEOUT=200 pytest_gpu pytest-prefetch.log tests/test_sm90_gpu.py -k prefetch
-    OUT="$LOGS" timeout 360 python3 scripts/b_prefetch_probe.py 2>&1 | tee "$LOGS/b_prefetch_probe.log" | cut -c1-200
+    PYTEST_TIMEOUT=150 pytest_gpu pytest-prefetch.log tests/test_sm90_gpu.py tests/test_sm90_bf16_gpu.py -k prefetch
+    OUT="$LOGS" timeout 420 python3 scripts/b_prefetch_probe.py 2>&1 | tee "$LOGS/b_prefetch_probe.log" | cut -c1-200
     pack
 else
     timeout 60 python3 -m finegemm.bench --plain --no-progress --suite dense,weight-grad \

@@ -197,3 +197,21 @@ def test_plan_pdl_and_three_warpgroups(value, pdl, monkeypatch):
     grid, args, meta, reduce = plan(4095, 2112, 7168, 192, 128, 1)
     assert reduce is None and meta["BLOCK_M"] == 192 and meta["MATH_REGS"] == 152
     assert list(args[0].block_shape) == [64, 64]  # one [64 rows, BLOCK_K] A box per warpgroup
+
+
+@pytest.mark.parametrize("b_k_major", [True, False])
+def test_b_prefetch_variant(b_k_major):
+    """``b_prefetch``: the producer also prefetches B's box some K slices ahead into L2 on B's own tensor map
+    (bf16_gemm_kernel's sixth lowered argument), K-major or MN-major B, without spills; off, no prefetch."""
+    import dataclasses
+
+    d = GemmDesc("bf16", 64, 7168, 16384, True, b_k_major)
+    cfg = get_sm90_bf16_config(d, H200)
+    assert "cp.async.bulk.prefetch" not in compile_bf16_variant(d, cfg).asm["ptx"]
+    kernel = compile_bf16_variant(d, dataclasses.replace(cfg, b_prefetch=8))
+    ptx = assert_ptx_contains(kernel, BF16_PTX_MUST_CONTAIN)
+    assert "cp.async.bulk.prefetch.tensor.2d.L2.global.tile" in ptx and "bf16_gemm_kernel_param_5" in ptx
+    usage = resource_usage(kernel)
+    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, f"register spills: {usage}"
+    args = re.search(r"tt\.func public @bf16_gemm_kernel\((.*?)\) attributes", kernel.asm["ttgir"]).group(1)
+    assert [a.split(":")[0].strip() for a in args.split(", %")][5].lstrip("%") == "b_desc"

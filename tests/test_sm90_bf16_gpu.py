@@ -172,3 +172,29 @@ def test_public_api_replays_recorded_launch(m, n, k, monkeypatch):
     if cfg.split_k > 1:  # the API's entry now replays the side stream's recording without the dispatch
         monkeypatch.setattr(api_gemm, "_sm90_module", no_dispatch)
         check(on_side, 4)
+
+
+@pytest.mark.parametrize("m,n,k,b_k_major", [(1, 7168, 16384, True), (128, 2112, 7168, True), (64, 576, 7168, False)])
+def test_b_prefetch_changes_nothing(m, n, k, b_k_major):
+    """``b_prefetch`` (B's box 8 K slices ahead into L2), B K-major or MN-major: right against the reference and
+    bitwise the result without it."""
+    import dataclasses
+
+    mod = _sm90()
+    from finegemm.jit.device import device_facts
+    from finegemm.jit.heuristics import GemmDesc
+
+    dev = torch.device("cuda")
+    a = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
+    b = torch.randn(n, k, device=dev, dtype=torch.bfloat16)
+    b_view = b if b_k_major else b.T.contiguous().T  # [N, K] with stride (1, N)
+    desc = GemmDesc("bf16", m, n, k, True, b_k_major)
+    base = mod.get_config(desc, device_facts(dev))
+    outs = []
+    for cfg in (base, dataclasses.replace(base, b_prefetch=8)):
+        d = torch.full((m, n), float("nan"), device=dev, dtype=torch.bfloat16)
+        mod.bf16_gemm(desc, cfg, a, b_view, d, None)
+        outs.append(d)
+    torch.cuda.synchronize()
+    assert reference.calc_diff(outs[1], reference.bf16_gemm("nt", a, b, None)) < 1e-5
+    assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))

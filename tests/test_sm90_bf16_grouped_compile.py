@@ -219,3 +219,15 @@ def test_grouped_bf16_compiles_with_required_instructions(desc, cfg, psum):
     if desc.layout == "m_grouped_masked":
         # partial 64-row waves are stored from registers with a row mask, full ones by TMA
         assert "st.global" in ptx
+
+
+def test_b_prefetch_variant():
+    """``b_prefetch`` in the masked BF16 kernel: the prefetch on B's tensor map (its sixth lowered argument)."""
+    import dataclasses
+
+    d = _masked(256, 4096, 7168, 4, 256)
+    kernel = compile_bf16_grouped_variant(d, dataclasses.replace(get_sm90_bf16_grouped_config(d, H200), b_prefetch=8))
+    ptx = assert_fast_path_kernel(kernel, H200.smem_per_block, BF16_PTX_MUST_CONTAIN)
+    assert "cp.async.bulk.prefetch.tensor.2d.L2.global.tile" in ptx and "bf16_grouped_gemm_kernel_param_5" in ptx
+    args = re.search(r"tt\.func public @bf16_grouped_gemm_kernel\((.*?)\) attributes", kernel.asm["ttgir"]).group(1)
+    assert [a.split(":")[0].strip() for a in args.split(", %")][5].lstrip("%") == "b_desc"

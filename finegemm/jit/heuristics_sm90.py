@@ -354,6 +354,9 @@ class Sm90Bf16Config:
     group_m: int = 8
     num_sms: int = 132
     block_k: int = BF16_BLOCK_K
+    # > 0: the producer prefetches B's box this many K slices ahead into L2 (as Sm90Config.b_prefetch); never
+    # picked by the rules until measured
+    b_prefetch: int = 0
 
     @property
     def num_warps(self) -> int:

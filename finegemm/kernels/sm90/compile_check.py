@@ -242,7 +242,7 @@ def compile_bf16_variant(desc: GemmDesc, config, c_dtype: str = "fp32"):
     constexprs = dict(
         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, STAGES=config.stages, GROUP_M=config.group_m, SPLIT_K=split,
         A_MN_MAJOR=not desc.a_k_major, B_MN_MAJOR=not desc.b_k_major, HAS_C=desc.with_c,
-        PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.math_regs(bm),
+        PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.math_regs(bm), B_PREFETCH=config.b_prefetch,
     )
     for name in constexprs:
         sig[name] = "constexpr"

@@ -111,6 +111,7 @@ def _build_plan(desc: GemmDesc, config: Sm90Bf16Config, a, b, d, c):
         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, STAGES=config.stages, GROUP_M=config.group_m, SPLIT_K=split,
         A_MN_MAJOR=not desc.a_k_major, B_MN_MAJOR=not desc.b_k_major, HAS_C=c is not None,
         PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.math_regs(bm), num_warps=config.num_warps,
+        B_PREFETCH=config.b_prefetch,
     )
     return grid, kernel_args, meta, reduce
 

@@ -87,7 +87,7 @@ def kernel_meta(desc: GemmDesc, config: Sm90Bf16Config, use_psum: bool = False) 
         N=desc.n, K=desc.k, BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
         STAGES=config.stages, GROUP_M=config.group_m, A_MN_MAJOR=not desc.a_k_major,
         B_MN_MAJOR=not desc.b_k_major, **grouped_constexprs(desc, use_psum, CONTIGUOUS_ALIGN),
-        PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS,
+        PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS, B_PREFETCH=config.b_prefetch,
     )
 
 

@@ -60,9 +60,11 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.language.extra.cuda import gdc_wait
 
-from .l2_prefetch import prefetch_b_tile
+from .l2_prefetch import prefetch_tile_l2, tensor_map_param
 
 BLOCK_K: tl.constexpr = tl.constexpr(128)
+# B's tensor map as fp8_gemm_kernel's lowered parameter (a_desc takes 0-4): for the L2 prefetch's inline PTX
+B_TENSOR_MAP: gl.constexpr = gl.constexpr(tensor_map_param("fp8_gemm_kernel", 5))
 
 
 def sfa_desc_layout() -> gl.NVMMASharedLayout:
@@ -226,7 +228,7 @@ def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars,
             tma.async_copy_global_to_shared(b_desc, [off_n, kb * BLOCK_K], bar, b_bufs.index(s))
             if B_PREFETCH > 0:
                 if kk + B_PREFETCH < kb_count:
-                    prefetch_b_tile((kb + B_PREFETCH) * BLOCK_K, off_n)
+                    prefetch_tile_l2((kb + B_PREFETCH) * BLOCK_K, off_n, B_TENSOR_MAP)
             it += 1
 
 
@@ -338,7 +340,7 @@ def _load_tile(a_desc, b_desc, sfa_desc, a_bufs, b_bufs, sfa_bufs, full_bars, em
         tma.async_copy_global_to_shared(b_desc, [b_row, kb * BLOCK_K], bar, b_bufs.index(s))
         if B_PREFETCH > 0:
             if kb + B_PREFETCH < kb_count:
-                prefetch_b_tile((kb + B_PREFETCH) * BLOCK_K, b_row)
+                prefetch_tile_l2((kb + B_PREFETCH) * BLOCK_K, b_row, B_TENSOR_MAP)
         it += 1
     return it
 

@@ -65,9 +65,13 @@ from .gemm_1d2d import (
     launch_dependents,
     ring_barriers,
 )
+from .l2_prefetch import prefetch_tile_l2, tensor_map_param
 
 # Rows of the tile each math warpgroup owns (one m64 WGMMA row block).
 WG_M: tl.constexpr = tl.constexpr(64)
+# B's tensor map as each kernel's lowered parameter (a_desc takes 0-4), for the L2 prefetch's inline PTX
+DENSE_B_MAP: gl.constexpr = gl.constexpr(tensor_map_param("bf16_gemm_kernel", 5))
+GROUPED_B_MAP: gl.constexpr = gl.constexpr(tensor_map_param("bf16_grouped_gemm_kernel", 5))
 
 
 @gluon.constexpr_function
@@ -90,12 +94,15 @@ def _unit_range(unit, num_pid_m, num_pid_n, num_kb, SPLIT_K: gl.constexpr, GROUP
 
 @gluon.jit
 def _load_k_range(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, it, kb0, kb1, a_row, b_row, b_k0,
-                  BLOCK_K: gl.constexpr, STAGES: gl.constexpr, A_MN_MAJOR: gl.constexpr, B_MN_MAJOR: gl.constexpr):
+                  BLOCK_K: gl.constexpr, STAGES: gl.constexpr, A_MN_MAJOR: gl.constexpr, B_MN_MAJOR: gl.constexpr,
+                  B_PREFETCH: gl.constexpr = 0, B_MAP: gl.constexpr = ""):
     """Producer of one work unit: K slices ``[kb0, kb1)`` into the ring; returns the ring counter.
 
     A rows ``a_row + [0, BLOCK_M)`` (one box per math warpgroup); B rows ``b_row + [0, BLOCK_N)`` of the
     ``[N', K]`` view, or (``B_MN_MAJOR``) columns ``b_row + [0, BLOCK_N)`` of the ``[K', N]`` view from
-    row ``b_k0`` on (a grouped B's group offset along K; 0 for dense).
+    row ``b_k0`` on (a grouped B's group offset along K; 0 for dense). ``B_PREFETCH`` > 0: with each slice,
+    B's box that many slices ahead (inside the unit) is prefetched into L2 through the tensor map parameter
+    ``B_MAP`` (:mod:`.l2_prefetch`).
     """
     NUM_WG: gl.constexpr = a_bufs.shape[0] // STAGES
     stage_bytes: gl.constexpr = NUM_WG * a_desc.block_type.nbytes + b_desc.block_type.nbytes
@@ -114,6 +121,13 @@ def _load_k_range(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, it, kb0
             tma.async_copy_global_to_shared(b_desc, [b_k0 + k, b_row], bar, b_bufs.index(s))
         else:
             tma.async_copy_global_to_shared(b_desc, [b_row, k], bar, b_bufs.index(s))
+        if B_PREFETCH > 0:
+            if kb + B_PREFETCH < kb1:
+                k_ahead = (kb + B_PREFETCH) * BLOCK_K
+                if B_MN_MAJOR:
+                    prefetch_tile_l2(b_row, b_k0 + k_ahead, B_MAP)
+                else:
+                    prefetch_tile_l2(k_ahead, b_row, B_MAP)
         it += 1
     return it
 
@@ -122,7 +136,7 @@ def _load_k_range(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, it, kb0
 def _load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M, N, K,
                     BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
                     STAGES: gl.constexpr, GROUP_M: gl.constexpr, SPLIT_K: gl.constexpr,
-                    A_MN_MAJOR: gl.constexpr, B_MN_MAJOR: gl.constexpr):
+                    A_MN_MAJOR: gl.constexpr, B_MN_MAJOR: gl.constexpr, B_PREFETCH: gl.constexpr = 0):
     num_kb = gl.cdiv(K, BLOCK_K)
     num_pid_m = gl.cdiv(M, BLOCK_M)
     num_pid_n = gl.cdiv(N, BLOCK_N)
@@ -131,7 +145,8 @@ def _load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M, N,
     for unit in range(gl.program_id(0), num_units, gl.num_programs(0)):
         pid_m, pid_n, split, kb0, kb1 = _unit_range(unit, num_pid_m, num_pid_n, num_kb, SPLIT_K, GROUP_M)
         it = _load_k_range(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, it, kb0, kb1,
-                           pid_m * BLOCK_M, pid_n * BLOCK_N, 0, BLOCK_K, STAGES, A_MN_MAJOR, B_MN_MAJOR)
+                           pid_m * BLOCK_M, pid_n * BLOCK_N, 0, BLOCK_K, STAGES, A_MN_MAJOR, B_MN_MAJOR,
+                           B_PREFETCH, DENSE_B_MAP)
 
 
 @gluon.jit
@@ -230,8 +245,11 @@ def bf16_gemm_kernel(a_desc, b_desc, d_desc, c_ptr, M, N, K, stride_cm, stride_c
                      BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
                      STAGES: gl.constexpr, GROUP_M: gl.constexpr, SPLIT_K: gl.constexpr,
                      A_MN_MAJOR: gl.constexpr, B_MN_MAJOR: gl.constexpr, HAS_C: gl.constexpr,
-                     PRODUCER_REGS: gl.constexpr, MATH_REGS: gl.constexpr):
+                     PRODUCER_REGS: gl.constexpr, MATH_REGS: gl.constexpr, B_PREFETCH: gl.constexpr = 0):
     """Entry: carve shared memory, init barriers, fork the producer and the math partitions.
+
+    ``B_PREFETCH`` > 0: the producer also prefetches B's box that many K slices ahead into L2 (for B streaming
+    from HBM at small M; :mod:`.l2_prefetch`).
 
     ``a_desc`` boxes are one warpgroup's 64 rows (``[64, BLOCK_K]`` or, MN-major, ``[BLOCK_K, 64]``);
     ``b_desc`` boxes ``[BLOCK_N, BLOCK_K]`` (MN-major ``[BLOCK_K, BLOCK_N]``); ``d_desc`` boxes
@@ -254,7 +272,8 @@ def bf16_gemm_kernel(a_desc, b_desc, d_desc, c_ptr, M, N, K, stride_cm, stride_c
                                stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K,
                                A_MN_MAJOR, B_MN_MAJOR, HAS_C, 1)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M, N, K,
-                               BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K, A_MN_MAJOR, B_MN_MAJOR)),
+                               BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K, A_MN_MAJOR, B_MN_MAJOR,
+                               B_PREFETCH)),
         ], [4, 1], [MATH_REGS, PRODUCER_REGS])
     elif NUM_WG == 3:
         gl.warp_specialize([
@@ -268,7 +287,8 @@ def bf16_gemm_kernel(a_desc, b_desc, d_desc, c_ptr, M, N, K, stride_cm, stride_c
                                stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K,
                                A_MN_MAJOR, B_MN_MAJOR, HAS_C, 2)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M, N, K,
-                               BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K, A_MN_MAJOR, B_MN_MAJOR)),
+                               BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K, A_MN_MAJOR, B_MN_MAJOR,
+                               B_PREFETCH)),
         ], [4, 4, 1], [MATH_REGS, MATH_REGS, PRODUCER_REGS])
     else:
         gl.warp_specialize([
@@ -276,7 +296,8 @@ def bf16_gemm_kernel(a_desc, b_desc, d_desc, c_ptr, M, N, K, stride_cm, stride_c
                                stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K,
                                A_MN_MAJOR, B_MN_MAJOR, HAS_C, 0)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M, N, K,
-                               BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K, A_MN_MAJOR, B_MN_MAJOR)),
+                               BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K, A_MN_MAJOR, B_MN_MAJOR,
+                               B_PREFETCH)),
         ], [1], [PRODUCER_REGS])
 
 
@@ -301,7 +322,7 @@ def _grouped_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bar
                             BLOCK_K: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
                             A_MN_MAJOR: gl.constexpr, B_MN_MAJOR: gl.constexpr, GROUPING: gl.constexpr,
                             NUM_GROUPS: gl.constexpr, GROUP_ROWS: gl.constexpr, USE_PSUM: gl.constexpr,
-                            ALIGN: gl.constexpr):
+                            ALIGN: gl.constexpr, B_PREFETCH: gl.constexpr = 0):
     """TMA producer of the m-grouped forms: walks exactly the tiles the math partitions walk.
 
     Contiguous: the tiles of ``[M_total, N]``; a padding tile loads nothing. Masked: per group, only the
@@ -319,7 +340,7 @@ def _grouped_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bar
             b_row, b_k0 = _grouped_b_coords(safe, pid_n * BLOCK_N, N, K, B_MN_MAJOR)
             it = _load_k_range(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, it, 0,
                                gl.where(valid, num_kb, 0), off_m, b_row, b_k0, BLOCK_K, STAGES,
-                               A_MN_MAJOR, B_MN_MAJOR)
+                               A_MN_MAJOR, B_MN_MAJOR, B_PREFETCH, GROUPED_B_MAP)
     else:
         g_start = 0
         for g in range(NUM_GROUPS):
@@ -329,7 +350,7 @@ def _grouped_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bar
                 b_row, b_k0 = _grouped_b_coords(g, pid_n * BLOCK_N, N, K, B_MN_MAJOR)
                 it = _load_k_range(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, it, 0, num_kb,
                                    g * GROUP_ROWS + pid_m * BLOCK_M, b_row, b_k0, BLOCK_K, STAGES,
-                                   A_MN_MAJOR, B_MN_MAJOR)
+                                   A_MN_MAJOR, B_MN_MAJOR, B_PREFETCH, GROUPED_B_MAP)
             g_start += tiles_g
 
 
@@ -396,7 +417,8 @@ def bf16_grouped_gemm_kernel(a_desc, b_desc, d_desc, layout_ptr, d_ptr, M,
                              BLOCK_K: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
                              A_MN_MAJOR: gl.constexpr, B_MN_MAJOR: gl.constexpr, GROUPING: gl.constexpr,
                              NUM_GROUPS: gl.constexpr, GROUP_ROWS: gl.constexpr, USE_PSUM: gl.constexpr,
-                             ALIGN: gl.constexpr, PRODUCER_REGS: gl.constexpr, MATH_REGS: gl.constexpr):
+                             ALIGN: gl.constexpr, PRODUCER_REGS: gl.constexpr, MATH_REGS: gl.constexpr,
+                             B_PREFETCH: gl.constexpr = 0):
     """Entry of the m-grouped BF16 GEMMs (``D[r] = A[r] @ B[group(r)]^T``, FP32 accumulation, bf16 D).
 
     - ``GROUPING`` 1, contiguous: ``a_desc`` over A ``[M_total, K]`` (``A_MN_MAJOR``: ``A^T [K, M_total]``);
@@ -432,7 +454,7 @@ def bf16_grouped_gemm_kernel(a_desc, b_desc, d_desc, layout_ptr, d_ptr, M,
                                        GROUPING, NUM_GROUPS, GROUP_ROWS, USE_PSUM, ALIGN, 1)),
             (_grouped_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, layout_ptr, M,
                                        N, K, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, A_MN_MAJOR, B_MN_MAJOR,
-                                       GROUPING, NUM_GROUPS, GROUP_ROWS, USE_PSUM, ALIGN)),
+                                       GROUPING, NUM_GROUPS, GROUP_ROWS, USE_PSUM, ALIGN, B_PREFETCH)),
         ], [4, 1], [MATH_REGS, PRODUCER_REGS])
     else:
         gl.warp_specialize([
@@ -441,7 +463,7 @@ def bf16_grouped_gemm_kernel(a_desc, b_desc, d_desc, layout_ptr, d_ptr, M,
                                        GROUPING, NUM_GROUPS, GROUP_ROWS, USE_PSUM, ALIGN, 0)),
             (_grouped_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, layout_ptr, M,
                                        N, K, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, A_MN_MAJOR, B_MN_MAJOR,
-                                       GROUPING, NUM_GROUPS, GROUP_ROWS, USE_PSUM, ALIGN)),
+                                       GROUPING, NUM_GROUPS, GROUP_ROWS, USE_PSUM, ALIGN, B_PREFETCH)),
         ], [1], [PRODUCER_REGS])
 
 

@@ -32,6 +32,9 @@
 #   bash scripts/gpu_pending.sh 11  (after the 12th session) L2 prefetch of B on the shapes whose B streams from HBM:
 #                                   scripts/b_prefetch_probe.py (FP8 dense M = 64 / 128, masked decode, BF16 M = 1 /
 #                                   128; distances 0-16)
+#   bash scripts/gpu_pending.sh 12  (after the 12th session; from branch wip/k-grouped-one-launch) the k-grouped
+#                                   one-launch form: its GPU test,
+#                                   then k_grouped_bench.py --sm90-only --kernel-time without and with --one-launch
 # Logs and JSON in $OUT/pending<part>.tgz (the device tool returns only a few files).
 # Here first: git rev-parse --short HEAD > .commit (and carry ".commit").
 set -uo pipefail
@@ -115,6 +118,13 @@ elif [ "$PART" = 11 ]; then
     PYTEST_TIMEOUT=150 pytest_gpu pytest-prefetch.log tests/test_sm90_gpu.py tests/test_sm90_bf16_gpu.py -k prefetch
     OUT="$LOGS" timeout 420 python3 scripts/b_prefetch_probe.py 2>&1 | tee "$LOGS/b_prefetch_probe.log" | cut -c1-200
     pack
+elif [ "$PART" = 12 ]; then
+    PYTEST_TIMEOUT=200 pytest_gpu pytest-one-launch.log -v tests/test_sm90_k_grouped_gpu.py -k one_launch
+    for flag in "" --one-launch ""; do
+        timeout 150 python3 scripts/k_grouped_bench.py --out "$LOGS" --sm90-only --kernel-time $flag 2>&1 \
+            | tee -a "$LOGS/k_grouped_one_launch_ab.log" | cut -c1-200
+        pack
+    done
 else
     timeout 60 python3 -m finegemm.bench --plain --no-progress --suite dense,weight-grad \
         --peers finegemm-sm90,cublas-block --commit "$commit" --json "$LOGS/bench.json" > "$LOGS/bench.log" 2>&1 \

@@ -29,7 +29,8 @@
 #   bash scripts/gpu_pending.sh 10  (after the 12th session) the FP8 training layer's speed: scripts/train_linear_bench.py
 #                                   (fp8_linear forward / forward + backward vs a BF16 linear, the one-pass casts vs
 #                                   the torch ones) on the 3 largest M = 4096 shapes
-#   bash scripts/gpu_pending.sh 11  (after the 12th session) L2 prefetch of B on the shapes whose B streams from HBM:
+#   bash scripts/gpu_pending.sh 11  (after the 12th session) the sm90 nn / tn / tt route (dispatch.MN_MAJOR_VIA_TRANSPOSE)
+#                                   GPU tests, and L2 prefetch of B on the shapes whose B streams from HBM:
 #                                   scripts/b_prefetch_probe.py (FP8 dense M = 64 / 128, masked decode, BF16 M = 1 /
 #                                   128; distances 0-16)
 #   bash scripts/gpu_pending.sh 12  (after the 12th session; from branch wip/k-grouped-one-launch) the k-grouped
@@ -115,7 +116,8 @@ elif [ "$PART" = 10 ]; then
         | cut -c1-240
     pack
 elif [ "$PART" = 11 ]; then
-    PYTEST_TIMEOUT=150 pytest_gpu pytest-prefetch.log tests/test_sm90_gpu.py tests/test_sm90_bf16_gpu.py -k prefetch
+    PYTEST_TIMEOUT=150 pytest_gpu pytest-prefetch.log tests/test_sm90_gpu.py tests/test_sm90_bf16_gpu.py \
+        -k "prefetch or mn_major"
     OUT="$LOGS" timeout 420 python3 scripts/b_prefetch_probe.py 2>&1 | tee "$LOGS/b_prefetch_probe.log" | cut -c1-200
     pack
 elif [ "$PART" = 12 ]; then

@@ -361,3 +361,45 @@ def test_split_k_buffers_of_a_graph_capture_are_neither_cached_nor_recorded(rec,
     assert isinstance(first, launcher.OnStream) and len(rec.recorded) == 1 and len(ws) == 1
     capturing[0] = True  # a capture on a stream whose buffers exist (made outside any capture) replays them
     assert _call(t, split=4).recording is first.recording and rec.replays == 1
+
+
+def test_mn_major_operands_are_transposed_into_a_workspace_first(rec, monkeypatch):
+    """``MN_MAJOR_VIA_TRANSPOSE``: an MN-major A or B (fp8_gemm_nn / tn / tt) takes the sm90 path, a transposing
+    launch each into this stream's K-major workspace, then the nt GEMM on the workspace; without it the sm90 rule
+    refuses the layout. A K-major operand is read in place."""
+    from finegemm.jit.device import H200
+
+    a, sfa, b, sfb, d = _tensors()
+    a_mn = a.t().contiguous().t()  # [M, K] with stride (1, M)
+    desc = GemmDesc("fp8_1d2d", 64, 256, 512, a_k_major=False)
+    monkeypatch.setattr(dispatch, "MN_MAJOR_VIA_TRANSPOSE", False)
+    assert "K-major" in dispatch.unsupported_reason(desc, H200)
+    monkeypatch.setattr(dispatch, "MN_MAJOR_VIA_TRANSPOSE", True)
+    assert dispatch.unsupported_reason(desc, H200) is None
+    seen = []
+    build = rec.build_plan
+    monkeypatch.setattr(dispatch, "_build_plan", lambda *args: seen.append(args) or build(*args))
+    dispatch.fp8_gemm(desc, Sm90Config(64, 128, 4), a_mn, sfa, b, sfb, d, None)
+    assert rec.recorded == [["_transpose_kernel", "fp8_gemm_kernel"]]
+    kdesc, _, a_k, _, b_k = seen[0][:5]
+    assert kdesc.a_k_major and kdesc.b_k_major
+    assert a_k.is_contiguous() and a_k.shape == a.shape and a_k.data_ptr() != a_mn.data_ptr()
+    assert b_k is b
+
+
+def test_the_transposing_launch_fills_the_workspace_with_the_operand():
+    """The launches :func:`dispatch.fp8_launches` builds for an MN-major A and B, their transposes run through
+    the interpreter: each workspace then holds its operand K-major, byte for byte."""
+    torch.manual_seed(0)
+    a = torch.randn(64, 512).to(torch.float8_e4m3fn)
+    b = torch.randn(256, 512).to(torch.float8_e4m3fn)
+    a_mn, b_mn = a.t().contiguous().t(), b.t().contiguous().t()
+    desc = GemmDesc("fp8_1d2d", 64, 256, 512, a_k_major=False, b_k_major=False)
+    a_k, b_k = dispatch._k_major_operands(desc, a_mn, b_mn)
+    launches = dispatch.fp8_launches(desc, Sm90Config(64, 128, 4), a_mn, torch.ones(4, 64).t(), b_mn,
+                                     torch.ones(2, 4), torch.empty(64, 256, dtype=torch.bfloat16), None, a_k, b_k)
+    assert [k.fn.__name__ for k, *_ in launches] == ["_transpose_kernel", "_transpose_kernel", "fp8_gemm_kernel"]
+    for kernel, grid, args, kwargs in launches[:2]:
+        kernel[grid](*args, **kwargs)
+    assert torch.equal(a_k.view(torch.uint8), a.view(torch.uint8))
+    assert torch.equal(b_k.view(torch.uint8), b.view(torch.uint8))

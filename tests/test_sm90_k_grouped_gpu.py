@@ -214,7 +214,7 @@ def test_non_row_major_c_runs_portable_and_is_right():
 
 def test_fp8_tn_graphs_captured_on_one_stream():
     """The tn form's transposing copies write a per-stream workspace; one allocated while a CUDA graph is captured
-    belongs to that graph (dispatch_k_grouped._workspace caches none), so two graphs captured one after another
+    belongs to that graph (transpose.operand_workspace caches none), so two graphs captured one after another
     on torch's capture stream and replayed at once on two streams each read their own operands."""
     dev = sm90_device()
     ks = _ks(4)

@@ -21,8 +21,13 @@ from ...jit.device import DeviceFacts
 from ...jit.heuristics import GemmDesc
 from ...jit.heuristics_sm90 import Sm90Config, get_sm90_config
 from . import gemm_1d2d, launcher, layouts
+from .transpose import operand_workspace, transpose_launch
 
 SUPPORTED_KINDS = ("fp8_1d2d", "fp8_1d1d")
+# FP8 WGMMA reads both operands K-major: with this on, an MN-major A or B (fp8_gemm_nn / tn / tt) is first copied
+# K-major into a per-stream workspace (one transposing launch each, .transpose) and the nt kernel runs, instead of
+# the portable kernel. Off until its GPU tests and timing have run on the H200 (benchmarks/NOTES.md v14).
+MN_MAJOR_VIA_TRANSPOSE = False
 
 _GL_DTYPES = {
     torch.float8_e4m3fn: gl.float8e4nv,
@@ -42,7 +47,7 @@ def unsupported_reason(desc: GemmDesc, facts: DeviceFacts) -> str | None:
         return f"kind {desc.kind} has no sm90 kernel yet"
     if desc.layout != "normal":
         return f"layout {desc.layout} has no sm90 kernel yet"
-    if not (desc.a_k_major and desc.b_k_major):
+    if not (desc.a_k_major and desc.b_k_major) and not MN_MAJOR_VIA_TRANSPOSE:
         return "sm90 kernel needs K-major A and B"
     if desc.k % 128:
         return f"K={desc.k} is not a multiple of 128"
@@ -199,20 +204,41 @@ def fp8_gemm(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c
     whose own key covers this one's (api/gemm.py) may replay it directly on later calls. A split-K recording
     comes bound to the current stream (:class:`launcher.OnStream`): it bakes in that stream's workspace.
     """
+    a_k, b_k = _k_major_operands(desc, a, b)
     key = (desc, config, a.data_ptr(), sfa.data_ptr(), b.data_ptr(), sfb.data_ptr(), d.data_ptr(),
            a.stride(), sfa.stride(), b.stride(), sfb.stride(), d.stride(), a.dtype, b.dtype, a.get_device(),
-           None if c is None else (c.data_ptr(), c.stride(), c.dtype))
+           None if c is None else (c.data_ptr(), c.stride(), c.dtype), a_k.data_ptr(), b_k.data_ptr())
+    transposed = a_k is not a or b_k is not b
+    # a split-K launch bakes in its stream's workspace (_workspace), a transposed operand its stream's copy
+    return launcher.replay_or_record(_recordings, key, lambda: fp8_launches(desc, config, a, sfa, b, sfb, d, c, a_k,
+                                                                            b_k),
+                                     MAX_RECORDINGS, stream_of=a.device if config.split_k > 1 or transposed else None)
 
-    def build() -> list:
-        grid, kernel_args, meta, reduce = _build_plan(desc, config, a, sfa, b, sfb, d, c)
-        launches = [(gemm_1d2d.fp8_gemm_kernel, grid, kernel_args, meta)]
-        if reduce is not None:
-            launches.append((gemm_1d2d._splitk_reduce_kernel, *reduce))
-        return launches
 
-    # a split-K launch bakes in its stream's workspace (_workspace)
-    return launcher.replay_or_record(_recordings, key, build, MAX_RECORDINGS,
-                                     stream_of=a.device if config.split_k > 1 else None)
+def _k_major_operands(desc: GemmDesc, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A and B as the K-major ``[M, K]`` / ``[N, K]`` the kernel reads: themselves, or for an MN-major operand
+    (``MN_MAJOR_VIA_TRANSPOSE``) this stream's workspace that :func:`fp8_launches` fills with its transpose."""
+    m, k = a.shape
+    n = b.shape[0]
+    a_k = a if desc.a_k_major else operand_workspace("dense_a", a, m, k)
+    b_k = b if desc.b_k_major else operand_workspace("dense_b", b, n, k)
+    return a_k, b_k
+
+
+def fp8_launches(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c, a_k, b_k) -> list:
+    """The launches of one dense FP8 GEMM (launcher.py's form): the transposes of MN-major operands into their
+    K-major workspaces ``a_k`` / ``b_k`` (:func:`_k_major_operands`), the GEMM, the split-K reduction."""
+    launches = []
+    if a_k is not a:
+        launches.append(transpose_launch(a.T, a_k))
+    if b_k is not b:
+        launches.append(transpose_launch(b.T, b_k))
+    kdesc = dataclasses.replace(desc, a_k_major=True, b_k_major=True)
+    grid, kernel_args, meta, reduce = _build_plan(kdesc, config, a_k, sfa, b_k, sfb, d, c)
+    launches.append((gemm_1d2d.fp8_gemm_kernel, grid, kernel_args, meta))
+    if reduce is not None:
+        launches.append((gemm_1d2d._splitk_reduce_kernel, *reduce))
+    return launches
 
 
 def bf16_gemm(desc: GemmDesc, config: Any, a, b, d, c) -> launcher.Recording | launcher.OnStream | None:

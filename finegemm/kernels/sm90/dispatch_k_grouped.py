@@ -64,7 +64,7 @@ from ...jit.heuristics import FP8_BLOCK_K, GemmDesc
 from ...jit.heuristics_sm90 import make_config
 from ...layout import get_mn_major_tma_aligned_tensor
 from . import dispatch, dispatch_bf16, gemm_1d2d, gemm_bf16, launcher
-from .transpose import transpose_launch
+from .transpose import operand_workspace, transpose_launch
 
 KINDS = ("fp8_1d1d", "bf16")
 MAX_PLANS = 1024
@@ -269,37 +269,16 @@ def _copy_empty(plan: _Plan, c: torch.Tensor, d: torch.Tensor) -> None:
 # ---------------------------------------------------------------------------------------------
 # FP8 (recipe (1, 1, 128))
 # ---------------------------------------------------------------------------------------------
-_workspaces: dict[tuple, torch.Tensor] = {}
 # key (every pointer, stride and dtype the launches encode, ks, desc, config) -> Recording of the call's
 # launches (transposes, then every group's GEMM); holds no tensor (launcher.py)
 _fp8_recordings: dict[tuple, launcher.Recording] = {}
 MAX_FP8_RECORDINGS = 1024
 
 
-def _workspace(role: str, like: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
-    """A cached ``[rows, cols]`` buffer of ``like``'s dtype (one per device, current stream and operand
-    role, grown as needed).
-
-    Per stream, so that tn calls enqueued on two streams at once never share a buffer (a call's
-    recording holds the workspace pointer in its key, so each stream replays its own). A grown buffer
-    replaces the old one; recordings that named the old one miss, so none replays into freed memory.
-    One allocated while the stream captures a CUDA graph belongs to that graph (its memory pool) and is not
-    cached: graphs captured one after another on torch's capture stream, replayed at once, share none.
-    """
-    key = (like.device, role, launcher.current_stream(like.device))
-    ws = _workspaces.get(key)
-    numel = rows * cols
-    if ws is None or ws.numel() < numel:
-        ws = torch.empty(max(numel, 1), dtype=torch.uint8, device=like.device)
-        if not launcher.capturing(like.device):
-            _workspaces[key] = ws
-    return ws[:numel].view(like.dtype).view(rows, cols)
-
-
 def _k_major(name: str, x: torch.Tensor, mn: int, sum_k: int, transpose: bool) -> torch.Tensor:
     """A tn operand ``[sum(ks), MN]`` as the K-major ``[MN, sum(ks)]`` the groups slice: a view of ``x``,
     or (``transpose``) the workspace that :func:`.transpose.transpose_launch` fills."""
-    return _workspace(name, x, mn, sum_k) if transpose else x.T
+    return operand_workspace(name, x, mn, sum_k) if transpose else x.T
 
 
 def _scales(sf: torch.Tensor, flat_k_major: bool, ready: bool) -> torch.Tensor:

@@ -1,4 +1,5 @@
-"""Tiled byte transpose for the k-grouped FP8 ``tn`` path (``dispatch_k_grouped``).
+"""Tiled byte transpose of MN-major FP8 operands into K-major workspaces (the k-grouped ``tn`` path, the dense
+``nn`` / ``tn`` / ``tt`` forms).
 
 FP8 WGMMA reads both operands K-major from shared memory, so the MN-major ``[sum(ks), MN]`` operands
 of ``k_grouped_fp8_gemm_tn_contiguous`` are first copied to ``[MN, sum(ks)]`` row-major (one launch
@@ -15,6 +16,8 @@ import torch
 import triton
 import triton.language as tl
 
+from . import launcher
+
 BLOCK = 128  # 16 KiB of bytes a tile; 128-byte rows on both sides of the transpose
 
 
@@ -30,6 +33,32 @@ def _transpose_kernel(src_ptr, dst_ptr, R, C, stride_src, stride_dst, BLOCK: tl.
     tile = tl.load(src_ptr + r.to(tl.int64)[:, None] * stride_src + c[None, :], mask=mask)
     dst = dst_ptr + c.to(tl.int64)[:, None] * stride_dst + r[None, :]
     tl.store(dst, tl.trans(tile), mask=(c[:, None] < C) & (r[None, :] < R))
+
+
+_workspaces: dict[tuple, torch.Tensor] = {}
+
+
+def operand_workspace(role: str, like: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
+    """A cached ``[rows, cols]`` buffer of ``like``'s dtype (one per device, current stream and operand
+    role, grown as needed).
+
+    The K-major copies of MN-major FP8 operands (:func:`transpose_launch` fills them): k-grouped tn operands
+    (roles ``"a"``, ``"b"``) and the dense ``nn`` / ``tn`` / ``tt`` ones (``"dense_a"``, ``"dense_b"``). Per
+    stream, so that calls enqueued on two streams at once never share a buffer (a call's recording holds the
+    workspace pointer in its key, so each stream replays its own). A grown buffer
+    replaces the old one; recordings that named the old one miss, so none replays into freed memory.
+    One allocated while the stream captures a CUDA graph belongs to that graph (its memory pool) and is not
+    cached: graphs captured one after another on torch's capture stream, replayed at once, share none.
+    """
+    key = (like.device, role, launcher.current_stream(like.device))
+    ws = _workspaces.get(key)
+    numel = rows * cols
+    if ws is None or ws.numel() < numel:
+        ws = torch.empty(max(numel, 1), dtype=torch.uint8, device=like.device)
+        if not launcher.capturing(like.device):
+            _workspaces[key] = ws
+    return ws[:numel].view(like.dtype).view(rows, cols)
+
 
 
 def transpose_launch(src: torch.Tensor, dst: torch.Tensor) -> tuple:

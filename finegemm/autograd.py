@@ -12,8 +12,8 @@ built for):
   kernel (the weight-gradient one). The tokens are padded with zeros to a multiple of 128 (zero rows add
   nothing) so that this GEMM's K takes the fast path.
 
-Quantization runs as one Triton pass per operand on a GPU (:mod:`.kernels.portable.quant`, bit for bit
-:mod:`finegemm.quant`'s torch casts, which it uses elsewhere). The backward keeps ``x`` as given (for the
+Quantization runs as one Triton pass per operand on a GPU (:mod:`.kernels.portable.quant`, built to equal
+:mod:`finegemm.quant`'s torch casts bit for bit, which it uses elsewhere). The backward keeps ``x`` as given (for the
 weight gradient, which quantizes it along the tokens) and the forward's FP8 weights. Gradients come back in
 the dtypes of ``x`` and ``weight``; ``bias`` is ordinary torch autograd. Every GEMM runs wherever
 :func:`finegemm.fp8_gemm_nt` does (sm90, the portable kernels, the CPU interpreter), and under
@@ -57,10 +57,11 @@ def _cast(x: torch.Tensor, group_rows: int, use_ue8m0: bool) -> tuple[torch.Tens
 
 
 def _cast_tokens(t: torch.Tensor, use_ue8m0: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """``t`` [M, C] quantized 1x128 along the tokens (M, a multiple of 128): (e4m3 [M, C], fp32 [M / 128, C]),
-    row-major like :func:`finegemm.per_channel_cast_to_fp8`'s."""
+    """``t`` [M, C] quantized 1x128 along the tokens (M, a multiple of 128): e4m3 [M, C] as a column-major view
+    of the ``[C, M]`` cast, which the k-grouped tn GEMM reads in place (K-major) rather than transposing a
+    row-major copy back, and fp32 [M / 128, C] row-major (the small scales copied into the layout it reads)."""
     q, sf = _cast(t.t(), 1, use_ue8m0)
-    return q.t().contiguous(), sf.t().contiguous()
+    return q.t(), sf.t().contiguous()
 
 
 def _check_float_operands(x: object, weight: object, weight_dims: int, weight_shape: str) -> None:

@@ -3,11 +3,12 @@
 The same contract as :mod:`finegemm.quant` (scales are dequantization multipliers ``amax / 448`` with ``amax``
 floored at 1e-4, optionally rounded up to a power of two; values saturated at ±448; a NaN in a group makes its
 scale and values NaN), computed by one kernel that reads ``x`` once and writes the E4M3 values and the scales,
-where the torch implementation makes a padded FP32 copy and five more passes. On a GPU the results are those of
-:mod:`finegemm.quant` bit for bit (IEEE division, round-to-nearest casts), except that power-of-two scales are
-exact here: ``2 ** ceil(log2 s)`` from the bits of ``s``, where the torch version's float ``log2`` can round a
-scale just above a power of two down to it. Under Triton's CPU interpreter the final FP32 -> E4M3 cast truncates,
-so values there may sit one E4M3 step toward zero.
+where the torch implementation makes a padded FP32 copy and five more passes. On a GPU the results should be
+those of :mod:`finegemm.quant` bit for bit (IEEE division, round-to-nearest casts; the GPU tests check it), except
+that power-of-two scales are exact here: ``2 ** ceil(log2 s)`` from the bits of ``s``, where the torch version's
+float ``log2`` can round a scale just above a power of two down to it. Triton's CPU interpreter casts FP32 to
+E4M3 wrongly (124.3 to 64, NaNs to arbitrary values), so on the CPU only exactly representable quotients come
+out right (the CPU tests use such inputs; :mod:`finegemm.autograd` uses the torch casts there).
 
 ``x`` may have any strides: a transposed view quantizes along its logical rows (e.g. ``dy.t()`` per token of
 the weight gradient's K, the tokens) without a copy.

@@ -208,11 +208,14 @@ def fp8_gemm(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c
     key = (desc, config, a.data_ptr(), sfa.data_ptr(), b.data_ptr(), sfb.data_ptr(), d.data_ptr(),
            a.stride(), sfa.stride(), b.stride(), sfb.stride(), d.stride(), a.dtype, b.dtype, a.get_device(),
            None if c is None else (c.data_ptr(), c.stride(), c.dtype), a_k.data_ptr(), b_k.data_ptr())
-    transposed = a_k is not a or b_k is not b
+
+    def build() -> list:
+        return fp8_launches(desc, config, a, sfa, b, sfb, d, c, a_k, b_k)
+
     # a split-K launch bakes in its stream's workspace (_workspace), a transposed operand its stream's copy
-    return launcher.replay_or_record(_recordings, key, lambda: fp8_launches(desc, config, a, sfa, b, sfb, d, c, a_k,
-                                                                            b_k),
-                                     MAX_RECORDINGS, stream_of=a.device if config.split_k > 1 or transposed else None)
+    per_stream = config.split_k > 1 or a_k is not a or b_k is not b
+    return launcher.replay_or_record(_recordings, key, build, MAX_RECORDINGS,
+                                     stream_of=a.device if per_stream else None)
 
 
 def _k_major_operands(desc: GemmDesc, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -23,6 +23,7 @@ from finegemm.kernels.sm90.compile_check import (
     BF16_PTX_MUST_CONTAIN,
     assert_ptx_contains,
     compile_bf16_variant,
+    lowered_arg_names,
     resource_usage,
 )
 
@@ -213,5 +214,4 @@ def test_b_prefetch_variant(b_k_major):
     assert "cp.async.bulk.prefetch.tensor.2d.L2.global.tile" in ptx and "bf16_gemm_kernel_param_5" in ptx
     usage = resource_usage(kernel)
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, f"register spills: {usage}"
-    args = re.search(r"tt\.func public @bf16_gemm_kernel\((.*?)\) attributes", kernel.asm["ttgir"]).group(1)
-    assert [a.split(":")[0].strip() for a in args.split(", %")][5].lstrip("%") == "b_desc"
+    assert lowered_arg_names(kernel)[5] == "b_desc"

@@ -26,6 +26,7 @@ from finegemm.kernels.sm90.compile_check import (
     BF16_PTX_MUST_CONTAIN,
     assert_fast_path_kernel,
     compile_bf16_grouped_variant,
+    lowered_arg_names,
 )
 
 NK = [(4096, 7168), (7168, 2048)]
@@ -229,5 +230,4 @@ def test_b_prefetch_variant():
     kernel = compile_bf16_grouped_variant(d, dataclasses.replace(get_sm90_bf16_grouped_config(d, H200), b_prefetch=8))
     ptx = assert_fast_path_kernel(kernel, H200.smem_per_block, BF16_PTX_MUST_CONTAIN)
     assert "cp.async.bulk.prefetch.tensor.2d.L2.global.tile" in ptx and "bf16_grouped_gemm_kernel_param_5" in ptx
-    args = re.search(r"tt\.func public @bf16_grouped_gemm_kernel\((.*?)\) attributes", kernel.asm["ttgir"]).group(1)
-    assert [a.split(":")[0].strip() for a in args.split(", %")][5].lstrip("%") == "b_desc"
+    assert lowered_arg_names(kernel)[5] == "b_desc"

@@ -20,6 +20,7 @@ from finegemm.kernels.sm90.compile_check import (
     assert_fast_path_kernel,
     c_tma_effective,
     compile_variant,
+    lowered_arg_names,
 )
 
 NK = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]
@@ -269,8 +270,7 @@ def test_b_prefetch_variant(bm, bn, split):
     ptx = assert_fast_path_kernel(kernel, H200.smem_per_block)
     assert len(re.findall(r"cp\.async\.bulk\.prefetch\.tensor\.2d\.L2\.global\.tile", ptx)) == 1
     # the asm names B's tensor map as parameter 5: b_desc is the sixth of the lowered kernel's arguments
-    args = re.search(r"tt\.func public @fp8_gemm_kernel\((.*?)\) attributes", kernel.asm["ttgir"]).group(1)
-    assert [a.split(":")[0].strip() for a in args.split(", %")][5].lstrip("%") == "b_desc"
+    assert lowered_arg_names(kernel)[5] == "b_desc"
 
 
 def test_b_prefetch_grouped_variant():

@@ -223,6 +223,13 @@ def assert_fast_path_kernel(kernel, smem_per_block: int, must_contain: dict[str,
     return ptx
 
 
+def lowered_arg_names(kernel) -> list[str]:
+    """The compiled kernel's arguments in their lowered order (a host TMA descriptor expands to the tensor map
+    and its shape and stride arguments): what ``<kernel>_param_<i>`` names in inline PTX (:mod:`.l2_prefetch`)."""
+    args = re.search(r"tt\.func public @\w+\((.*?)\) attributes", kernel.asm["ttgir"]).group(1)
+    return [a.split(":")[0].strip().lstrip("%") for a in args.split(", %")]
+
+
 def compile_bf16_variant(desc: GemmDesc, config, c_dtype: str = "fp32"):
     """The compiled :func:`.gemm_bf16.bf16_gemm_kernel` for ``desc`` under a
     :class:`~finegemm.jit.heuristics_sm90.Sm90Bf16Config`: the specialization

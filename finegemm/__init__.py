@@ -20,6 +20,7 @@ from .api.gemm import (
     bf16_gemm_tt,
     fp8_gemm_nn,
     fp8_gemm_nt,
+    fp8_gemm_nt_skip_head_mid,
     fp8_gemm_tn,
     fp8_gemm_tt,
 )
@@ -58,7 +59,7 @@ from .reference import calc_diff
 __version__ = "0.1.0"
 
 __all__ = [
-    "fp8_gemm_nt", "fp8_gemm_nn", "fp8_gemm_tn", "fp8_gemm_tt",
+    "fp8_gemm_nt", "fp8_gemm_nn", "fp8_gemm_tn", "fp8_gemm_tt", "fp8_gemm_nt_skip_head_mid",
     "bf16_gemm_nt", "bf16_gemm_nn", "bf16_gemm_tn", "bf16_gemm_tt",
     "m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nn_contiguous", "m_grouped_fp8_gemm_nt_masked",
     "fp8_m_grouped_gemm_nt_masked", "k_grouped_fp8_gemm_nt_contiguous", "k_grouped_fp8_gemm_tn_contiguous",

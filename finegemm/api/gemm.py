@@ -139,6 +139,11 @@ def fp8_gemm_nt(
             _remember(_FP8_RECORDINGS, key, recording)
         debug_sync(plan.device)
         return
+    _run_fp8(plan, a_fp8, sfa, b_fp8, sfb, d, c)
+
+
+def _run_fp8(plan: _Plan, a_fp8, sfa, b_fp8, sfb, d, c) -> None:
+    """Run a validated FP8 plan other than the recorded sm90 fast path: scale layouts, empty K, either backend."""
     if plan.desc is None:
         return
     if not plan.sfa_ready:
@@ -146,11 +151,15 @@ def fp8_gemm_nt(
     if not plan.sfb_ready:
         sfb = transform_sf_into_required_layout(sfb, plan.desc.n, plan.desc.k, plan.recipe, is_sfa=False)
     if plan.desc.k == 0:
-        d.copy_(c if c is not None else torch.zeros_like(d))
+        if plan.desc.head_splits is not None:
+            _zero_head_columns(d, plan.desc.head_splits)
+        else:
+            d.copy_(c if c is not None else torch.zeros_like(d))
     elif plan.backend == "sm90":
         run_sm90("fp8_gemm", plan.desc, plan.config, a_fp8, sfa, b_fp8, sfb, d, c)
     else:
-        launch_fp8_gemm(a_fp8, sfa, b_fp8, sfb, d, c, plan.recipe == RECIPE_1D2D, plan.config)
+        launch_fp8_gemm(a_fp8, sfa, b_fp8, sfb, d, c, plan.recipe == RECIPE_1D2D, plan.config,
+                        plan.desc.head_splits)
     debug_sync(plan.device)
 
 
@@ -183,8 +192,9 @@ _FP8_RECORDINGS: dict[tuple, Any] = new_cache()
 _BF16_RECORDINGS: dict[tuple, Any] = new_cache()
 
 
-def _plan_fp8(a, b, d, c, recipe) -> _Plan:
-    """Validate every argument of :func:`fp8_gemm_nt` and resolve backend and config."""
+def _plan_fp8(a, b, d, c, recipe, head_splits: tuple[int, int, int] | None = None) -> _Plan:
+    """Validate every argument of :func:`fp8_gemm_nt` (with ``head_splits``: of
+    :func:`fp8_gemm_nt_skip_head_mid`, whose ``d`` is wider) and resolve backend and config."""
     a_fp8, sfa = unpack_pair("a", a)
     b_fp8, sfb = unpack_pair("b", b)
     check_dtype("a[0]", a_fp8, FP8_DTYPES)
@@ -196,8 +206,11 @@ def _plan_fp8(a, b, d, c, recipe) -> _Plan:
     if b_fp8.shape[1] != k:
         raise ValueError(f"b[0] must be [N, K] with a's K={k}; got shape {tuple(b_fp8.shape)}")
     recipe = _infer_recipe(recipe, sfb, n)
-    check_output("d", d, (m, n), (torch.float32,) if recipe == RECIPE_1D1D else OUT_DTYPES)
-    _check_c(c, d, recipe)
+    if head_splits is None:
+        check_output("d", d, (m, n), (torch.float32,) if recipe == RECIPE_1D1D else OUT_DTYPES)
+        _check_c(c, d, recipe)
+    else:
+        _check_head_output(d, head_splits, m, n, recipe)
     device = check_same_device(
         [("a[0]", a_fp8), ("a[1]", sfa), ("b[0]", b_fp8), ("b[1]", sfb), ("d", d), ("c", c)]
     )
@@ -213,10 +226,88 @@ def _plan_fp8(a, b, d, c, recipe) -> _Plan:
         return _Plan(None, recipe, "none", None, device)
     desc = GemmDesc(
         "fp8_1d2d" if recipe == RECIPE_1D2D else "fp8_1d1d", m, n, k, a_k_major, b_k_major,
-        d.dtype == torch.float32, c is not None, sfa.dtype == torch.int32,
+        d.dtype == torch.float32, c is not None, sfa.dtype == torch.int32, head_splits=head_splits,
     )
     backend, config = choose_backend(desc, device) if k > 0 else ("none", None)
     return _Plan(desc, recipe, backend, config, device, sfa_ready, sfb_ready)
+
+
+def fp8_gemm_nt_skip_head_mid(
+    a: tuple[torch.Tensor, torch.Tensor],
+    b: tuple[torch.Tensor, torch.Tensor],
+    d: torch.Tensor,
+    head_splits: tuple[int, int, int],
+    recipe: Recipe | None = None,
+    compiled_dims: str = "nk",
+    disable_ue8m0_cast: bool = False,
+) -> None:
+    """``a @ b^T`` written into ``d`` with a gap of ``mid`` columns inside every head (DeepGEMM's name).
+
+    B's rows are heads of ``left + right`` output channels each (``head_splits = (left, mid, right)``); in
+    ``d`` every head takes ``left + mid + right`` columns: its first ``left`` results, then ``mid``
+    columns this call leaves untouched (e.g. the rotary part a later kernel fills), then its last
+    ``right``. So GEMM column ``n`` of head ``h = n // (left + right)`` lands in column
+    ``n + (h + (n % (left + right) >= left)) * mid``.
+
+    Args:
+        a, b: as :func:`fp8_gemm_nt`, with ``b[0]`` ``[N, K]``, ``N`` a multiple of ``left + right``.
+        d: bf16 or fp32 ``[M, N + N / (left + right) * mid]``, row-major.
+        head_splits: ``(left, mid, right)`` ints, ``left`` and ``right`` > 0, ``mid`` >= 0 (0: a plain
+            :func:`fp8_gemm_nt`).
+        recipe: ``(1, 128, 128)`` (per-block RHS scales) only; None infers it from ``b[1]``.
+        compiled_dims, disable_ue8m0_cast: accepted for DeepGEMM compatibility, as in :func:`fp8_gemm_nt`.
+
+    No ``c``: the gap columns keep whatever ``d`` held. The sm90 kernel runs it where ``left`` and
+    ``right`` are multiples of 32 (every tile lands on consecutive columns), else the portable kernel.
+    """
+    del compiled_dims, disable_ue8m0_cast
+    head_splits = _check_head_splits(head_splits)
+    if torch.compiler.is_compiling():
+        return torch_ops.fp8_gemm_nt_skip_head_mid(a, b, d, head_splits, recipe)
+    if head_splits[1] == 0:
+        return fp8_gemm_nt(a, b, d, None, recipe)
+    try:
+        key = (_key(a[0]), _key(a[1]), _key(b[0]), _key(b[1]), _key(d), head_splits, recipe, dispatch_state())
+        plan = _HEAD_PLANS.get(key)
+    except (TypeError, ValueError, AttributeError, RuntimeError, IndexError, KeyError):
+        key, plan = None, None
+    if plan is None:
+        plan = _plan_fp8(a, b, d, None, recipe, head_splits)
+        if key is not None:
+            _remember(_HEAD_PLANS, key, plan)
+    _run_fp8(plan, a[0], a[1], b[0], b[1], d, None)
+
+
+_HEAD_PLANS: dict[tuple, _Plan] = new_cache()
+
+
+def _check_head_splits(head_splits: object) -> tuple[int, int, int]:
+    if (not isinstance(head_splits, (tuple, list)) or len(head_splits) != 3
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in head_splits)):
+        raise TypeError(f"head_splits must be three ints (left, mid, right); got {head_splits!r}")
+    left, mid, right = head_splits
+    if left <= 0 or right <= 0 or mid < 0:
+        raise ValueError("head_splits (left, mid, right) needs left > 0, right > 0 and mid >= 0; "
+                         f"got {tuple(head_splits)}")
+    return left, mid, right
+
+
+def _check_head_output(d: torch.Tensor, head_splits: tuple[int, int, int], m: int, n: int, recipe: Recipe) -> None:
+    left, mid, right = head_splits
+    if recipe != RECIPE_1D2D:
+        raise ValueError(f"fp8_gemm_nt_skip_head_mid runs recipe {RECIPE_1D2D} (per-block RHS scales); got {recipe}")
+    if n % (left + right):
+        raise ValueError(f"b[0] has N={n} rows, not a whole number of heads of left + right = {left + right} "
+                         f"(head_splits {head_splits})")
+    check_output("d", d, (m, n + n // (left + right) * mid), OUT_DTYPES)
+
+
+def _zero_head_columns(d: torch.Tensor, head_splits: tuple[int, int, int]) -> None:
+    """Zero the columns of ``d`` a head-split GEMM writes (K = 0), leaving each head's gap as it is."""
+    left, mid, right = head_splits
+    heads = d.unflatten(1, (-1, left + mid + right))
+    heads[..., :left].zero_()
+    heads[..., left + mid:].zero_()
 
 
 def _t(pair: tuple[torch.Tensor, torch.Tensor], name: str) -> tuple[torch.Tensor, torch.Tensor]:

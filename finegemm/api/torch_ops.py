@@ -16,8 +16,8 @@ row-padded strides. Eager calls never go through here: the operator dispatcher c
 
 import torch
 
-__all__ = ["fp8_gemm_nt", "bf16_gemm_nt", "m_grouped_contiguous", "m_grouped_masked", "k_grouped",
-           "fp8_mqa_logits", "fp8_paged_mqa_logits"]
+__all__ = ["fp8_gemm_nt", "fp8_gemm_nt_skip_head_mid", "bf16_gemm_nt", "m_grouped_contiguous", "m_grouped_masked",
+           "k_grouped", "fp8_mqa_logits", "fp8_paged_mqa_logits"]
 
 
 def _recipe(recipe: list[int] | None) -> tuple[int, ...] | None:
@@ -56,6 +56,19 @@ def fp8_gemm_nt(a, b, d, c, recipe) -> None:
     (a_fp8, sfa), (b_fp8, sfb) = a, b
     torch.ops.finegemm.fp8_gemm_nt(a_fp8, sfa, b_fp8, sfb, d, None if c is d else c, c is d,
                                    _recipe_arg(recipe))
+
+
+@torch.library.custom_op("finegemm::fp8_gemm_nt_skip_head_mid", mutates_args=("d",))
+def _fp8_gemm_nt_skip_head_mid(a: torch.Tensor, sfa: torch.Tensor, b: torch.Tensor, sfb: torch.Tensor,
+                               d: torch.Tensor, head_splits: list[int], recipe: list[int] | None) -> None:
+    from .gemm import fp8_gemm_nt_skip_head_mid as eager
+
+    eager((a, sfa), (b, sfb), d, tuple(head_splits), _recipe(recipe))
+
+
+def fp8_gemm_nt_skip_head_mid(a, b, d, head_splits, recipe) -> None:
+    (a_fp8, sfa), (b_fp8, sfb) = a, b
+    torch.ops.finegemm.fp8_gemm_nt_skip_head_mid(a_fp8, sfa, b_fp8, sfb, d, list(head_splits), _recipe_arg(recipe))
 
 
 def bf16_gemm_nt(a, b, d, c) -> None:

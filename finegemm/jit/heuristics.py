@@ -20,7 +20,9 @@ class GemmDesc:
     """One GEMM problem as the kernels see it (after the API normalized layouts).
 
     ``m`` is the total rows (for masked grouped GEMMs: ``max_m`` per group; for k-grouped: the
-    sum of K lives in ``k`` and ``num_groups`` counts the groups).
+    sum of K lives in ``k`` and ``num_groups`` counts the groups). ``head_splits`` ``(left, mid, right)``
+    (dense FP8 only, ``mid > 0``): D's columns skip ``mid`` inside each head of ``left + right`` GEMM
+    columns (``fp8_gemm_nt_skip_head_mid``); None for an ordinary D.
     """
 
     kind: str
@@ -35,6 +37,7 @@ class GemmDesc:
     layout: str = "normal"
     num_groups: int = 1
     expected_m: int | None = None
+    head_splits: tuple[int, int, int] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

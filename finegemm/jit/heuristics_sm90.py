@@ -283,6 +283,24 @@ def get_sm90_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Config:
     return make_config(desc, facts, bm, bn, _split_for(desc, facts, bm, bn))
 
 
+# BLOCK_N candidates under head splits (largest first): each must divide both ``left`` and ``right``
+HEAD_SPLIT_BLOCK_NS = (128, 64, 32)
+
+
+def head_split_config(desc: GemmDesc, facts: DeviceFacts, cfg: Sm90Config) -> Sm90Config:
+    """``cfg`` fitted to D's head splits (``desc.head_splits``, ``fp8_gemm_nt_skip_head_mid``): every tile
+    must land on consecutive D columns, so BLOCK_N divides ``left`` and ``right`` (the widest of
+    :data:`HEAD_SPLIT_BLOCK_NS` that does, when ``cfg``'s does not), and tiles run their whole K (the
+    split-K reductions write D by GEMM column). Unmeasured: the rules' tile otherwise."""
+    left, _, right = desc.head_splits
+    width = math.gcd(left, right)
+    bn = cfg.block_n if width % cfg.block_n == 0 else next(b for b in HEAD_SPLIT_BLOCK_NS if width % b == 0)
+    if bn == cfg.block_n and cfg.split_k == 1:
+        return cfg
+    bm = 128 if cfg.block_m == 192 else cfg.block_m  # 192-row tiles were measured at BLOCK_N 128 only
+    return make_config(desc, facts, bm, bn, sfa_tma=cfg.sfa_tma)
+
+
 def make_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int = 1,
                 small_epi: bool = False, sfa_tma: bool = False, sfb_tma: bool = False) -> Sm90Config:
     """A config for explicit tiles: stages from the shared-memory budget, PIPE_MMA where registers allow.

@@ -44,6 +44,7 @@ def _fp8_gemm_kernel(
     stride_sfa_m, stride_sfa_k, stride_sfb_n, stride_sfb_k,
     SF_PACKED: tl.constexpr, SFB_PER_BLOCK: tl.constexpr, HAS_C: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    HEAD_LEFT: tl.constexpr = 0, HEAD_MID: tl.constexpr = 0, HEAD_RIGHT: tl.constexpr = 0,
 ):
     pid_m, pid_n = swizzled_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -69,7 +70,11 @@ def _fp8_gemm_kernel(
     if HAS_C:
         c = tl.load(c_ptr + rm.to(tl.int64)[:, None] * stride_cm + rn[None, :] * stride_cn, mask=out_mask, other=0.0)
         result += c.to(tl.float32)
-    d_ptrs = d_ptr + rm.to(tl.int64)[:, None] * stride_dm + rn[None, :] * stride_dn
+    if HEAD_MID > 0:  # fp8_gemm_nt_skip_head_mid: each head's columns skip HEAD_MID after its first HEAD_LEFT
+        dn = rn + (rn + HEAD_RIGHT) // (HEAD_LEFT + HEAD_RIGHT) * HEAD_MID
+    else:
+        dn = rn
+    d_ptrs = d_ptr + rm.to(tl.int64)[:, None] * stride_dm + dn[None, :] * stride_dn
     tl.store(d_ptrs, result.to(d_ptr.dtype.element_ty), mask=out_mask)
 
 
@@ -82,13 +87,17 @@ def launch_fp8_gemm(
     c: torch.Tensor | None,
     sfb_per_block: bool,
     config: PortableConfig,
+    head_splits: tuple[int, int, int] | None = None,
 ) -> None:
     """Launch on validated tensors.
 
     a: e4m3 ``[M, K]`` any strides; b: e4m3 ``[N, K]`` any strides; sfa: ``[M, SFK]`` fp32 or int32
     packed ``[M, ceil(SFK/4)]``; sfb: ``[ceil(N/128) or N, SFK]`` (same dtype as sfa); d: bf16 or fp32
-    ``[M, N]``; c: optional ``[M, N]`` added in fp32.
+    ``[M, N]``; c: optional ``[M, N]`` added in fp32. ``head_splits`` ``(left, mid, right)``: d is
+    ``[M, N + N / (left + right) * mid]`` and GEMM column ``n`` of head ``n // (left + right)`` lands past a
+    gap of ``mid`` columns when it is not among the head's first ``left`` (no ``c`` then).
     """
+    left, mid, right = head_splits or (0, 0, 0)
     m, k = a.shape
     n = b.shape[0]
     packed = sfa.dtype == torch.int32
@@ -102,5 +111,6 @@ def launch_fp8_gemm(
         sfa.stride(0), sfa.stride(1), sfb.stride(0), sfb.stride(1),
         SF_PACKED=packed, SFB_PER_BLOCK=sfb_per_block, HAS_C=c is not None,
         BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, GROUP_M=config.group_m,
+        HEAD_LEFT=left, HEAD_MID=mid, HEAD_RIGHT=right,
         num_warps=config.num_warps, num_stages=config.num_stages,
     )

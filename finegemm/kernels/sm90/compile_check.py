@@ -87,6 +87,7 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32", p
     constexprs["PDL"] = pdl and chain != 2
     constexprs["PDL_CHAIN"] = chain
     constexprs["B_PREFETCH"] = config.b_prefetch
+    constexprs["HEAD_SPLITS"] = desc.head_splits or (0, 0, 0)
     constexprs["TRACE"] = trace
     if trace:
         sig["trace_ptr"] = "*i64"
@@ -128,6 +129,7 @@ def compile_grouped_variant(desc: GemmDesc, config: Sm90Config, use_psum: bool =
         PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS, SMALL_EPI=False, SFA_TMA=config.sfa_tma,
         **dispatch_grouped.grouped_constexprs(desc, use_psum, align), sfb_desc=None, SFB_TMA=False,
         K_DYN=False, c_desc=None, C_TMA=False, C_TMA_LATE=False, PDL=False, PDL_CHAIN=0, B_PREFETCH=config.b_prefetch,
+        HEAD_SPLITS=(0, 0, 0),
     )
     for name in constexprs:
         sig[name] = "constexpr"

@@ -9,6 +9,7 @@ reduction's where chosen.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import torch
@@ -18,9 +19,11 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from ...jit import env
 from ...jit.device import DeviceFacts
-from ...jit.heuristics import GemmDesc
-from ...jit.heuristics_sm90 import Sm90Config, get_sm90_config
+from ...jit.heuristics import GemmDesc, get_portable_config
+from ...jit.heuristics_sm90 import HEAD_SPLIT_BLOCK_NS, Sm90Config, get_sm90_config, head_split_config
+from ..portable.gemm_fp8 import launch_fp8_gemm
 from . import gemm_1d2d, launcher, layouts
+from .dispatch_bf16 import _facts_of, _tma_ready
 from .transpose import operand_workspace, transpose_launch
 
 SUPPORTED_KINDS = ("fp8_1d2d", "fp8_1d1d")
@@ -56,11 +59,19 @@ def unsupported_reason(desc: GemmDesc, facts: DeviceFacts) -> str | None:
         return f"N={desc.n} rows of D are not 16-byte aligned for the TMA store"
     if desc.kind == "fp8_1d1d" and not desc.out_fp32:
         return "recipe (1, 1, 128) writes FP32"
+    if desc.head_splits is not None:
+        left, mid, right = desc.head_splits
+        if math.gcd(left, right) % HEAD_SPLIT_BLOCK_NS[-1]:
+            return (f"head splits {desc.head_splits}: left and right must be multiples of "
+                    f"{HEAD_SPLIT_BLOCK_NS[-1]} (a tile's columns land together)")
+        if ((desc.n + desc.n // (left + right) * mid) * out_bytes) % 16:
+            return f"head splits {desc.head_splits}: rows of D are not 16-byte aligned for the TMA store"
     return None
 
 
 def get_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Config:
-    return get_sm90_config(desc, facts)
+    config = get_sm90_config(desc, facts)
+    return config if desc.head_splits is None else head_split_config(desc, facts, config)
 
 
 # split-K buffers per (device, current stream, size): launcher.stream_scratch
@@ -171,6 +182,7 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c, chain:
         C_TMA_LATE=config.c_tma and config.c_tma_late and not (fused and config.split_tail),
         num_warps=config.num_warps, SPLITK_FUSED=fused, SPLIT_TAIL=fused and config.split_tail,
         PDL=pdl and chain != 2, launch_pdl=pdl, PDL_CHAIN=chain, B_PREFETCH=config.b_prefetch,
+        HEAD_SPLITS=desc.head_splits or (0, 0, 0),
     )
     if fused:
         meta.update(ws_ptr=ws, cnt_ptr=counters)
@@ -208,14 +220,22 @@ def fp8_gemm(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c
     key = (desc, config, a.data_ptr(), sfa.data_ptr(), b.data_ptr(), sfb.data_ptr(), d.data_ptr(),
            a.stride(), sfa.stride(), b.stride(), sfb.stride(), d.stride(), a.dtype, b.dtype, a.get_device(),
            None if c is None else (c.data_ptr(), c.stride(), c.dtype), a_k.data_ptr(), b_k.data_ptr())
+    stream_of = a.device if config.split_k > 1 or a_k is not a or b_k is not b else None
+    recording = launcher.replay_cached(_recordings, key, stream_of)
+    if recording is not None:
+        return recording
+    if not (_tma_ready(a_k) and _tma_ready(b_k) and _tma_ready(d)):
+        # a view TMA cannot address (base or row stride not a multiple of 16 bytes, e.g. d = out[:, 4:]):
+        # the shape rules cannot see pointers, so the portable kernel runs it (scales as they are)
+        launch_fp8_gemm(a, sfa, b, sfb, d, c, desc.kind == "fp8_1d2d", get_portable_config(desc, _facts_of(config)),
+                        desc.head_splits)
+        return None
 
     def build() -> list:
         return fp8_launches(desc, config, a, sfa, b, sfb, d, c, a_k, b_k)
 
     # a split-K launch bakes in its stream's workspace (_workspace), a transposed operand its stream's copy
-    per_stream = config.split_k > 1 or a_k is not a or b_k is not b
-    return launcher.replay_or_record(_recordings, key, build, MAX_RECORDINGS,
-                                     stream_of=a.device if per_stream else None)
+    return launcher.replay_or_record(_recordings, key, build, MAX_RECORDINGS, stream_of=stream_of)
 
 
 def _k_major_operands(desc: GemmDesc, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

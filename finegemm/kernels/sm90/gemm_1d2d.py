@@ -105,6 +105,17 @@ def _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
 
 
 @gluon.jit
+def head_split_column(col, HEAD_SPLITS: gl.constexpr):
+    """D column of GEMM column ``col`` under ``HEAD_SPLITS`` ``(left, mid, right)``: each head's ``left + right``
+    GEMM columns land as ``left``, a gap of ``mid`` left untouched, ``right`` (DeepGEMM's
+    ``fp8_gemm_nt_skip_head_mid``); ``mid == 0`` is the identity."""
+    if HEAD_SPLITS[1] > 0:
+        return col + (col + HEAD_SPLITS[2]) // (HEAD_SPLITS[0] + HEAD_SPLITS[2]) * HEAD_SPLITS[1]
+    else:
+        return col
+
+
+@gluon.jit
 def _num_k_blocks(a_desc, K: gl.constexpr, K_DYN: gl.constexpr):
     """K blocks of 128 per tile: ``K // 128`` (compile-time), or with ``K_DYN`` the A descriptor's K extent
     at run time (one compiled kernel serves every K, e.g. the k-grouped launches' per-group K)."""
@@ -809,7 +820,8 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                     sfb_bufs=None, SFB_TMA: gl.constexpr = False, a_desc=None,
                     K_DYN: gl.constexpr = False, c_desc=None, c_bars=None, C_TMA: gl.constexpr = False,
                     C_TMA_LATE: gl.constexpr = False, ws_ptr=None, cnt_ptr=None, SPLITK_FUSED: gl.constexpr = False,
-                    SPLIT_TAIL: gl.constexpr = False, trace_ptr=None, TRACE: gl.constexpr = False):
+                    SPLIT_TAIL: gl.constexpr = False, trace_ptr=None, TRACE: gl.constexpr = False,
+                    HEAD_SPLITS: gl.constexpr = (0, 0, 0)):
     """One math warpgroup (4 warps). Its rows of each tile: wave ``w`` covers tile rows
     ``w * 64 * NUM_WG + 64 * WG + [0, 64)`` (BLOCK_M 64/128: one wave; 256: two, DeepGEMM's order).
     ``d_smem`` holds [BLOCK_M, BLOCK_N] (or, with ``SMALL_EPI``, [64 * NUM_WG, BLOCK_N] that both
@@ -824,7 +836,7 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                     stride_sfa_k, stride_sfb, stride_cm, N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
                     SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, WG, sfb_bufs,
                     SFB_TMA, a_desc, K_DYN, c_desc, c_bars, C_TMA, C_TMA_LATE, ws_ptr, cnt_ptr, SPLITK_FUSED,
-                    SPLIT_TAIL, trace_ptr, TRACE)
+                    SPLIT_TAIL, trace_ptr, TRACE, HEAD_SPLITS)
 
 
 @gluon.jit
@@ -837,7 +849,7 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                 WG: gl.constexpr, sfb_bufs, SFB_TMA: gl.constexpr, a_desc, K_DYN: gl.constexpr, c_desc, c_bars,
                 C_TMA: gl.constexpr, C_TMA_LATE: gl.constexpr = False, ws_ptr=None, cnt_ptr=None,
                 SPLITK_FUSED: gl.constexpr = False, SPLIT_TAIL: gl.constexpr = False, trace_ptr=None,
-                TRACE: gl.constexpr = False):
+                TRACE: gl.constexpr = False, HEAD_SPLITS: gl.constexpr = (0, 0, 0)):
     """The dense math partition (GROUPING 0): persistent (tile, k-split) units.
 
     ``C_TMA`` (with C, no split-K, FP32 C and D): the C rows of each tile's first wave are loaded by TMA into
@@ -849,7 +861,11 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
     descriptor then, ``ws_ptr`` the FP32 workspace (``SPLIT_K`` planes of BLOCK_M x BLOCK_N per split tile)
     and ``cnt_ptr`` int32 arrival counters, one per (split tile, math warpgroup), 0 between launches.
     ``SPLIT_TAIL``: only the tiles of the grid's last, partial round are split (:func:`_unit_plan`); the
-    others run their whole K and store as usual."""
+    others run their whole K and store as usual.
+
+    ``HEAD_SPLITS`` ``(left, mid, right)`` with ``mid > 0``: D's columns skip ``mid`` after every ``left`` and
+    before every ``right`` of each head's ``left + right`` (:func:`head_split_column`); BLOCK_N divides ``left``
+    and ``right``, so every tile lands on consecutive columns."""
     WG_M: gl.constexpr = 64
     NUM_WG: gl.constexpr = num_math_warpgroups(BLOCK_M)
     WAVES: gl.constexpr = BLOCK_M // (WG_M * NUM_WG)
@@ -891,6 +907,7 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
+        out_n = head_split_column(off_n, HEAD_SPLITS)
         kb0 = split * kb_per_split
         if SPLIT_K > 1 and not SPLITK_FUSED:
             # partials go to the workspace, split after split; the reduction adds C
@@ -937,16 +954,16 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
             if SPLITK_FUSED:
                 if unit < n_full:
                     _store_wave(acc, d_desc, d_sub0, c_ptr, rows0, cols, mask0, col_mask, stride_cm,
-                                out_m + row0, off_n, 0, ADD_C, C_TMA, c_bar, c_phase)
+                                out_m + row0, out_n, 0, ADD_C, C_TMA, c_bar, c_phase)
                 else:
                     split_tile = (tile - n_full).to(gl.int64)
                     _splitk_fused_epilogue(acc, ws_ptr + split_tile * (SPLIT_K * PLANE), cnt_ptr,
                                            split_tile * NUM_WG + WG, split, local, d_desc, d_sub0, c_ptr, rows0,
-                                           cols, mask0, col_mask, stride_cm, off_m + row0, off_n, PLANE, SPLIT_K,
+                                           cols, mask0, col_mask, stride_cm, off_m + row0, out_n, PLANE, SPLIT_K,
                                            HAS_C)
             else:
                 _store_wave(acc, d_desc, d_sub0, c_ptr, rows0, cols, mask0, col_mask, stride_cm,
-                            out_m + row0, off_n, 0, ADD_C, C_TMA, c_bar, c_phase)
+                            out_m + row0, out_n, 0, ADD_C, C_TMA, c_bar, c_phase)
             _stamp(trace_ptr, tcount - 1, WG, 2, NUM_WG, TRACE)
         else:
             rows1 = off_m + row1 + gl.arange(0, WG_M, layout=row_layout)
@@ -958,14 +975,14 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                                             SFA_TMA, sfb_bufs, SFB_TMA)
             _stamp(trace_ptr, tcount - 1, WG, 1, NUM_WG, TRACE)
             _store_wave(acc0, d_desc, d_sub0, c_ptr, rows0, cols, mask0, col_mask, stride_cm,
-                        out_m + row0, off_n, 0, ADD_C, C_TMA, c_bar, c_phase)
+                        out_m + row0, out_n, 0, ADD_C, C_TMA, c_bar, c_phase)
             # SMALL_EPI: wave 1 reuses wave 0's buffer, so wave 0's store must have read it first.
             if SMALL_EPI:
                 d_sub1 = d_sub0
             else:
                 d_sub1 = d_smem.slice(row1, WG_M, dim=0)
             _store_wave(acc1, d_desc, d_sub1, c_ptr, rows1, cols, mask1, col_mask, stride_cm,
-                        out_m + row1, off_n, 0 if SMALL_EPI else 1, ADD_C)
+                        out_m + row1, out_n, 0 if SMALL_EPI else 1, ADD_C)
             _stamp(trace_ptr, tcount - 1, WG, 2, NUM_WG, TRACE)
     tma.store_wait(0)
 
@@ -1269,7 +1286,8 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                     c_desc=None, C_TMA: gl.constexpr = False, C_TMA_LATE: gl.constexpr = False,
                     ws_ptr=None, cnt_ptr=None, SPLITK_FUSED: gl.constexpr = False, SPLIT_TAIL: gl.constexpr = False,
                     PDL: gl.constexpr = False, trace_ptr=None, TRACE: gl.constexpr = False,
-                    PDL_CHAIN: gl.constexpr = 0, B_PREFETCH: gl.constexpr = 0):
+                    PDL_CHAIN: gl.constexpr = 0, B_PREFETCH: gl.constexpr = 0,
+                    HEAD_SPLITS: gl.constexpr = (0, 0, 0)):
     """Entry: carve shared memory, init barriers, fork producer and math partitions.
 
     ``TRACE`` (timing probes only, ``scripts/trace_probe.py``): every math warpgroup of the dense form records
@@ -1343,6 +1361,9 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                      "SPLITK_FUSED: dense split-K tiles of BLOCK_M 64/128")
     gl.static_assert(not C_TMA or SPLIT_K == 1 or SPLIT_TAIL, "C_TMA: whole-K tiles (split ones add C themselves)")
     gl.static_assert(not SPLIT_TAIL or SPLITK_FUSED, "SPLIT_TAIL needs SPLITK_FUSED")
+    gl.static_assert(HEAD_SPLITS[1] == 0 or (GROUPING == 0 and not HAS_C and SPLIT_K == 1
+                                             and HEAD_SPLITS[0] % BLOCK_N == 0 and HEAD_SPLITS[2] % BLOCK_N == 0),
+                     "HEAD_SPLITS: dense tiles without C or split-K, BLOCK_N dividing left and right")
     # warp_specialize takes no None argument: unfused, the scale pointers stand in (never read)
     if SPLITK_FUSED:
         ws_arg = ws_ptr
@@ -1403,7 +1424,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
                                c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
-                               SPLIT_TAIL, trace_arg, TRACE)),
+                               SPLIT_TAIL, trace_arg, TRACE, HEAD_SPLITS)),
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                                sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
@@ -1411,7 +1432,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
                                c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
-                               SPLIT_TAIL, trace_arg, TRACE)),
+                               SPLIT_TAIL, trace_arg, TRACE, HEAD_SPLITS)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
                                SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,
@@ -1427,7 +1448,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
                                c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
-                               SPLIT_TAIL, trace_arg, TRACE)),
+                               SPLIT_TAIL, trace_arg, TRACE, HEAD_SPLITS)),
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                                sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
@@ -1435,7 +1456,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
                                c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
-                               SPLIT_TAIL, trace_arg, TRACE)),
+                               SPLIT_TAIL, trace_arg, TRACE, HEAD_SPLITS)),
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                                sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
@@ -1443,7 +1464,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
                                c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
-                               SPLIT_TAIL, trace_arg, TRACE)),
+                               SPLIT_TAIL, trace_arg, TRACE, HEAD_SPLITS)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
                                SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,
@@ -1458,7 +1479,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
                                c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
-                               SPLIT_TAIL, trace_arg, TRACE)),
+                               SPLIT_TAIL, trace_arg, TRACE, HEAD_SPLITS)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
                                SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,

@@ -55,6 +55,7 @@ from .quant import (
     unpack_ue8m0,
 )
 from .reference import calc_diff
+from .runtime import get_pdl, set_ignore_compile_dims, set_pdl, use_deterministic_algorithms
 
 __version__ = "0.1.0"
 
@@ -70,4 +71,5 @@ __all__ = [
     "transform_sf_into_required_layout", "get_mk_alignment_for_contiguous_layout", "set_num_sms", "get_num_sms",
     "per_token_cast_to_fp8", "per_channel_cast_to_fp8", "per_block_cast_to_fp8", "ceil_to_ue8m0",
     "pack_ue8m0", "unpack_ue8m0", "calc_diff", "fp8_linear", "fp8_grouped_linear", "FP8Linear",
+    "set_pdl", "get_pdl", "use_deterministic_algorithms", "set_ignore_compile_dims",
 ]

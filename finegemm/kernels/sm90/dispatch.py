@@ -197,7 +197,7 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c, chain:
 
 # plan key -> the recorded launches (GEMM, split-K reduce). Recordings hold no tensor (launcher.py), so
 # the cache can cover every layer of a model and the allocator can reuse freed activation addresses.
-_recordings: dict[tuple, launcher.Recording] = {}
+_recordings: dict[tuple, launcher.Recording] = launcher.new_recordings()
 MAX_RECORDINGS = 4096
 
 

@@ -118,7 +118,7 @@ def _build_plan(desc: GemmDesc, config: Sm90Bf16Config, a, b, d, c):
 
 # key (pointers, strides, C dtype, desc, config, device) -> the recorded launches (GEMM, split-K reduction);
 # recordings hold no tensor (launcher.py), so the cache can cover every layer of a model
-_recordings: dict[tuple, launcher.Recording] = {}
+_recordings: dict[tuple, launcher.Recording] = launcher.new_recordings()
 MAX_RECORDINGS = 4096
 
 

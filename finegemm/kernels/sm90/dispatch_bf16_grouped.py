@@ -151,7 +151,7 @@ def _masked_plan(desc, config, a, b, d, masked_m):
 
 
 # key -> recorded launch (recordings hold no tensor, launcher.py), or _PORTABLE for tensors TMA cannot address
-_recordings: dict[tuple, object] = {}
+_recordings: dict[tuple, launcher.Recording] = launcher.new_recordings()
 _PORTABLE = "portable"
 MAX_RECORDINGS = 4096
 

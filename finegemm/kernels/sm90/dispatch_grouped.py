@@ -184,7 +184,7 @@ def _masked_plan(desc, config, a, sfa, b, sfb, d, masked_m):
 
 
 # key -> recorded launch; recordings hold no tensor (launcher.py), see dispatch.py's cache
-_recordings: dict[tuple, launcher.Recording] = {}
+_recordings: dict[tuple, launcher.Recording] = launcher.new_recordings()
 MAX_RECORDINGS = 4096
 
 

@@ -271,7 +271,7 @@ def _copy_empty(plan: _Plan, c: torch.Tensor, d: torch.Tensor) -> None:
 # ---------------------------------------------------------------------------------------------
 # key (every pointer, stride and dtype the launches encode, ks, desc, config) -> Recording of the call's
 # launches (transposes, then every group's GEMM); holds no tensor (launcher.py)
-_fp8_recordings: dict[tuple, launcher.Recording] = {}
+_fp8_recordings: dict[tuple, launcher.Recording] = launcher.new_recordings()
 MAX_FP8_RECORDINGS = 1024
 
 
@@ -354,7 +354,7 @@ def k_grouped_fp8_1d1d_gemm(desc: GemmDesc, config: KGroupedConfig, a: torch.Ten
 # BF16
 # ---------------------------------------------------------------------------------------------
 # key (every pointer, shape and stride, ks, desc, config) -> Recording of all groups' launches (holds no tensor)
-_bf16_recordings: dict[tuple, launcher.Recording] = {}
+_bf16_recordings: dict[tuple, launcher.Recording] = launcher.new_recordings()
 
 
 def _bf16_launches(plan: _Plan, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, d: torch.Tensor) -> list:

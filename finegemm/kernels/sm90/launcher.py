@@ -458,6 +458,23 @@ def _bound(recording: Recording, stream_of: Any) -> Recording | OnStream:
     return recording if stream_of is None else OnStream(recording, stream_of)
 
 
+_ALL_RECORDINGS: list[dict] = []
+
+
+def new_recordings() -> dict:
+    """An empty cache of recordings, registered so that :func:`clear_recordings` can empty it."""
+    cache: dict = {}
+    _ALL_RECORDINGS.append(cache)
+    return cache
+
+
+def clear_recordings() -> None:
+    """Empty every recording cache: the next call of each key builds its launches again (after a process-wide
+    switch that their arguments bake in changed, e.g. :func:`finegemm.set_pdl`)."""
+    for cache in _ALL_RECORDINGS:
+        cache.clear()
+
+
 def replay_cached(cache: dict, key: Any, stream_of: Any = None) -> Recording | OnStream | None:
     """Replay the recording cached under ``key`` (and ``stream_of``'s current stream, see :func:`replay_or_record`)
     and return it; None when there is none or it cannot replay now (nothing launched)."""

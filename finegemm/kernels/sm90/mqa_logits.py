@@ -567,5 +567,5 @@ def launch(q: torch.Tensor, kv: torch.Tensor, kv_sf: torch.Tensor, weights: torc
 # launch key -> the recorded launch (launcher.py: Triton's C launcher, tensor maps encoded once; holds no
 # tensor): a repeated call costs a key and a dict lookup instead of ~100 us of descriptor building and
 # argument binding
-_recordings: dict[tuple, launcher.Recording] = {}
+_recordings: dict[tuple, launcher.Recording] = launcher.new_recordings()
 MAX_RECORDINGS = 1024

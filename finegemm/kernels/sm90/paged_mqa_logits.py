@@ -325,5 +325,5 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, conte
 
 # launch key -> the recorded launch (launcher.py; holds no tensor): a repeated decode step costs a key and a
 # dict lookup instead of the ~100 us of descriptor building and argument binding measured per call
-_recordings: dict[tuple, launcher.Recording] = {}
+_recordings: dict[tuple, launcher.Recording] = launcher.new_recordings()
 MAX_RECORDINGS = 1024

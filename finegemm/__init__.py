@@ -13,6 +13,7 @@ from .api.attention import (
     get_paged_mqa_logits_metadata,
     pack_paged_kv_cache,
 )
+from .api.einsum import einsum, fp8_einsum
 from .api.gemm import (
     bf16_gemm_nn,
     bf16_gemm_nt,
@@ -71,5 +72,5 @@ __all__ = [
     "transform_sf_into_required_layout", "get_mk_alignment_for_contiguous_layout", "set_num_sms", "get_num_sms",
     "per_token_cast_to_fp8", "per_channel_cast_to_fp8", "per_block_cast_to_fp8", "ceil_to_ue8m0",
     "pack_ue8m0", "unpack_ue8m0", "calc_diff", "fp8_linear", "fp8_grouped_linear", "FP8Linear",
-    "set_pdl", "get_pdl", "use_deterministic_algorithms", "set_ignore_compile_dims",
+    "einsum", "fp8_einsum", "set_pdl", "get_pdl", "use_deterministic_algorithms", "set_ignore_compile_dims",
 ]

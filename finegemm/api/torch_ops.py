@@ -17,7 +17,7 @@ row-padded strides. Eager calls never go through here: the operator dispatcher c
 import torch
 
 __all__ = ["fp8_gemm_nt", "fp8_gemm_nt_skip_head_mid", "bf16_gemm_nt", "m_grouped_contiguous", "m_grouped_masked",
-           "k_grouped", "fp8_mqa_logits", "fp8_paged_mqa_logits"]
+           "k_grouped", "fp8_mqa_logits", "fp8_paged_mqa_logits", "einsum", "fp8_einsum"]
 
 
 def _recipe(recipe: list[int] | None) -> tuple[int, ...] | None:
@@ -188,5 +188,32 @@ def fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedu
                                                    max_context_len, clean_logits, logits_dtype)
 
 
-for _op in (_fp8_gemm_nt, _bf16_gemm_nt, _m_grouped_contiguous, _m_grouped_masked, _k_grouped):
+# ----------------------------------------------------------------------------------------------- einsum
+@torch.library.custom_op("finegemm::einsum", mutates_args=("d",))
+def _einsum(expr: str, a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torch.Tensor | None,
+            c_is_d: bool) -> None:
+    from .einsum import einsum as eager
+
+    eager(expr, a, b, d, d if c_is_d else c)
+
+
+@torch.library.custom_op("finegemm::fp8_einsum", mutates_args=("d",))
+def _fp8_einsum(expr: str, a: torch.Tensor, sfa: torch.Tensor, b: torch.Tensor, sfb: torch.Tensor,
+                d: torch.Tensor, c: torch.Tensor | None, c_is_d: bool, recipe: list[int]) -> None:
+    from .einsum import fp8_einsum as eager
+
+    eager(expr, (a, sfa), (b, sfb), d, d if c_is_d else c, tuple(recipe))
+
+
+def einsum(expr, a, b, d, c) -> None:
+    torch.ops.finegemm.einsum(expr, a, b, d, None if c is d else c, c is d)
+
+
+def fp8_einsum(expr, a, b, d, c, recipe) -> None:
+    (a_fp8, sfa), (b_fp8, sfb) = a, b
+    torch.ops.finegemm.fp8_einsum(expr, a_fp8, sfa, b_fp8, sfb, d, None if c is d else c, c is d, list(recipe))
+
+
+for _op in (_fp8_gemm_nt, _fp8_gemm_nt_skip_head_mid, _bf16_gemm_nt, _m_grouped_contiguous, _m_grouped_masked,
+            _k_grouped, _einsum, _fp8_einsum):
     _op.register_fake(_no_output)

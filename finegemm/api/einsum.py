@@ -1,0 +1,157 @@
+"""``einsum`` and ``fp8_einsum``: DeepGEMM's hard-coded Einstein sums (MLA's per-head projections).
+
+Each expression is a batched GEMM over permuted views of its tensors (no copies), run by the portable
+batched kernel (kernels/portable/batched.py; on Hopper its ``tl.dot`` lowers to WGMMA):
+
+==================  ==========================================  =====================================
+expression          computes                                    batched GEMM ``[G, M, K] x [G, N, K]``
+==================  ==========================================  =====================================
+``bmk,bnk->mn``     ``d = c + sum_b a[b] @ b[b]^T``              G = b summed into one ``[m, n]``
+``bhr,hdr->bhd``    ``d[:, h] = a[:, h] @ b[h]^T``               G = h, M = b, N = d, K = r
+``bhd,hdr->bhr``    ``d[:, h] = a[:, h] @ b[h]``                 G = h, M = b, N = r, K = d
+``bhd,bhr->hdr``    ``d[h] = c[h] + a[:, h]^T @ b[:, h]``        G = h, M = d, N = r, K = b (tokens)
+==================  ==========================================  =====================================
+
+``fp8_einsum`` takes the two per-head expressions ``bhr,hdr->bhd`` and ``bhd,hdr->bhr`` with FP8 operands:
+``a = (e4m3 [B, H, K'], fp32 [B, H, ceil(K'/128)])`` scaled per token and 128 of its last dim, ``b = (e4m3
+[H, D, R], fp32 [H, ceil(D/128), ceil(R/128)])`` scaled per 128x128 block of each head's ``[D, R]`` matrix
+(``per_block_cast_to_fp8`` of ``b[h]``), FP32 promotion every 128 of K.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..jit.cache import report_config
+from ..jit.device import device_facts
+from ..jit.heuristics import GemmDesc, get_portable_config
+from ..kernels.portable.batched import launch_batched_gemm
+from . import torch_ops
+from .checks import E4M3, check_dtype, check_same_device, check_tensor, unpack_pair
+from .dispatch import check_device_usable, debug_sync
+
+EXPRESSIONS = ("bmk,bnk->mn", "bhr,hdr->bhd", "bhd,hdr->bhr", "bhd,bhr->hdr")
+FP8_EXPRESSIONS = ("bhr,hdr->bhd", "bhd,hdr->bhr")
+OUT_DTYPES = (torch.bfloat16, torch.float32)
+FP8_RECIPE = (1, 128, 128)
+
+
+def einsum(expr: str, a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torch.Tensor | None = None,
+           use_cublaslt: bool = False) -> None:
+    """``d = c + einsum(expr, a, b)`` for bf16 ``a`` and ``b`` (module docstring lists the expressions).
+
+    ``d``: bf16 or fp32 of the expression's output shape; ``c``: optional, ``d``'s shape, bf16 or fp32 (may be
+    ``d`` itself, to accumulate). Any strides. ``use_cublaslt`` is accepted for DeepGEMM compatibility: the
+    Triton kernel runs every expression.
+    """
+    del use_cublaslt
+    if torch.compiler.is_compiling():
+        return torch_ops.einsum(expr, a, b, d, c)
+    _check_expr("einsum", expr, EXPRESSIONS)
+    for name, t in (("a", a), ("b", b)):
+        check_tensor(name, t)
+        check_dtype(name, t, (torch.bfloat16,))
+    _run(expr, a, b, d, c, None, None)
+
+
+def fp8_einsum(expr: str, a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor],
+               d: torch.Tensor, c: torch.Tensor | None = None, recipe: tuple[int, int, int] = FP8_RECIPE) -> None:
+    """``d = c + einsum(expr, a, b)`` with FP8 operands and fine-grained scales (module docstring).
+
+    ``expr``: ``bhr,hdr->bhd`` or ``bhd,hdr->bhr``; ``d``: bf16 or fp32; ``c``: optional like ``d``;
+    ``recipe``: ``(1, 128, 128)`` only.
+    """
+    if torch.compiler.is_compiling():
+        return torch_ops.fp8_einsum(expr, a, b, d, c, recipe)
+    _check_expr("fp8_einsum", expr, FP8_EXPRESSIONS)
+    if tuple(recipe) != FP8_RECIPE:
+        raise ValueError(f"fp8_einsum: recipe must be {FP8_RECIPE} (per-token a, per-block b); got {tuple(recipe)}")
+    a_fp8, sfa = unpack_pair("a", a)
+    b_fp8, sfb = unpack_pair("b", b)
+    check_dtype("a[0]", a_fp8, E4M3)
+    check_dtype("b[0]", b_fp8, E4M3)
+    check_dtype("a[1]", sfa, (torch.float32,))
+    check_dtype("b[1]", sfb, (torch.float32,))
+    _run(expr, a_fp8, b_fp8, d, c, sfa, sfb)
+
+
+def _check_expr(fn: str, expr: object, supported: tuple[str, ...]) -> None:
+    if not isinstance(expr, str) or expr.replace(" ", "") not in supported:
+        raise ValueError(f"{fn}: expression {expr!r} is not supported; supported: {', '.join(supported)}")
+
+
+def _sizes(expr: str, a: torch.Tensor, b: torch.Tensor) -> dict[str, int]:
+    """Size of each index letter, checked across ``a`` and ``b``."""
+    lhs, _ = expr.split("->")
+    sizes: dict[str, int] = {}
+    for name, t, letters in (("a", a, lhs.split(",")[0]), ("b", b, lhs.split(",")[1])):
+        if t.dim() != len(letters):
+            raise ValueError(f"{name} must be {len(letters)}-D [{', '.join(letters)}] for {expr!r}; "
+                             f"got shape {tuple(t.shape)}")
+        for letter, size in zip(letters, t.shape):
+            if sizes.setdefault(letter, size) != size:
+                raise ValueError(f"{name} has {letter}={size} but a has {letter}={sizes[letter]} in {expr!r} "
+                                 f"(a {tuple(a.shape)}, b {tuple(b.shape)})")
+    return sizes
+
+
+def _check_scales(expr: str, sizes: dict[str, int], sfa: torch.Tensor, sfb: torch.Tensor) -> None:
+    k_letter = "r" if expr == "bhr,hdr->bhd" else "d"
+    want_a = (sizes["b"], sizes["h"], -(-sizes[k_letter] // 128))
+    want_b = (sizes["h"], -(-sizes["d"] // 128), -(-sizes["r"] // 128))
+    if tuple(sfa.shape) != want_a:
+        raise ValueError(f"a[1] must be [b, h, ceil({k_letter}/128)] = {want_a} (per token and 128 of {k_letter}); "
+                         f"got {tuple(sfa.shape)}")
+    if tuple(sfb.shape) != want_b:
+        raise ValueError(f"b[1] must be [h, ceil(d/128), ceil(r/128)] = {want_b} (per 128x128 block of each "
+                         f"head); got {tuple(sfb.shape)}")
+
+
+def _batched_views(expr: str, a, b, d, c, sfa, sfb):
+    """(A [G, M, K], B [G, N, K], D [G, M, N], C, sfa [G, M, KB], sfb [G, NB, KB], sum over G) for ``expr``."""
+    def heads_first(t):
+        return None if t is None else t.permute(1, 0, 2)
+
+    if expr == "bmk,bnk->mn":
+        return a, b, d.unsqueeze(0), None if c is None else c.unsqueeze(0), None, None, True
+    if expr == "bhr,hdr->bhd":
+        return heads_first(a), b, heads_first(d), heads_first(c), heads_first(sfa), sfb, False
+    if expr == "bhd,hdr->bhr":
+        sfb_t = None if sfb is None else sfb.permute(0, 2, 1)
+        return heads_first(a), b.permute(0, 2, 1), heads_first(d), heads_first(c), heads_first(sfa), sfb_t, False
+    # bhd,bhr->hdr
+    return a.permute(1, 2, 0), b.permute(1, 2, 0), d, c, None, None, False
+
+
+def _run(expr, a, b, d, c, sfa, sfb) -> None:
+    expr = expr.replace(" ", "")
+    sizes = _sizes(expr, a, b)
+    out_shape = tuple(sizes[letter] for letter in expr.split("->")[1])
+    check_tensor("d", d)
+    check_dtype("d", d, OUT_DTYPES)
+    if tuple(d.shape) != out_shape:
+        raise ValueError(f"d must have shape {out_shape} ([{', '.join(expr.split('->')[1])}]) for {expr!r}; "
+                         f"got {tuple(d.shape)}")
+    if c is not None:
+        check_tensor("c", c)
+        check_dtype("c", c, OUT_DTYPES)
+        if tuple(c.shape) != out_shape:
+            raise ValueError(f"c must have d's shape {out_shape}; got {tuple(c.shape)}")
+    if sfa is not None:
+        _check_scales(expr, sizes, sfa, sfb)
+    device = check_same_device([("a", a), ("b", b), ("d", d), ("c", c), ("a[1]", sfa), ("b[1]", sfb)])
+    check_device_usable(device)
+    av, bv, dv, cv, sfav, sfbv, sum_batches = _batched_views(expr, a, b, d, c, sfa, sfb)
+    g, m, k = av.shape
+    n = bv.shape[1]
+    if d.numel() == 0:
+        return
+    if k == 0 or g == 0:  # nothing to sum: d = c (or 0)
+        d.copy_(c if c is not None else torch.zeros_like(d))
+        return
+    desc = GemmDesc("fp8_1d2d" if sfa is not None else "bf16", m, n, k, out_fp32=d.dtype == torch.float32,
+                    with_c=c is not None)
+    config = get_portable_config(desc, device_facts(device))
+    report_config(desc, f"portable batched ({expr}, G={g})", config)
+    launch_batched_gemm(av, bv, dv, cv, config, sfav, sfbv, sum_batches)
+    debug_sync(device)

@@ -1,0 +1,191 @@
+"""``einsum`` / ``fp8_einsum`` (DeepGEMM's hard-coded expressions) against float64 torch.einsum.
+
+CPU: the portable batched kernel through Triton's interpreter, outputs poisoned with NaN, inputs also as
+non-contiguous views. The ``gpu``-marked tests run MLA-sized cases on the H200.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from generators import sm90_device
+
+import finegemm
+from finegemm import reference
+from finegemm.quant import per_block_cast_to_fp8, per_token_cast_to_fp8
+
+B, H, R, D = 5, 3, 96, 40
+SHAPES = {  # expression -> (a's shape, b's shape) at the CPU sizes
+    "bmk,bnk->mn": ((3, 20, 70), (3, 30, 70)),
+    "bhr,hdr->bhd": ((B, H, R), (H, D, R)),
+    "bhd,hdr->bhr": ((B, H, D), (H, D, R)),
+    "bhd,bhr->hdr": ((B, H, D), (B, H, R)),
+}
+
+
+def _bf16(shape, seed, device="cpu"):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(shape, generator=g).to(device=device, dtype=torch.bfloat16)
+
+
+def _poisoned(shape, dtype, device="cpu"):
+    return torch.full(shape, float("nan"), dtype=dtype, device=device)
+
+
+@pytest.mark.parametrize("expr", list(SHAPES))
+@pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float32])
+def test_bf16_expressions_match_the_reference(expr, out_dtype):
+    a_shape, b_shape = SHAPES[expr]
+    a, b = _bf16(a_shape, 1), _bf16(b_shape, 2)
+    ref = reference.einsum.einsum(expr, a, b)
+    d = _poisoned(ref.shape, out_dtype)
+    finegemm.einsum(expr, a, b, d)
+    assert reference.calc_diff(d, ref) < 1e-5
+
+
+@pytest.mark.parametrize("expr", ["bmk,bnk->mn", "bhd,bhr->hdr"])
+def test_accumulating_into_d(expr):
+    """``c = d``: the weight-gradient forms add to what ``d`` holds (DeepGEMM's FP32 accumulation)."""
+    a_shape, b_shape = SHAPES[expr]
+    a, b = _bf16(a_shape, 3), _bf16(b_shape, 4)
+    d = torch.randn(reference.einsum.einsum(expr, a, b).shape)
+    ref = reference.einsum.einsum(expr, a, b, d)
+    finegemm.einsum(expr, a, b, d, c=d)
+    assert reference.calc_diff(d, ref) < 1e-6
+
+
+def test_non_contiguous_views_and_a_separate_c():
+    """Permuted storage for every operand (the kernel reads strides) and a bf16 ``c`` beside an fp32 ``d``."""
+    expr = "bhr,hdr->bhd"
+    a = _bf16((H, B, R), 5).transpose(0, 1)
+    b = _bf16((H, R, D), 6).transpose(1, 2)
+    c = _bf16((B, H, D), 7)
+    d = _poisoned((H, B, D), torch.float32).transpose(0, 1)
+    finegemm.einsum(expr, a, b, d, c)
+    assert reference.calc_diff(d, reference.einsum.einsum(expr, a, b, c)) < 1e-5
+
+
+def test_empty_sums_give_c_or_zero():
+    a, b = _bf16((0, 8, 64), 1), _bf16((0, 16, 64), 2)
+    d = _poisoned((8, 16), torch.float32)
+    finegemm.einsum("bmk,bnk->mn", a, b, d)
+    assert torch.equal(d, torch.zeros(8, 16))
+    c = torch.randn(8, 16)
+    finegemm.einsum("bmk,bnk->mn", a, b, d, c)
+    assert torch.equal(d, c)
+
+
+def _fp8_operands(expr, k, seed, device="cpu"):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(B, H, k, generator=g).to(device)
+    w = torch.randn(H, D, R, generator=g).to(device)
+    a_fp8, sfa = per_token_cast_to_fp8(x.reshape(-1, k))
+    heads = [per_block_cast_to_fp8(w[h]) for h in range(H)]
+    a = (a_fp8.view(B, H, k), sfa.view(B, H, -1))
+    b = (torch.stack([q for q, _ in heads]), torch.stack([s for _, s in heads]))
+    return a, b
+
+
+@pytest.mark.parametrize("expr,k", [("bhr,hdr->bhd", R), ("bhd,hdr->bhr", D)])
+@pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float32])
+def test_fp8_expressions_match_the_reference(expr, k, out_dtype):
+    a, b = _fp8_operands(expr, k, 8)
+    ref = reference.einsum.fp8_einsum(expr, a, b)
+    d = _poisoned(ref.shape, out_dtype)
+    finegemm.fp8_einsum(expr, a, b, d)
+    assert reference.calc_diff(d, ref) < 1e-3
+
+
+def test_under_torch_compile_equals_eager():
+    torch._dynamo.reset()
+    expr = "bhd,hdr->bhr"
+    a, b = _bf16((B, H, D), 9), _bf16((H, D, R), 10)
+    fa, fb = _fp8_operands(expr, D, 11)
+    eager, eager8 = torch.empty(B, H, R), torch.empty(B, H, R)
+    finegemm.einsum(expr, a, b, eager)
+    finegemm.fp8_einsum(expr, fa, fb, eager8)
+
+    def fn(d, d8):
+        finegemm.einsum(expr, a, b, d)
+        finegemm.fp8_einsum(expr, fa, fb, d8)
+        return d, d8
+
+    got, got8 = torch.compile(fn, backend="aot_eager", fullgraph=True)(torch.empty(B, H, R), torch.empty(B, H, R))
+    torch._dynamo.reset()
+    assert torch.equal(got, eager) and torch.equal(got8, eager8)
+
+
+def test_bad_arguments():
+    a, b = _bf16((B, H, R), 1), _bf16((H, D, R), 2)
+    d = torch.empty(B, H, D)
+    with pytest.raises(ValueError, match="not supported; supported: bmk,bnk->mn"):
+        finegemm.einsum("bhr,hrd->bhd", a, b, d)
+    with pytest.raises(TypeError, match="a must have dtype torch.bfloat16"):
+        finegemm.einsum("bhr,hdr->bhd", a.float(), b, d)
+    with pytest.raises(ValueError, match=r"a must be 3-D \[b, h, r\]"):
+        finegemm.einsum("bhr,hdr->bhd", a[0], b, d)
+    with pytest.raises(ValueError, match="b has r=95 but a has r=96"):
+        finegemm.einsum("bhr,hdr->bhd", a, b[..., :95], d)
+    with pytest.raises(ValueError, match=r"d must have shape \(5, 3, 40\)"):
+        finegemm.einsum("bhr,hdr->bhd", a, b, torch.empty(B, H, R))
+    with pytest.raises(TypeError, match="d must have dtype"):
+        finegemm.einsum("bhr,hdr->bhd", a, b, d.half())
+    with pytest.raises(ValueError, match="c must have d's shape"):
+        finegemm.einsum("bhr,hdr->bhd", a, b, d, torch.empty(B, H, D + 1))
+
+
+def test_bad_fp8_arguments():
+    expr = "bhr,hdr->bhd"
+    a, b = _fp8_operands(expr, R, 3)
+    d = torch.empty(B, H, D)
+    with pytest.raises(ValueError, match="expression 'bmk,bnk->mn' is not supported"):
+        finegemm.fp8_einsum("bmk,bnk->mn", a, b, d)
+    with pytest.raises(ValueError, match="recipe"):
+        finegemm.fp8_einsum(expr, a, b, d, recipe=(1, 1, 128))
+    with pytest.raises(ValueError, match=r"a\[1\] must be \[b, h, ceil\(r/128\)\]"):
+        finegemm.fp8_einsum(expr, (a[0], a[1][..., :0]), b, d)
+    with pytest.raises(ValueError, match=r"b\[1\] must be \[h, ceil\(d/128\), ceil\(r/128\)\]"):
+        finegemm.fp8_einsum(expr, a, (b[0], b[1][:, :1, :1].repeat(1, 2, 1)), d)
+    with pytest.raises(TypeError, match=r"b\[1\] must have dtype torch.float32"):
+        finegemm.fp8_einsum(expr, a, (b[0], b[1].view(torch.int32)), d)
+    with pytest.raises(TypeError, match=r"a\[0\] must have dtype torch.float8_e4m3fn"):
+        finegemm.fp8_einsum(expr, (a[0].float(), a[1]), b, d)
+    with pytest.raises(TypeError, match="a must be a pair"):
+        finegemm.fp8_einsum(expr, a[0], b, d)
+
+
+# --------------------------------------------------------------------------------------------- H200
+@pytest.mark.gpu
+@pytest.mark.parametrize("expr,a_shape,b_shape", [
+    ("bhr,hdr->bhd", (64, 128, 512), (128, 128, 512)),   # MLA: q_nope absorbed into the latent space
+    ("bhd,hdr->bhr", (64, 128, 128), (128, 128, 512)),
+    ("bhd,bhr->hdr", (4096, 16, 128), (4096, 16, 512)),  # its weight gradient
+    ("bmk,bnk->mn", (8, 1024, 512), (8, 768, 512)),
+])
+def test_gpu_bf16_expressions(expr, a_shape, b_shape):
+    dev = sm90_device()
+    a, b = _bf16(a_shape, 1, dev), _bf16(b_shape, 2, dev)
+    ref = reference.einsum.einsum(expr, a, b)
+    d = _poisoned(ref.shape, torch.float32, dev)
+    finegemm.einsum(expr, a, b, d)
+    torch.cuda.synchronize()
+    assert reference.calc_diff(d, ref) < 1e-5
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("expr", ["bhr,hdr->bhd", "bhd,hdr->bhr"])
+def test_gpu_fp8_expressions(expr):
+    dev = sm90_device()
+    b_, h, d_, r = 64, 128, 128, 512
+    k = r if expr == "bhr,hdr->bhd" else d_
+    x = torch.randn(b_, h, k, device=dev)
+    w = torch.randn(h, d_, r, device=dev)
+    a_fp8, sfa = per_token_cast_to_fp8(x.reshape(-1, k))
+    heads = [per_block_cast_to_fp8(w[i]) for i in range(h)]
+    a = (a_fp8.view(b_, h, k), sfa.view(b_, h, -1))
+    b = (torch.stack([q for q, _ in heads]), torch.stack([s for _, s in heads]))
+    ref = reference.einsum.fp8_einsum(expr, a, b)
+    d = _poisoned(ref.shape, torch.bfloat16, dev)
+    finegemm.fp8_einsum(expr, a, b, d)
+    torch.cuda.synchronize()
+    assert reference.calc_diff(d, ref) < 1e-3

@@ -18,7 +18,8 @@
 #                                   and BF16 GPU suites at its final tree
 #   bash scripts/gpu_pending.sh 7   the dense GPU suite, then the dense / weight-grad / bf16 harness (README table)
 #   bash scripts/gpu_pending.sh 8   (after the 11th and 12th sessions) first the GPU tests of what main holds untested
-#                                   (torch.compile, the FP8 training layers, the one-pass casts), then the harness
+#                                   (torch.compile, the FP8 training layers, the one-pass casts; session 13: the
+#                                   head-split GEMM, einsum, the unaligned-d fallback), then the harness
 #                                   suites never run on a GPU: paged-mqa (DeepGEMM's paged anchors) and k-grouped
 #                                   (DeepGEMM's total K), with --kernel-time, then the mqa and grouped suites
 #   Session 13's order (30 min of device time will not hold all): 8, 9, 11, 12, 10.
@@ -95,7 +96,8 @@ elif [ "$PART" = 8 ]; then
     # correctness of what main holds untested on a GPU first: torch.compile + inductor / reduce-overhead, the FP8
     # training layers and the one-pass casts they use on a GPU (session 12); then the harness suites (the multicast
     # probe moved to part 9)
-    pytest_gpu pytest-compile.log tests/test_torch_compile.py tests/test_autograd.py tests/test_quant_kernel.py
+    pytest_gpu pytest-compile.log tests/test_torch_compile.py tests/test_autograd.py tests/test_quant_kernel.py \
+        tests/test_skip_head_mid.py tests/test_einsum.py
     for suite in paged-mqa k-grouped mqa grouped; do
         timeout 120 python3 -m finegemm.bench --plain --no-progress --kernel-time --suite $suite \
             --peers finegemm-sm90 --commit "$commit" --json "$LOGS/bench-$suite.json" > "$LOGS/bench-$suite.log" 2>&1 \

@@ -37,6 +37,8 @@
 #   bash scripts/gpu_pending.sh 12  (after the 12th session; from branch wip/k-grouped-one-launch) the k-grouped
 #                                   one-launch form: its GPU test,
 #                                   then k_grouped_bench.py --sm90-only --kernel-time without and with --one-launch
+#   bash scripts/gpu_pending.sh 13  (after the 13th session) einsum / fp8_einsum against torch.einsum on MLA's per-head
+#                                   projections: scripts/einsum_bench.py
 # Logs and JSON in $OUT/pending<part>.tgz (the device tool returns only a few files).
 # Here first: git rev-parse --short HEAD > .commit (and carry ".commit").
 set -uo pipefail
@@ -129,6 +131,9 @@ elif [ "$PART" = 12 ]; then
             | tee -a "$LOGS/k_grouped_one_launch_ab.log" | cut -c1-200
         pack
     done
+elif [ "$PART" = 13 ]; then
+    OUT="$LOGS" timeout 300 python3 scripts/einsum_bench.py 2>&1 | tee "$LOGS/einsum_bench.log" | cut -c1-240
+    pack
 else
     timeout 60 python3 -m finegemm.bench --plain --no-progress --suite dense,weight-grad \
         --peers finegemm-sm90,cublas-block --commit "$commit" --json "$LOGS/bench.json" > "$LOGS/bench.log" 2>&1 \

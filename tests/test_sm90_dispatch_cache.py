@@ -403,3 +403,26 @@ def test_the_transposing_launch_fills_the_workspace_with_the_operand():
         kernel[grid](*args, **kwargs)
     assert torch.equal(a_k.view(torch.uint8), a.view(torch.uint8))
     assert torch.equal(b_k.view(torch.uint8), b.view(torch.uint8))
+
+
+@pytest.mark.parametrize("view", ["d", "a"])
+def test_views_tma_cannot_address_run_the_portable_kernel(rec, view):
+    """A ``d`` whose base is 8 bytes off (``out[:, 4:]``) or an ``a`` whose rows are 16 * k + 1 bytes apart cannot
+    be TMA tensors: nothing is planned or recorded, the portable kernel computes the product (here through the
+    interpreter) and the call returns no recording."""
+    import finegemm
+    from finegemm import reference
+
+    m, n, k = 32, 256, 256
+    x = finegemm.per_token_cast_to_fp8(torch.randn(m, k))
+    y = finegemm.per_block_cast_to_fp8(torch.randn(n, k))
+    a = x[0]
+    if view == "a":
+        a = torch.empty(m, k + 1, dtype=torch.float8_e4m3fn)[:, :k]
+        a.copy_(x[0])
+    out = torch.full((m, n + 8), float("nan"), dtype=torch.bfloat16)  # rows 16-byte aligned
+    d = out[:, 4:] if view == "d" else out[:, :n]
+    sfa = finegemm.get_mn_major_tma_aligned_tensor(x[1])
+    assert _call((a, sfa, y[0], y[1], d)) is None
+    assert rec.plans == 0 and not rec.recorded and not dispatch._recordings
+    assert reference.calc_diff(d.double(), reference.fp8_gemm_nt(x, y)) < 1e-3

@@ -421,7 +421,7 @@ def test_views_tma_cannot_address_run_the_portable_kernel(rec, view):
         a = torch.empty(m, k + 1, dtype=torch.float8_e4m3fn)[:, :k]
         a.copy_(x[0])
     out = torch.full((m, n + 8), float("nan"), dtype=torch.bfloat16)  # rows 16-byte aligned
-    d = out[:, 4:] if view == "d" else out[:, :n]
+    d = out[:, 4:4 + n] if view == "d" else out[:, :n]
     sfa = finegemm.get_mn_major_tma_aligned_tensor(x[1])
     assert _call((a, sfa, y[0], y[1], d)) is None
     assert rec.plans == 0 and not rec.recorded and not dispatch._recordings

@@ -39,11 +39,14 @@ from .api.grouped import (
 )
 from .autograd import FP8Linear, fp8_grouped_linear, fp8_linear
 from .layout import (
+    get_k_alignment_for_k_grouped,
     get_mk_alignment_for_contiguous_layout,
     get_mn_major_tma_aligned_packed_ue8m0_tensor,
     get_mn_major_tma_aligned_tensor,
     get_num_sms,
+    get_theoretical_mk_alignment_for_contiguous_layout,
     get_tma_aligned_size,
+    set_mk_alignment_for_contiguous_layout,
     set_num_sms,
     transform_sf_into_required_layout,
 )
@@ -70,6 +73,8 @@ __all__ = [
     "fp8_mqa_logits", "fp8_paged_mqa_logits", "get_paged_mqa_logits_metadata", "pack_paged_kv_cache",
     "get_tma_aligned_size", "get_mn_major_tma_aligned_tensor", "get_mn_major_tma_aligned_packed_ue8m0_tensor",
     "transform_sf_into_required_layout", "get_mk_alignment_for_contiguous_layout", "set_num_sms", "get_num_sms",
+    "set_mk_alignment_for_contiguous_layout", "get_theoretical_mk_alignment_for_contiguous_layout",
+    "get_k_alignment_for_k_grouped",
     "per_token_cast_to_fp8", "per_channel_cast_to_fp8", "per_block_cast_to_fp8", "ceil_to_ue8m0",
     "pack_ue8m0", "unpack_ue8m0", "calc_diff", "fp8_linear", "fp8_grouped_linear", "FP8Linear",
     "einsum", "fp8_einsum", "set_pdl", "get_pdl", "use_deterministic_algorithms", "set_ignore_compile_dims",

@@ -35,7 +35,7 @@ from .api.checks import check_dtype, check_same_device, check_tensor
 from .api.gemm import RECIPE_1D1D, fp8_gemm_nt
 from .api.grouped import k_grouped_fp8_gemm_tn_contiguous, m_grouped_fp8_gemm_nt_contiguous
 from .kernels.portable.quant import cast_to_fp8
-from .layout import get_mk_alignment_for_contiguous_layout
+from .layout import get_k_alignment_for_k_grouped
 from .quant import per_block_cast_to_fp8, per_token_cast_to_fp8
 
 FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
@@ -230,7 +230,8 @@ def fp8_grouped_linear(x: torch.Tensor, weight: torch.Tensor, group_sizes: Seque
     Args:
         x: ``[M_total, K]`` bf16, fp16 or fp32 in DeepGEMM's contiguous layout: expert ``g``'s tokens are rows
             ``[start_g, start_g + group_sizes[g])``, each segment starting on a multiple of
-            ``get_mk_alignment_for_contiguous_layout()`` (128): ``start_g`` is the sum of the earlier sizes,
+            ``get_k_alignment_for_k_grouped()`` (128, or a larger contiguous alignment: the weight gradient's
+            k-grouped GEMM takes these segments as its groups of K): ``start_g`` is the sum of the earlier sizes,
             each rounded up to 128, and ``M_total`` that sum over all experts. The rows between segments are
             padding (any values).
         weight: ``[G, N, K]`` bf16, fp16 or fp32, one ``[N, K]`` per expert (master weights).
@@ -254,7 +255,7 @@ def fp8_grouped_linear(x: torch.Tensor, weight: torch.Tensor, group_sizes: Seque
     if len(sizes) != weight.shape[0] or any(v < 0 for v in sizes):
         raise ValueError(f"group_sizes must hold weight's G={weight.shape[0]} non-negative token counts; got "
                          f"{sizes}")
-    align = get_mk_alignment_for_contiguous_layout()
+    align = get_k_alignment_for_k_grouped()
     segments = tuple(-(-v // align) * align for v in sizes)
     if sum(segments) != x.shape[0]:
         raise ValueError(f"x must have {sum(segments)} rows (group_sizes {sizes}, each segment rounded up to "

@@ -33,6 +33,9 @@ __all__ = [
     "get_mn_major_tma_aligned_packed_ue8m0_tensor",
     "transform_sf_into_required_layout",
     "get_mk_alignment_for_contiguous_layout",
+    "set_mk_alignment_for_contiguous_layout",
+    "get_theoretical_mk_alignment_for_contiguous_layout",
+    "get_k_alignment_for_k_grouped",
     "is_required_sf_layout",
     "set_num_sms",
     "get_num_sms",
@@ -42,9 +45,18 @@ __all__ = [
 SF_BLOCK_K = 128
 # TMA needs every non-innermost stride to be a multiple of 16 bytes.
 TMA_ALIGNMENT_BYTES = 16
-# Row alignment of each expert segment in the m-grouped contiguous layout: one BLOCK_M of the
+# Default row alignment of each expert segment in the m-grouped contiguous layout: one BLOCK_M of the
 # largest M tile the grouped kernels use, so no M tile straddles two experts.
 MK_ALIGNMENT_FOR_CONTIGUOUS_LAYOUT = 128
+# What set_mk_alignment_for_contiguous_layout takes: the portable kernels tile down to 16 rows; the sm90
+# kernels need 64 (one WGMMA's rows) and run smaller alignments on the portable kernels.
+MK_ALIGNMENTS = (16, 32, 64, 128, 256, 512)
+# Below this many expected rows an expert, get_theoretical_mk_alignment_for_contiguous_layout answers 64: a
+# prediction (benchmarks/NOTES.md v15), not measured yet. Padding to 128 costs ~64 rows an expert on average,
+# to 64 ~32; if 64-row tiles run at 0.8x the 128-row ones' rate (assumed, to be measured), 64 wins while
+# (m + 32) / 0.8 < m + 64, i.e. m < 96.
+SMALL_EXPERT_ROWS = 96
+_mk_alignment = MK_ALIGNMENT_FOR_CONTIGUOUS_LAYOUT
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -60,8 +72,50 @@ def get_tma_aligned_size(x: int, element_size: int) -> int:
 
 
 def get_mk_alignment_for_contiguous_layout() -> int:
-    """Rows each expert segment of an m-grouped contiguous input must be padded to (128)."""
-    return MK_ALIGNMENT_FOR_CONTIGUOUS_LAYOUT
+    """Rows each expert segment of an m-grouped contiguous input starts on (128 unless
+    :func:`set_mk_alignment_for_contiguous_layout` changed it); the K segments of the k-grouped GEMMs are
+    multiples of :func:`get_k_alignment_for_k_grouped`."""
+    return _mk_alignment
+
+
+def set_mk_alignment_for_contiguous_layout(alignment: int) -> None:
+    """Set the m-grouped contiguous layout's segment alignment (DeepGEMM's name), for this process.
+
+    ``alignment``: one of 16, 32, 64, 128 (the default), 256, 512. Smaller alignments pad experts with few tokens
+    less: the sm90 kernels take 64 (64-row tiles) and up; 16 and 32 run on the portable kernels. Plans and
+    recorded launches made under the old value are dropped (their tiles were chosen for it).
+    """
+    if isinstance(alignment, bool) or not isinstance(alignment, int) or alignment not in MK_ALIGNMENTS:
+        raise ValueError(f"set_mk_alignment_for_contiguous_layout: alignment must be one of {MK_ALIGNMENTS}, "
+                         f"got {alignment!r}")
+    global _mk_alignment
+    _mk_alignment = alignment
+    from .api import plan_cache
+    from .kernels.sm90 import launcher
+
+    plan_cache.clear_all()
+    launcher.clear_recordings()
+
+
+def get_theoretical_mk_alignment_for_contiguous_layout(expected_m: int | None = None,
+                                                         num_groups: int | None = None) -> int:
+    """The alignment to set for experts of about ``expected_m`` rows (``expected_m`` tokens over ``num_groups``
+    experts when ``num_groups`` is given, as vLLM passes them): 64 below :data:`SMALL_EXPERT_ROWS` rows an
+    expert, where padding to 128 costs more than 64-row tiles lose, else 128. Without ``expected_m``: 128."""
+    for name, value in (("expected_m", expected_m), ("num_groups", num_groups)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise ValueError(f"get_theoretical_mk_alignment_for_contiguous_layout: {name} must be a non-negative "
+                             f"int or None, got {value!r}")
+    if expected_m is None:
+        return MK_ALIGNMENT_FOR_CONTIGUOUS_LAYOUT
+    rows = _ceil_div(expected_m, num_groups) if num_groups else expected_m
+    return 64 if rows < SMALL_EXPERT_ROWS else MK_ALIGNMENT_FOR_CONTIGUOUS_LAYOUT
+
+
+def get_k_alignment_for_k_grouped() -> int:
+    """What every group's K of the k-grouped GEMMs must be a multiple of: the contiguous alignment, and at least
+    128 (the FP8 scale block, which the BF16 kernels share)."""
+    return max(_mk_alignment, SF_BLOCK_K)
 
 
 def _mn_major_strides(shape: tuple[int, ...], element_size: int) -> tuple[int, ...]:

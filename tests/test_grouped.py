@@ -488,9 +488,12 @@ def test_bad_k_grouped_operands(k_grouped_inputs):
 
 
 def test_contiguous_config_block_m_divides_alignment():
-    assert fg._contiguous_config(PortableConfig(256, 128, 128, 8, 3, 8)).block_m == 128
+    from finegemm.kernels.portable.m_grouped import contiguous_config
+
+    assert contiguous_config(PortableConfig(256, 128, 128, 8, 3, 8), 128).block_m == 128
+    assert contiguous_config(PortableConfig(128, 128, 128, 8, 3, 8), 32).block_m == 32
     kept = PortableConfig(64, 64, 128, 4, 1, 1)
-    assert fg._contiguous_config(kept) is kept
+    assert contiguous_config(kept, 128) is kept
 
 
 # ---------------------------------------------------------------------------------------------

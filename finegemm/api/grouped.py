@@ -3,11 +3,11 @@
 m-grouped: every group (expert) shares N and K and has its own B ``[N, K]``.
 
 - **contiguous** (training forward, prefill): the experts' tokens concatenated along M. Every expert
-  segment starts on a multiple of ``get_mk_alignment_for_contiguous_layout()`` (128) rows; the rows
+  segment starts on a multiple of ``get_mk_alignment_for_contiguous_layout()`` (128 by default) rows; the rows
   between an expert's last token and the next segment are padding. ``grouped_layout`` is either
   int32 ``[M_total]`` with the expert of each row and ``-1`` for padding rows, or
   (``use_psum_layout=True``) int32 ``[G]`` with the *cumulative end row* of each expert's tokens:
-  expert ``g`` owns rows ``[align(grouped_layout[g-1], 128), grouped_layout[g])`` (0 for ``g = 0``),
+  expert ``g`` owns rows ``[align(grouped_layout[g-1]), grouped_layout[g])`` (0 for ``g = 0``),
   DeepGEMM's PSUM meaning; an empty expert repeats the previous end (or its aligned value).
   **Padding rows of ``d`` are written as zeros** (DeepGEMM leaves them unspecified); their rows of
   ``a`` are never read, so they may hold anything, NaN included.
@@ -18,7 +18,8 @@ m-grouped: every group (expert) shares N and K and has its own B ``[N, K]``.
   no index ever leaves the tensors. ``expected_m`` is a tile-size hint.
 
 k-grouped (weight gradients): M and N fixed, group ``g`` owns ``ks[g]`` consecutive K (each a
-multiple of 128, 0 allowed), ``d[g] = c[g] + a_g^T b_g`` in FP32. ``c`` is required (pass ``c=d`` to
+multiple of ``get_k_alignment_for_k_grouped()``: 128, or a larger contiguous alignment; 0 allowed),
+``d[g] = c[g] + a_g^T b_g`` in FP32. ``c`` is required (pass ``c=d`` to
 accumulate in place; otherwise ``c`` is read and ``d`` written, no extra copy).
 
 Checks that need no tensor contents (shapes, dtypes, strides, devices, group counts, ``ks``) always
@@ -52,10 +53,14 @@ from typing import Any
 import torch
 
 from ..jit import env
-from ..jit.heuristics import FP8_BLOCK_K, GemmDesc, PortableConfig
+from ..jit.heuristics import FP8_BLOCK_K, GemmDesc
 from ..kernels.portable.k_grouped import launch_k_grouped
-from ..kernels.portable.m_grouped import launch_m_grouped_contiguous, launch_m_grouped_masked
-from ..layout import get_mk_alignment_for_contiguous_layout, transform_sf_into_required_layout
+from ..kernels.portable.m_grouped import contiguous_config, launch_m_grouped_contiguous, launch_m_grouped_masked
+from ..layout import (
+    get_k_alignment_for_k_grouped,
+    get_mk_alignment_for_contiguous_layout,
+    transform_sf_into_required_layout,
+)
 from . import torch_ops
 from .checks import (
     FP8_DTYPES,
@@ -139,15 +144,6 @@ def _check_grouped_b(name: str, b: torch.Tensor, k: int, groups_name: str | None
     return g, n
 
 
-def _contiguous_config(config: PortableConfig) -> PortableConfig:
-    # A tile must not straddle two expert segments: BLOCK_M has to divide the segment alignment.
-    align = get_mk_alignment_for_contiguous_layout()
-    if align % config.block_m == 0:
-        return config
-    block_m = max(bm for bm in (16, 32, 64, 128) if align % bm == 0 and bm <= config.block_m)
-    return PortableConfig(block_m, config.block_n, config.block_k, config.num_warps, config.num_stages, config.group_m)
-
-
 # ---------------------------------------------------------------------------------------------
 # Content checks (host tensors always; CUDA only with FINEGEMM_DEBUG=1)
 # ---------------------------------------------------------------------------------------------
@@ -200,11 +196,12 @@ def _check_ks(ks: object, num_groups: int, sum_k_name: str | None = None, sum_k:
         raise TypeError(f"ks must hold Python ints; got {ks!r}")
     if len(ks) != num_groups:
         raise ValueError(f"ks has {len(ks)} groups but d has {num_groups} ([G, M, N]); the group counts must match")
-    align = get_mk_alignment_for_contiguous_layout()
+    align = get_k_alignment_for_k_grouped()
     for g, k in enumerate(ks):
         if k < 0 or k % align:
             raise ValueError(f"ks[{g}] = {k}: every group's K must be a non-negative multiple of "
-                             f"get_mk_alignment_for_contiguous_layout() = {align}")
+                             f"get_k_alignment_for_k_grouped() = {align} (the contiguous alignment "
+                             f"{get_mk_alignment_for_contiguous_layout()}, and at least the 128-wide scale block)")
     if sum_k is not None and sum(ks) != sum_k:
         raise ValueError(f"sum(ks) = {sum(ks)} but {sum_k_name} holds K = {sum_k}; ks must sum to the concatenated K")
     return ks
@@ -346,15 +343,16 @@ def _m_grouped_plan(kind: str, layout: str, a: torch.Tensor, sfa: torch.Tensor |
     a_name, _, b_name, _ = _names(sfa is not None)
     a_k_major = check_row_or_col_major(a_name, a)
     b_k_major = check_row_or_col_major(b_name, b)
+    alignment = get_mk_alignment_for_contiguous_layout() if layout == "m_grouped_contiguous" else 128
     desc = GemmDesc(kind, m, n, k, a_k_major, b_k_major, False, False, sfa is not None and sfa.dtype == torch.int32,
-                    layout=layout, num_groups=num_groups, expected_m=expected_m)
+                    layout=layout, num_groups=num_groups, expected_m=expected_m, alignment=alignment)
     backend, config = choose_backend(desc, device)
     if backend == "sm90" and layout == "m_grouped_masked":
         reason = _sm90_grouped_module().masked_layout_reason(a, d)
         if reason is not None:
             backend, config = portable_instead(desc, device, reason)
     if backend != "sm90" and layout == "m_grouped_contiguous":
-        config = _contiguous_config(config)
+        config = contiguous_config(config, alignment)
     return _Plan(desc, backend, config, device, *relayout)
 
 
@@ -397,8 +395,8 @@ def _run_contiguous(plan: _Plan, a: torch.Tensor, sfa: torch.Tensor | None, b: t
         run_sm90(f"m_grouped_{plan.desc.kind}_gemm_contiguous", plan.desc, plan.config, a, sfa, b, sfb, d,
                  grouped_layout, use_psum_layout)
     else:
-        launch_m_grouped_contiguous(a, b, d, grouped_layout, sfa, sfb, use_psum_layout,
-                                    get_mk_alignment_for_contiguous_layout(), plan.config)
+        launch_m_grouped_contiguous(a, b, d, grouped_layout, sfa, sfb, use_psum_layout, plan.desc.alignment,
+                                    plan.config)
     debug_sync(plan.device)
 
 
@@ -430,7 +428,7 @@ def m_grouped_fp8_gemm_nt_contiguous(
         use_psum_layout: read ``grouped_layout`` as PSUM ends instead of per-row ids.
         expected_m_for_psum_layout: optional rows-per-group hint (tile choice only).
 
-    Every segment must start on a multiple of ``get_mk_alignment_for_contiguous_layout()`` (128).
+    Every segment must start on a multiple of ``get_mk_alignment_for_contiguous_layout()`` (128 by default).
     Any M_total >= 0, N >= 1, K >= 1. See the module doc for which content checks run where.
     """
     del compiled_dims, disable_ue8m0_cast

@@ -22,7 +22,9 @@ class GemmDesc:
     ``m`` is the total rows (for masked grouped GEMMs: ``max_m`` per group; for k-grouped: the
     sum of K lives in ``k`` and ``num_groups`` counts the groups). ``head_splits`` ``(left, mid, right)``
     (dense FP8 only, ``mid > 0``): D's columns skip ``mid`` inside each head of ``left + right`` GEMM
-    columns (``fp8_gemm_nt_skip_head_mid``); None for an ordinary D.
+    columns (``fp8_gemm_nt_skip_head_mid``); None for an ordinary D. ``alignment`` (m-grouped contiguous
+    only): the rows every expert segment starts on a multiple of
+    (``get_mk_alignment_for_contiguous_layout()``); a tile must not straddle two segments.
     """
 
     kind: str
@@ -38,6 +40,7 @@ class GemmDesc:
     num_groups: int = 1
     expected_m: int | None = None
     head_splits: tuple[int, int, int] | None = None
+    alignment: int = 128
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

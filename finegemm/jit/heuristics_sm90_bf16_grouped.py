@@ -114,12 +114,12 @@ def grouped_estimate_us(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int) ->
 
 
 def grouped_candidates(desc: GemmDesc) -> list[tuple[int, int]]:
-    """(BLOCK_M, BLOCK_N) pairs worth pricing: no 128-row tiles for <= 64 rows a group, no BLOCK_N
-    wider than twice N."""
+    """(BLOCK_M, BLOCK_N) pairs worth pricing: no 128-row tiles for <= 64 rows a group or for contiguous segments
+    aligned to 64 rows (they would straddle two experts), no BLOCK_N wider than twice N."""
     rows = rows_per_group(desc)
     out = []
     for bm in GROUPED_BLOCK_M:
-        if bm == 128 and rows <= 64:
+        if bm == 128 and (rows <= 64 or (desc.layout == "m_grouped_contiguous" and desc.alignment % 128)):
             continue
         for bn in GROUPED_BLOCK_N:
             if bn > 64 and bn // 2 >= desc.n:

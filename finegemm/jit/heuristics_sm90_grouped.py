@@ -12,7 +12,8 @@ sweep (results/grouped-sm90-sweep-h200-2026-12-03-e189e71.json: the pick was the
 configs on all 9 issue shapes):
 
 - BLOCK_N 128 (won every dense DeepSeek-V3 shape); narrower only when N itself is narrow.
-- Contiguous: BLOCK_M 256 from 512 rows a group (:data:`CONTIGUOUS_256_MIN_ROWS`) where its tiles fill
+- Contiguous: BLOCK_M 64 when the segments are aligned to 64 rows only (a larger tile would straddle two
+  experts; unmeasured). Else BLOCK_M 256 from 512 rows a group (:data:`CONTIGUOUS_256_MIN_ROWS`) where its tiles fill
   the SMs within 10 points of 128-row ones, else 128, and 64 only when 128-row tiles would leave SMs
   idle (fewer tiles than SMs). Segments are 128-aligned, so a 256-row tile is two halves that may hold
   two experts; such a tile runs its K loop once per expert, one wave each (the kernel's
@@ -98,7 +99,8 @@ def get_sm90_grouped_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Config:
     bn = block_n_for(desc.n)
     if desc.layout == "m_grouped_contiguous":
         tiles_128 = math.ceil(desc.m / 128) * math.ceil(desc.n / bn)
-        if tiles_128 < facts.num_sms:
+        # segments aligned to 64 rows (set_mk_alignment_for_contiguous_layout): only 64-row tiles stay inside one
+        if desc.alignment < 128 or tiles_128 < facts.num_sms:
             return make_grouped_config(facts, 64, bn, sfa_tma=True)
         if rows_per_group(desc) >= CONTIGUOUS_256_MIN_ROWS and bn == 128 and \
                 _wave_efficiency(desc, facts, 256, bn) + 0.1 >= _wave_efficiency(desc, facts, 128, bn):

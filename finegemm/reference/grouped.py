@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import torch
 
+from ..layout import get_mk_alignment_for_contiguous_layout
 from .dense import BLOCK, dequantize_rows
 
 Pair = tuple[torch.Tensor, torch.Tensor]
 
-ALIGNMENT = 128  # get_mk_alignment_for_contiguous_layout()
-
-
-def _align(x: int, a: int = ALIGNMENT) -> int:
+def _align(x: int, a: int | None = None) -> int:
+    """``x`` rounded up to ``a`` (default: the current ``get_mk_alignment_for_contiguous_layout()``)."""
+    a = a or get_mk_alignment_for_contiguous_layout()
     return (x + a - 1) // a * a
 
 
@@ -30,8 +30,8 @@ def contiguous_row_groups(grouped_layout: torch.Tensor, m: int, use_psum_layout:
     """Expert of every row (int64 ``[M]``, -1 for padding) from either contiguous-layout form.
 
     Per-row form: ``grouped_layout`` itself. PSUM form (int32 ``[G]``): expert ``g`` owns rows
-    ``[align(grouped_layout[g-1], 128), grouped_layout[g])`` (``align(...)`` of the previous end is
-    0 for ``g = 0``); every other row is padding.
+    ``[align(grouped_layout[g-1]), grouped_layout[g])``, ``align`` rounding up to the current
+    ``get_mk_alignment_for_contiguous_layout()`` (0 for ``g = 0``); every other row is padding.
     """
     layout = grouped_layout.detach().cpu().to(torch.int64)
     if not use_psum_layout:

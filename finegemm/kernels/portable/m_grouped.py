@@ -3,7 +3,7 @@
 Every group (expert) shares N and K; only the rows differ.
 
 Contiguous: A is ``[M_total, K]`` with the experts' rows concatenated, each expert segment starting
-on a multiple of ``ALIGN`` (= ``get_mk_alignment_for_contiguous_layout()`` = 128) rows. A program
+on a multiple of ``ALIGN`` (= ``get_mk_alignment_for_contiguous_layout()``, 128 by default) rows. A program
 owns one ``BLOCK_M x BLOCK_N`` tile of D; since ``BLOCK_M`` divides ``ALIGN`` a tile never straddles
 two segments, so the tile's expert is looked up once:
 
@@ -132,6 +132,14 @@ def _scale_args(a: torch.Tensor, d: torch.Tensor, sfa: torch.Tensor | None, sfb:
     flags = dict(IS_FP8=is_fp8, SF_PACKED=is_fp8 and sfa.dtype == torch.int32,
                  UPCAST=not is_fp8 and a.device.type == "cpu")
     return ptrs, strides, flags
+
+
+def contiguous_config(config: PortableConfig, alignment: int) -> PortableConfig:
+    """``config`` with BLOCK_M dividing ``alignment`` (a tile must not straddle two expert segments)."""
+    if alignment % config.block_m == 0:
+        return config
+    block_m = max(bm for bm in (16, 32, 64, 128) if alignment % bm == 0 and bm <= config.block_m)
+    return PortableConfig(block_m, config.block_n, config.block_k, config.num_warps, config.num_stages, config.group_m)
 
 
 def launch_m_grouped_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, grouped_layout: torch.Tensor,

@@ -104,7 +104,7 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32", p
     return triton.compile(src, target=TARGET, options={"num_warps": config.num_warps, "launch_pdl": pdl})
 
 
-def compile_grouped_variant(desc: GemmDesc, config: Sm90Config, use_psum: bool = False, align: int = 128):
+def compile_grouped_variant(desc: GemmDesc, config: Sm90Config, use_psum: bool = False):
     """The compiled m-grouped kernel (``GROUPING`` 1 for ``desc.layout == "m_grouped_contiguous"``, 2 for
     ``"m_grouped_masked"``) exactly as :mod:`.dispatch_grouped` launches it: pointers for ``layout_ptr``
     and ``d_ptr``, every grouped constexpr named (ASTSource applies no defaults). ``desc.m`` is
@@ -127,7 +127,7 @@ def compile_grouped_variant(desc: GemmDesc, config: Sm90Config, use_psum: bool =
         N=desc.n, K=desc.k, BLOCK_M=bm, BLOCK_N=bn, STAGES=config.stages, GROUP_M=config.group_m, SPLIT_K=1,
         SF_PACKED=desc.sf_packed, SFB_PER_CHANNEL=False, HAS_C=False, PIPE_MMA=config.pipe_mma,
         PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS, SMALL_EPI=False, SFA_TMA=config.sfa_tma,
-        **dispatch_grouped.grouped_constexprs(desc, use_psum, align), sfb_desc=None, SFB_TMA=False,
+        **dispatch_grouped.grouped_constexprs(desc, use_psum), sfb_desc=None, SFB_TMA=False,
         K_DYN=False, c_desc=None, C_TMA=False, C_TMA_LATE=False, PDL=False, PDL_CHAIN=0, B_PREFETCH=config.b_prefetch,
         HEAD_SPLITS=(0, 0, 0),
     )

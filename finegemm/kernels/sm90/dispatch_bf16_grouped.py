@@ -30,10 +30,10 @@ from ...jit.device import DeviceFacts
 from ...jit.heuristics import BF16_BLOCK_K, GemmDesc, get_portable_config
 from ...jit.heuristics_sm90 import Sm90Bf16Config
 from ...jit.heuristics_sm90_bf16_grouped import GROUPED_LAYOUTS, get_sm90_bf16_grouped_config
-from ..portable.m_grouped import launch_m_grouped_contiguous, launch_m_grouped_masked
+from ..portable.m_grouped import contiguous_config, launch_m_grouped_contiguous, launch_m_grouped_masked
 from . import gemm_bf16, launcher, layouts
 from .dispatch_bf16 import _desc, _facts_of, _tma_ready
-from .dispatch_grouped import CONTIGUOUS_ALIGN, masked_layout_reason
+from .dispatch_grouped import contiguous_alignment_reason, masked_layout_reason
 
 
 def unsupported_reason(desc: GemmDesc, facts: DeviceFacts) -> str | None:
@@ -65,19 +65,19 @@ def unsupported_reason(desc: GemmDesc, facts: DeviceFacts) -> str | None:
     rows = desc.num_groups * desc.m if desc.layout == "m_grouped_masked" else desc.m
     if rows >= 2**31 or desc.num_groups * max(desc.n, desc.k) >= 2**31:
         return "row indices of the grouped views overflow int32"
-    return None
+    return contiguous_alignment_reason(desc)
 
 
 def get_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Bf16Config:
     return get_sm90_bf16_grouped_config(desc, facts)
 
 
-def grouped_constexprs(desc: GemmDesc, use_psum: bool = False, align: int = CONTIGUOUS_ALIGN) -> dict:
+def grouped_constexprs(desc: GemmDesc, use_psum: bool = False) -> dict:
     """The kernel's grouped constexprs for ``desc`` (every one named: ASTSource applies no defaults)."""
     if desc.layout == "m_grouped_contiguous":
-        return dict(GROUPING=1, NUM_GROUPS=desc.num_groups, GROUP_ROWS=0, USE_PSUM=bool(use_psum), ALIGN=align)
+        return dict(GROUPING=1, NUM_GROUPS=desc.num_groups, GROUP_ROWS=0, USE_PSUM=bool(use_psum), ALIGN=desc.alignment)
     if desc.layout == "m_grouped_masked":
-        return dict(GROUPING=2, NUM_GROUPS=desc.num_groups, GROUP_ROWS=desc.m, USE_PSUM=False, ALIGN=align)
+        return dict(GROUPING=2, NUM_GROUPS=desc.num_groups, GROUP_ROWS=desc.m, USE_PSUM=False, ALIGN=desc.alignment)
     raise ValueError(f"grouped_constexprs takes an m-grouped desc, got layout {desc.layout!r}")
 
 
@@ -86,7 +86,7 @@ def kernel_meta(desc: GemmDesc, config: Sm90Bf16Config, use_psum: bool = False) 
     return dict(
         N=desc.n, K=desc.k, BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
         STAGES=config.stages, GROUP_M=config.group_m, A_MN_MAJOR=not desc.a_k_major,
-        B_MN_MAJOR=not desc.b_k_major, **grouped_constexprs(desc, use_psum, CONTIGUOUS_ALIGN),
+        B_MN_MAJOR=not desc.b_k_major, **grouped_constexprs(desc, use_psum),
         PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS, B_PREFETCH=config.b_prefetch,
     )
 
@@ -182,8 +182,7 @@ def _run(key: tuple, build: Callable[[], tuple | None], portable: Callable[[], N
 
 
 def _portable_config(desc: GemmDesc, config: Sm90Bf16Config):
-    # portable GPU tiles are 64 or 128 rows: both divide the contiguous alignment
-    return get_portable_config(desc, _facts_of(config))
+    return contiguous_config(get_portable_config(desc, _facts_of(config)), desc.alignment)
 
 
 def m_grouped_bf16_gemm_contiguous(desc: GemmDesc, config: Sm90Bf16Config, a: torch.Tensor, sfa: None,
@@ -195,7 +194,7 @@ def m_grouped_bf16_gemm_contiguous(desc: GemmDesc, config: Sm90Bf16Config, a: to
     key = ("contiguous", desc, config, bool(use_psum_layout), a.get_device(),
            _tensor_key(a, b, d, grouped_layout))
     _run(key, lambda: _contiguous_plan(desc, config, a, b, d, grouped_layout, use_psum_layout),
-         lambda: launch_m_grouped_contiguous(a, b, d, grouped_layout, None, None, use_psum_layout, CONTIGUOUS_ALIGN,
+         lambda: launch_m_grouped_contiguous(a, b, d, grouped_layout, None, None, use_psum_layout, desc.alignment,
                                              _portable_config(desc, config)))
 
 

@@ -29,12 +29,8 @@ from ...jit.device import DeviceFacts
 from ...jit.heuristics import GemmDesc
 from ...jit.heuristics_sm90 import Sm90Config
 from ...jit.heuristics_sm90_grouped import GROUPED_LAYOUTS, get_sm90_grouped_config
-from ...layout import MK_ALIGNMENT_FOR_CONTIGUOUS_LAYOUT
 from . import gemm_1d2d, launcher, layouts
 from .dispatch import _desc, _scale_desc
-
-# get_mk_alignment_for_contiguous_layout(): every contiguous segment starts on a multiple of it
-CONTIGUOUS_ALIGN = MK_ALIGNMENT_FOR_CONTIGUOUS_LAYOUT
 
 
 def unsupported_reason(desc: GemmDesc, facts: DeviceFacts) -> str | None:
@@ -56,6 +52,15 @@ def unsupported_reason(desc: GemmDesc, facts: DeviceFacts) -> str | None:
         return f"N={desc.n} rows of the BF16 D are not 16-byte aligned for the TMA store"
     if desc.layout == "m_grouped_masked" and desc.num_groups * desc.m >= 2**31:
         return "G * max_m rows overflow int32 row indices"
+    return contiguous_alignment_reason(desc)
+
+
+def contiguous_alignment_reason(desc: GemmDesc) -> str | None:
+    """Why the sm90 grouped kernels cannot tile a contiguous ``desc``'s segments (None: they can): their tiles
+    are at least 64 rows (one WGMMA) and must not straddle two segments."""
+    if desc.layout == "m_grouped_contiguous" and desc.alignment % 64:
+        return (f"contiguous segments aligned to {desc.alignment} rows: the sm90 tiles (64 rows or more) would "
+                "straddle two experts")
     return None
 
 
@@ -69,7 +74,7 @@ def sf_cols(k: int, packed: bool) -> int:
     return math.ceil(sfk / 4) if packed else sfk
 
 
-def grouped_constexprs(desc: GemmDesc, use_psum: bool = False, align: int = CONTIGUOUS_ALIGN) -> dict:
+def grouped_constexprs(desc: GemmDesc, use_psum: bool = False) -> dict:
     """The kernel's grouped constexprs for ``desc`` (every one named: ASTSource applies no defaults).
 
     Strides follow the required scale layout (finegemm.layout): sfb ``[G, ceil(N/128), SFK]`` contiguous;
@@ -79,11 +84,11 @@ def grouped_constexprs(desc: GemmDesc, use_psum: bool = False, align: int = CONT
     sfb_stride_g = math.ceil(desc.n / 128) * cols
     if desc.layout == "m_grouped_contiguous":
         return dict(GROUPING=1, NUM_GROUPS=desc.num_groups, GROUP_ROWS=0, SFK_ROWS=0, SFA_STRIDE_G=0,
-                    SFB_STRIDE_G=sfb_stride_g, USE_PSUM=bool(use_psum), ALIGN=align)
+                    SFB_STRIDE_G=sfb_stride_g, USE_PSUM=bool(use_psum), ALIGN=desc.alignment)
     if desc.layout == "m_grouped_masked":
         m_aligned = (desc.m + 3) // 4 * 4
         return dict(GROUPING=2, NUM_GROUPS=desc.num_groups, GROUP_ROWS=desc.m, SFK_ROWS=cols,
-                    SFA_STRIDE_G=cols * m_aligned, SFB_STRIDE_G=sfb_stride_g, USE_PSUM=False, ALIGN=align)
+                    SFA_STRIDE_G=cols * m_aligned, SFB_STRIDE_G=sfb_stride_g, USE_PSUM=False, ALIGN=desc.alignment)
     raise ValueError(f"grouped_constexprs takes an m-grouped desc, got layout {desc.layout!r}")
 
 
@@ -96,7 +101,7 @@ def _meta(desc: GemmDesc, config: Sm90Config, sfa: torch.Tensor, use_psum: bool,
         GROUP_M=config.group_m, SPLIT_K=1, SF_PACKED=sfa.dtype == torch.int32, SFB_PER_CHANNEL=False,
         HAS_C=False, PIPE_MMA=config.pipe_mma, PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS,
         SMALL_EPI=False, SFA_TMA=sfa_tma, num_warps=config.num_warps, B_PREFETCH=config.b_prefetch,
-        **grouped_constexprs(desc, use_psum, CONTIGUOUS_ALIGN),
+        **grouped_constexprs(desc, use_psum),
     )
 
 

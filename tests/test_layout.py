@@ -64,7 +64,7 @@ def test_path_b_inside_the_gemm_does_not_copy(monkeypatch):
 
     seen = {}
 
-    def spy(a, sfa, b, sfb, d, c, per_block, config):
+    def spy(a, sfa, b, sfb, d, c, per_block, config, head_splits=None):
         seen["sfa"], seen["sfb"] = sfa.data_ptr(), sfb.data_ptr()
 
     monkeypatch.setattr(gemm_api, "launch_fp8_gemm", spy)

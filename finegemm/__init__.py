@@ -8,6 +8,8 @@ from .jit.env import apply_cache_dir as _apply_cache_dir
 _apply_cache_dir()
 
 from .api.attention import (
+    fp8_fp4_mqa_logits,
+    fp8_fp4_paged_mqa_logits,
     fp8_mqa_logits,
     fp8_paged_mqa_logits,
     get_paged_mqa_logits_metadata,
@@ -70,7 +72,8 @@ __all__ = [
     "fp8_m_grouped_gemm_nt_masked", "k_grouped_fp8_gemm_nt_contiguous", "k_grouped_fp8_gemm_tn_contiguous",
     "m_grouped_bf16_gemm_nt_contiguous", "m_grouped_bf16_gemm_nn_contiguous", "m_grouped_bf16_gemm_nt_masked",
     "k_grouped_bf16_gemm_tn_contiguous",
-    "fp8_mqa_logits", "fp8_paged_mqa_logits", "get_paged_mqa_logits_metadata", "pack_paged_kv_cache",
+    "fp8_mqa_logits", "fp8_paged_mqa_logits", "fp8_fp4_mqa_logits", "fp8_fp4_paged_mqa_logits",
+    "get_paged_mqa_logits_metadata", "pack_paged_kv_cache",
     "get_tma_aligned_size", "get_mn_major_tma_aligned_tensor", "get_mn_major_tma_aligned_packed_ue8m0_tensor",
     "transform_sf_into_required_layout", "get_mk_alignment_for_contiguous_layout", "set_num_sms", "get_num_sms",
     "set_mk_alignment_for_contiguous_layout", "get_theoretical_mk_alignment_for_contiguous_layout",

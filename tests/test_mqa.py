@@ -13,6 +13,7 @@ import dataclasses
 import pytest
 import torch
 
+import finegemm
 from finegemm.api import attention
 from finegemm.api.attention import (
     fp8_mqa_logits,
@@ -540,3 +541,30 @@ def test_gpu_paged_mqa_logits_realistic(next_n, lens_2d):
     again = fp8_paged_mqa_logits(q, cache, w, ctx, table, meta, max_len, clean_logits=True)
     assert torch.equal(torch.nan_to_num(out), torch.nan_to_num(again))
 
+
+
+# ------------------------------------------------------------------------------ DeepGEMM 2.8's names
+def test_fp8_fp4_names_are_the_fp8_ops():
+    """``fp8_fp4_mqa_logits`` / ``fp8_fp4_paged_mqa_logits`` take ``q`` as ``(q, None)`` (or the tensor) and give
+    the FP8 ops' results bit for bit; Blackwell-only arguments are rejected by name."""
+    args = _mqa_args()
+    want = finegemm.fp8_mqa_logits(**args)
+    q = args.pop("q")
+    for q_arg in ((q, None), q):
+        assert torch.equal(finegemm.fp8_fp4_mqa_logits(q_arg, **args), want)
+    with pytest.raises(ValueError, match=r"q\[1\] .* must be None"):
+        finegemm.fp8_fp4_mqa_logits((q, torch.zeros(1, dtype=torch.int32)), **args)
+    with pytest.raises(ValueError, match="schedule_meta .* must be None"):
+        finegemm.fp8_fp4_mqa_logits(q, **args, schedule_meta=torch.zeros(1))
+    with pytest.raises(TypeError, match="a pair"):
+        finegemm.fp8_fp4_mqa_logits((q,), **args)
+
+    paged = _paged_args()
+    want = finegemm.fp8_paged_mqa_logits(**paged)
+    q = paged.pop("q")
+    got = finegemm.fp8_fp4_paged_mqa_logits((q, None), **paged)
+    assert torch.equal(got.nan_to_num(), want.nan_to_num())
+    with pytest.raises(ValueError, match="indices .* not supported"):
+        finegemm.fp8_fp4_paged_mqa_logits(q, **paged, indices=torch.zeros(2, dtype=torch.int32))
+    with pytest.raises(ValueError, match="indices .* not supported"):
+        finegemm.get_paged_mqa_logits_metadata(paged["context_lens"], 64, 2, indices=torch.zeros(2))

@@ -327,7 +327,8 @@ def _check_context_lens(context_lens: object, batch: int | None = None, next_n: 
     return context_lens
 
 
-def get_paged_mqa_logits_metadata(context_lens: torch.Tensor, block_kv: int, num_sms: int) -> torch.Tensor:
+def get_paged_mqa_logits_metadata(context_lens: torch.Tensor, block_kv: int, num_sms: int,
+                                  indices: torch.Tensor | None = None) -> torch.Tensor:
     """Work schedule for :func:`fp8_paged_mqa_logits`: int32 ``[num_sms + 1, 2]`` on ``context_lens``' device.
 
     Each batch element ``b`` is cut into ``ceil(L_b / 256)`` work items of 256 keys, ``L_b`` its largest
@@ -342,7 +343,9 @@ def get_paged_mqa_logits_metadata(context_lens: torch.Tensor, block_kv: int, num
             does not depend on it beyond this check.
         num_sms: slots to balance over, usually ``get_num_sms()``; any positive count works (the logits
             op launches one slot per row).
+        indices: DeepGEMM 2.8's variable-length batches (SM100 and SM120 only there); must be None.
     """
+    _no_varlen_indices(indices)
     context_lens = _check_context_lens(context_lens)
     block_kv = _check_int("block_kv", block_kv, 1)
     if block_kv not in SUPPORTED_BLOCK_KV:
@@ -379,6 +382,7 @@ def fp8_paged_mqa_logits(
     max_context_len: int,
     clean_logits: bool = False,
     logits_dtype: torch.dtype = torch.float32,
+    indices: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Lightning-indexer logits of ``next_n`` new tokens per sequence against a paged FP8 key cache.
 
@@ -402,6 +406,7 @@ def fp8_paged_mqa_logits(
         clean_logits: True: ``-inf`` at every column ``>= ctx(b, t)``. False (DeepGEMM's default): columns
             in 256-key splits past a sequence's largest context are left unwritten; the others are ``-inf``.
         logits_dtype: torch.float32 or torch.bfloat16.
+        indices: DeepGEMM 2.8's variable-length batches (SM100 and SM120 only there); must be None.
 
     Returns:
         ``logits_dtype`` ``[B * next_n, max_context_len]``, a row-padded view (rows every 64 elements).
@@ -412,6 +417,7 @@ def fp8_paged_mqa_logits(
     are clamped to ``[0, B]`` and a schedule that does not match the lens leaves some items unwritten but
     never reads or writes out of bounds.
     """
+    _no_varlen_indices(indices)
     if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/torch_ops.py)
         return torch_ops.fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta,
                                               max_context_len, clean_logits, logits_dtype)
@@ -530,3 +536,60 @@ def _plan_paged(q: object, kv_cache: object, weights: object, context_lens: obje
 
 __all__ = ["fp8_mqa_logits", "fp8_paged_mqa_logits", "get_paged_mqa_logits_metadata", "pack_paged_kv_cache",
            "SPLIT_KV"]
+
+
+# ------------------------------------------------------------------------------ DeepGEMM 2.8's names
+def _no_varlen_indices(indices: object) -> None:
+    if indices is not None:
+        raise ValueError("indices (DeepGEMM's variable-length paged batches, an SM100/SM120 feature) is not "
+                         "supported: pass None and one row of block_table per sequence")
+
+
+def _fp8_query(q: object) -> torch.Tensor:
+    """``q`` of the ``fp8_fp4_*`` entries: an e4m3 tensor, or ``(q_fp8, None)``; FP4 queries with their MX scales
+    are Blackwell formats, rejected here."""
+    if isinstance(q, (tuple, list)):
+        if len(q) != 2:
+            raise TypeError(f"q must be an e4m3 tensor or a pair (q, q_sf); got a sequence of {len(q)}")
+        q, q_sf = q
+        if q_sf is not None:
+            raise ValueError("q[1] (per-block MX scales of an FP4 query, a Blackwell format) must be None: "
+                             "finegemm's indexer takes e4m3 queries")
+    return q
+
+
+def fp8_fp4_mqa_logits(
+    q: torch.Tensor | tuple[torch.Tensor, None],
+    kv: tuple[torch.Tensor, torch.Tensor],
+    weights: torch.Tensor,
+    cu_seq_len_k_start: torch.Tensor,
+    cu_seq_len_k_end: torch.Tensor,
+    clean_logits: bool = True,
+    max_seqlen_k: int = 0,
+    logits_dtype: torch.dtype = torch.float32,
+    schedule_meta: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """DeepGEMM 2.8's name of :func:`fp8_mqa_logits`: ``q`` is ``(q_fp8, None)`` (or the tensor); ``schedule_meta``
+    (SM100's) must be None. FP4 queries and keys are Blackwell formats and are rejected."""
+    if schedule_meta is not None:
+        raise ValueError("schedule_meta (SM100's prefill schedule) must be None: fp8_mqa_logits needs none")
+    return fp8_mqa_logits(_fp8_query(q), kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits,
+                          max_seqlen_k, logits_dtype)
+
+
+def fp8_fp4_paged_mqa_logits(
+    q: torch.Tensor | tuple[torch.Tensor, None],
+    kv_cache: torch.Tensor,
+    weights: torch.Tensor,
+    context_lens: torch.Tensor,
+    block_table: torch.Tensor,
+    schedule_meta: torch.Tensor,
+    max_context_len: int,
+    clean_logits: bool = False,
+    logits_dtype: torch.dtype = torch.float32,
+    indices: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """DeepGEMM 2.8's name of :func:`fp8_paged_mqa_logits`: ``q`` is ``(q_fp8, None)`` (or the tensor); ``indices``
+    must be None."""
+    return fp8_paged_mqa_logits(_fp8_query(q), kv_cache, weights, context_lens, block_table, schedule_meta,
+                                max_context_len, clean_logits, logits_dtype, indices)

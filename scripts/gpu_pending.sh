@@ -22,7 +22,7 @@
 #                                   head-split GEMM, einsum, the unaligned-d fallback), then the harness
 #                                   suites never run on a GPU: paged-mqa (DeepGEMM's paged anchors) and k-grouped
 #                                   (DeepGEMM's total K), with --kernel-time, then the mqa and grouped suites
-#   Session 13's order (30 min of device time will not hold all): 8, 9, 11, 12, 10.
+#   The next GPU session's order (30 min of device time will not hold all): 8, 9, 11, 12, 10, 13.
 #   bash scripts/gpu_pending.sh 9   (after the 12th session; from branch wip/multicast-dense, whose scripts and tests it
 #                                   runs) the multicast probe, the cluster / multicast GPU tests (under a timeout and
 #                                   verbose: a deadlocked cluster hangs, the log names the test), then

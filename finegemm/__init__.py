@@ -53,12 +53,17 @@ from .layout import (
     transform_sf_into_required_layout,
 )
 from .quant import (
+    align,
+    ceil_div,
     ceil_to_ue8m0,
     pack_ue8m0,
+    pack_ue8m0_to_int,
     per_block_cast_to_fp8,
     per_channel_cast_to_fp8,
+    per_custom_dims_cast_to_fp8,
     per_token_cast_to_fp8,
     unpack_ue8m0,
+    unpack_ue8m0_from_int,
 )
 from .reference import calc_diff
 from .runtime import get_pdl, set_ignore_compile_dims, set_pdl, use_deterministic_algorithms
@@ -79,6 +84,7 @@ __all__ = [
     "set_mk_alignment_for_contiguous_layout", "get_theoretical_mk_alignment_for_contiguous_layout",
     "get_k_alignment_for_k_grouped",
     "per_token_cast_to_fp8", "per_channel_cast_to_fp8", "per_block_cast_to_fp8", "ceil_to_ue8m0",
-    "pack_ue8m0", "unpack_ue8m0", "calc_diff", "fp8_linear", "fp8_grouped_linear", "FP8Linear",
+    "pack_ue8m0", "unpack_ue8m0", "pack_ue8m0_to_int", "unpack_ue8m0_from_int", "per_custom_dims_cast_to_fp8",
+    "ceil_div", "align", "calc_diff", "fp8_linear", "fp8_grouped_linear", "FP8Linear",
     "einsum", "fp8_einsum", "set_pdl", "get_pdl", "use_deterministic_algorithms", "set_ignore_compile_dims",
 ]

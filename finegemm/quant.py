@@ -23,18 +23,48 @@ AMAX_FLOOR = 1e-4
 
 __all__ = [
     "FP8_E4M3_MAX",
+    "ceil_div",
+    "align",
     "ceil_to_ue8m0",
     "per_token_cast_to_fp8",
     "per_channel_cast_to_fp8",
     "per_block_cast_to_fp8",
+    "per_custom_dims_cast_to_fp8",
     "pack_ue8m0",
     "unpack_ue8m0",
+    "pack_ue8m0_to_int",
+    "unpack_ue8m0_from_int",
     "ue8m0_to_fp32",
 ]
 
 
 def _ceil_div(a: int, b: int) -> int:
     return (a + b - 1) // b
+
+
+def ceil_div(x: int, y: int) -> int:
+    """``ceil(x / y)`` for ints (DeepGEMM's ``ceil_div``)."""
+    return _ceil_div(x, y)
+
+
+def align(x: int, y: int) -> int:
+    """``x`` rounded up to a multiple of ``y`` (DeepGEMM's ``align``)."""
+    return _ceil_div(x, y) * y
+
+
+def _check_gran(fn: str, gran_k: int) -> int:
+    if isinstance(gran_k, bool) or not isinstance(gran_k, int) or gran_k <= 0:
+        raise ValueError(f"{fn}: gran_k must be a positive int, got {gran_k!r}")
+    return gran_k
+
+
+def _packed(fn: str, sf: torch.Tensor, use_ue8m0: bool, use_packed_ue8m0: bool) -> torch.Tensor:
+    """``sf`` packed four UE8M0 exponents an int32 along its last dim (``use_packed_ue8m0``), else as it is."""
+    if not use_packed_ue8m0:
+        return sf
+    if not use_ue8m0:
+        raise ValueError(f"{fn}: use_packed_ue8m0 needs use_ue8m0=True (only power-of-two scales pack)")
+    return pack_ue8m0(sf)
 
 
 def ceil_to_ue8m0(x: torch.Tensor) -> torch.Tensor:
@@ -55,64 +85,94 @@ def _to_fp8(x: torch.Tensor) -> torch.Tensor:
     return x.clamp(-FP8_E4M3_MAX, FP8_E4M3_MAX).to(torch.float8_e4m3fn)
 
 
-def per_token_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+def per_token_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool = False, gran_k: int = BLOCK,
+                          use_packed_ue8m0: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Quantize activations with one scale per row per 128 columns (the ``1x128`` LHS recipe).
 
     Args:
         x: ``[M, K]`` floating tensor (any float dtype, any device).
         use_ue8m0: round scales up to powers of two.
+        gran_k: columns per scale (128: what every finegemm GEMM reads; others for DeepGEMM's other formats).
+        use_packed_ue8m0: return the scales packed (:func:`pack_ue8m0`; needs ``use_ue8m0``).
 
     Returns:
-        ``(x_fp8, sf)``: ``x_fp8`` e4m3 ``[M, K]`` contiguous; ``sf`` fp32 ``[M, ceil(K/128)]`` contiguous.
+        ``(x_fp8, sf)``: ``x_fp8`` e4m3 ``[M, K]`` contiguous; ``sf`` fp32 ``[M, ceil(K/gran_k)]`` contiguous
+        (packed: int32 ``[M, ceil(ceil(K/gran_k)/4)]``).
     """
     if x.dim() != 2:
         raise ValueError(f"per_token_cast_to_fp8: x must be 2-D [M, K], got shape {tuple(x.shape)}")
+    gran = _check_gran("per_token_cast_to_fp8", gran_k)
     m, k = x.shape
-    kb = _ceil_div(k, BLOCK)
-    padded = torch.zeros((m, kb * BLOCK), dtype=torch.float32, device=x.device)
+    kb = _ceil_div(k, gran)
+    padded = torch.zeros((m, kb * gran), dtype=torch.float32, device=x.device)
     padded[:, :k] = x.float()
-    view = padded.view(m, kb, BLOCK)
+    view = padded.view(m, kb, gran)
     sf = _scale_from_amax(view.abs().amax(dim=2), use_ue8m0)
-    q = _to_fp8(view / sf.unsqueeze(2)).view(m, kb * BLOCK)[:, :k].contiguous()
-    return q, sf
+    q = _to_fp8(view / sf.unsqueeze(2)).view(m, kb * gran)[:, :k].contiguous()
+    return q, _packed("per_token_cast_to_fp8", sf, use_ue8m0, use_packed_ue8m0)
 
 
-def per_channel_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+def per_channel_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool = False,
+                            gran_k: int = BLOCK) -> tuple[torch.Tensor, torch.Tensor]:
     """Quantize with one scale per column per 128 rows (the RHS of the ``1d1d`` recipe given as ``[K, N]``).
 
     Args:
-        x: ``[K, N]`` floating tensor; blocks of 128 run along dim 0.
+        x: ``[K, N]`` floating tensor; blocks of ``gran_k`` (128) run along dim 0.
         use_ue8m0: round scales up to powers of two.
+        gran_k: rows per scale.
 
     Returns:
-        ``(x_fp8, sf)``: e4m3 ``[K, N]`` contiguous and fp32 ``[ceil(K/128), N]`` contiguous.
+        ``(x_fp8, sf)``: e4m3 ``[K, N]`` contiguous and fp32 ``[ceil(K/gran_k), N]`` contiguous.
     """
     if x.dim() != 2:
         raise ValueError(f"per_channel_cast_to_fp8: x must be 2-D [K, N], got shape {tuple(x.shape)}")
-    q_t, sf_t = per_token_cast_to_fp8(x.t(), use_ue8m0)
+    q_t, sf_t = per_token_cast_to_fp8(x.t(), use_ue8m0, _check_gran("per_channel_cast_to_fp8", gran_k))
     return q_t.t().contiguous(), sf_t.t().contiguous()
 
 
-def per_block_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+def per_block_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool = False,
+                          gran_k: int = BLOCK) -> tuple[torch.Tensor, torch.Tensor]:
     """Quantize weights with one scale per 128x128 block (the ``128x128`` RHS recipe).
 
     Args:
         x: ``[N, K]`` floating tensor.
         use_ue8m0: round scales up to powers of two.
+        gran_k: the block's side (128).
 
     Returns:
-        ``(x_fp8, sf)``: e4m3 ``[N, K]`` contiguous and fp32 ``[ceil(N/128), ceil(K/128)]`` contiguous.
+        ``(x_fp8, sf)``: e4m3 ``[N, K]`` contiguous and fp32 ``[ceil(N/gran_k), ceil(K/gran_k)]`` contiguous.
     """
     if x.dim() != 2:
         raise ValueError(f"per_block_cast_to_fp8: x must be 2-D [N, K], got shape {tuple(x.shape)}")
+    gran = _check_gran("per_block_cast_to_fp8", gran_k)
     n, k = x.shape
-    nb, kb = _ceil_div(n, BLOCK), _ceil_div(k, BLOCK)
-    padded = torch.zeros((nb * BLOCK, kb * BLOCK), dtype=torch.float32, device=x.device)
+    nb, kb = _ceil_div(n, gran), _ceil_div(k, gran)
+    padded = torch.zeros((nb * gran, kb * gran), dtype=torch.float32, device=x.device)
     padded[:n, :k] = x.float()
-    view = padded.view(nb, BLOCK, kb, BLOCK)
+    view = padded.view(nb, gran, kb, gran)
     sf = _scale_from_amax(view.abs().amax(dim=(1, 3)), use_ue8m0)
-    q = _to_fp8(view / sf[:, None, :, None]).view(nb * BLOCK, kb * BLOCK)[:n, :k].contiguous()
+    q = _to_fp8(view / sf[:, None, :, None]).view(nb * gran, kb * gran)[:n, :k].contiguous()
     return q, sf
+
+
+def per_custom_dims_cast_to_fp8(x: torch.Tensor, dims: tuple[int, ...],
+                                use_ue8m0: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Quantize with one scale per index of the dims ``dims``, over all the others (DeepGEMM's name; e.g.
+    ``dims=(0,)`` on a ``[S_kv, D]`` key cache gives the per-key scales ``fp8_mqa_logits`` reads).
+
+    Returns ``(x_fp8, sf)``: e4m3 of ``x``'s shape and fp32 scales of the ``dims``' sizes (in ``dims``' order of
+    ``x``'s dims), with ``x ≈ x_fp8 * sf`` broadcast back over the other dims.
+    """
+    if not isinstance(dims, (tuple, list)) or not all(isinstance(d, int) and not isinstance(d, bool) for d in dims):
+        raise TypeError(f"per_custom_dims_cast_to_fp8: dims must be a tuple of ints, got {dims!r}")
+    kept = sorted({d % x.dim() for d in dims}) if x.dim() else []
+    if len(kept) != len(dims):
+        raise ValueError(f"per_custom_dims_cast_to_fp8: dims must name distinct dims of a {x.dim()}-D x, got {dims}")
+    others = tuple(i for i in range(x.dim()) if i not in kept)
+    xf = x.float()
+    amax = xf.abs().amax(dim=others, keepdim=True) if others else xf.abs()
+    sf = _scale_from_amax(amax, use_ue8m0)
+    return _to_fp8(xf / sf), sf.reshape([x.shape[d] for d in kept])
 
 
 def _ue8m0_exponents(sf: torch.Tensor) -> torch.Tensor:
@@ -138,6 +198,19 @@ def pack_ue8m0(sf: torch.Tensor) -> torch.Tensor:
     padded = padded.view(*exps.shape[:-1], words, 4)
     packed = padded[..., 0] | (padded[..., 1] << 8) | (padded[..., 2] << 16) | (padded[..., 3] << 24)
     return packed.contiguous()
+
+
+def pack_ue8m0_to_int(sf: torch.Tensor) -> torch.Tensor:
+    """DeepGEMM's name of :func:`pack_ue8m0` for a last dim that is a multiple of 4 (fp32 ``[..., 4W]`` →
+    int32 ``[..., W]``)."""
+    if sf.dim() == 0 or sf.shape[-1] % 4:
+        raise ValueError(f"pack_ue8m0_to_int: the last dim must be a multiple of 4, got shape {tuple(sf.shape)}")
+    return pack_ue8m0(sf)
+
+
+def unpack_ue8m0_from_int(packed: torch.Tensor) -> torch.Tensor:
+    """Inverse of :func:`pack_ue8m0_to_int`: int32 ``[..., W]`` → fp32 ``[..., 4W]``."""
+    return unpack_ue8m0(packed, packed.shape[-1] * 4)
 
 
 def ue8m0_to_fp32(exps: torch.Tensor) -> torch.Tensor:

@@ -9,6 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import finegemm
 from finegemm import quant
 from finegemm.reference import dequantize_rows
 
@@ -112,3 +113,51 @@ def test_pack_rejects_non_power_of_two_scales():
 def test_cast_rejects_non_2d_input():
     with pytest.raises(ValueError, match="2-D"):
         quant.per_token_cast_to_fp8(torch.randn(2, 3, 4))
+
+
+# ---------------------------------------------------------------------------- DeepGEMM's utils names
+def test_deepgemm_utils_signatures():
+    """DeepGEMM's ``per_token_cast_to_fp8(x, use_ue8m0, gran_k, use_packed_ue8m0)`` and its other utils: the same
+    arithmetic at any scale granularity, packed scales equal to pack_ue8m0 of the plain ones."""
+    x = torch.randn(33, 300) * 5
+    q, sf = finegemm.per_token_cast_to_fp8(x, True, gran_k=32)
+    assert sf.shape == (33, 10)
+    back = q.float() * sf.repeat_interleave(32, dim=1)[:, :300]
+    assert torch.allclose(back, x, rtol=0.07, atol=1e-3)
+    q128, sf128 = finegemm.per_token_cast_to_fp8(x, True)
+    qp, packed = finegemm.per_token_cast_to_fp8(x, True, 128, use_packed_ue8m0=True)
+    assert torch.equal(qp.view(torch.uint8), q128.view(torch.uint8))
+    assert torch.equal(packed, finegemm.pack_ue8m0(sf128)) and packed.dtype == torch.int32
+    with pytest.raises(ValueError, match="use_packed_ue8m0 needs use_ue8m0=True"):
+        finegemm.per_token_cast_to_fp8(x, False, use_packed_ue8m0=True)
+    with pytest.raises(ValueError, match="gran_k must be a positive int"):
+        finegemm.per_block_cast_to_fp8(x, gran_k=0)
+    qb, sfb = finegemm.per_block_cast_to_fp8(x, gran_k=64)
+    assert sfb.shape == (1, 5)
+    assert torch.allclose(qb.float() * sfb.repeat_interleave(64, 0).repeat_interleave(64, 1)[:33, :300], x,
+                          rtol=0.07, atol=1e-2)
+    _, sfc = finegemm.per_channel_cast_to_fp8(x, gran_k=16)
+    assert sfc.shape == (3, 300)
+    assert finegemm.ceil_div(300, 128) == 3 and finegemm.align(300, 128) == 384
+
+
+def test_per_custom_dims_cast():
+    kv = torch.randn(50, 64) * torch.linspace(0.1, 10, 50)[:, None]
+    q, sf = finegemm.per_custom_dims_cast_to_fp8(kv, (0,), False)
+    assert q.dtype == torch.float8_e4m3fn and q.shape == kv.shape and sf.shape == (50,)
+    assert torch.allclose(sf, kv.abs().amax(dim=1).clamp(min=1e-4) / 448)
+    assert torch.allclose(q.float() * sf[:, None], kv, rtol=0.07, atol=1e-3)
+    q3, sf3 = finegemm.per_custom_dims_cast_to_fp8(torch.randn(4, 6, 8), (0, -1), True)
+    assert sf3.shape == (4, 8) and bool((finegemm.ceil_to_ue8m0(sf3) == sf3).all())
+    with pytest.raises(ValueError, match="distinct dims"):
+        finegemm.per_custom_dims_cast_to_fp8(kv, (0, 0), False)
+    with pytest.raises(TypeError, match="tuple of ints"):
+        finegemm.per_custom_dims_cast_to_fp8(kv, 0, False)
+
+
+def test_pack_ue8m0_to_int_round_trip():
+    sf = finegemm.ceil_to_ue8m0(torch.rand(7, 8) + 0.01)
+    packed = finegemm.pack_ue8m0_to_int(sf)
+    assert packed.shape == (7, 2) and torch.equal(finegemm.unpack_ue8m0_from_int(packed), sf)
+    with pytest.raises(ValueError, match="multiple of 4"):
+        finegemm.pack_ue8m0_to_int(sf[:, :6])

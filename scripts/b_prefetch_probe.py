@@ -13,18 +13,17 @@ $OUT/b_prefetch_probe.json, rewritten after each shape).
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import json
 import os
 import sys
 from pathlib import Path
 
 import torch
-import triton
 
 import finegemm
 from finegemm.bench.inputs import make_inputs
 from finegemm.bench.suites import BF16_NK, dense_cases
+from finegemm.bench.sysinfo import probe_record
 from finegemm.bench.timer import L2Flush, time_cuda
 from finegemm.jit.device import device_facts
 from finegemm.jit.heuristics import GemmDesc
@@ -103,11 +102,8 @@ def main() -> None:
     parts = sys.argv[1:] or ["dense", "masked", "bf16"]
     dev = torch.device("cuda")
     flush, facts = L2Flush(dev), device_facts(dev)
-    commit = Path(".commit").read_text().strip() if Path(".commit").exists() else "unknown"
-    result = dict(what=__doc__.splitlines()[0], gpu=torch.cuda.get_device_name(dev), torch=torch.__version__,
-                  triton=triton.__version__, commit=commit,
-                  date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                  method="CUDA events, 1 GiB L2 flush (zero) before each call, 3 warm-ups, median of 20", rows=[])
+    result = probe_record(__doc__.splitlines()[0], dev, "CUDA events, 1 GiB L2 flush (zero) before each call, "
+                          "3 warm-ups, median of 20")
     out = Path(os.environ.get("OUT", ".")) / "b_prefetch_probe.json"
     for part in parts:
         for row in {"dense": dense_rows, "masked": masked_rows, "bf16": bf16_rows}[part](dev, flush, facts):

@@ -13,18 +13,17 @@ Usage: PYTHONPATH=. python3 scripts/c_epilogue_probe.py (JSON to $OUT/c_epilogue
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import json
 import os
 from pathlib import Path
 from typing import Callable
 
 import torch
-import triton
 
 import finegemm
 from finegemm.bench.inputs import make_inputs
 from finegemm.bench.suites import weight_grad_cases
+from finegemm.bench.sysinfo import probe_record
 from finegemm.bench.timer import L2Flush, time_cuda
 from finegemm.jit.device import device_facts
 from finegemm.jit.heuristics import GemmDesc
@@ -82,11 +81,7 @@ def run_shapes(what: str, probe_fn: Callable[..., dict], shapes: list[tuple[int,
     dev = torch.device("cuda")
     flush = L2Flush(dev)
     facts = device_facts(dev)
-    commit = Path(".commit").read_text().strip() if Path(".commit").exists() else "unknown"
-    result = dict(what=what, gpu=torch.cuda.get_device_name(dev), torch=torch.__version__,
-                  triton=triton.__version__, commit=commit,
-                  date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                  method="CUDA events, 1 GiB L2 flush before each call, 3 warm-ups, median of 20", rows=[])
+    result = probe_record(what, dev, "CUDA events, 1 GiB L2 flush before each call, 3 warm-ups, median of 20")
     out = Path(os.environ.get("OUT", ".")) / out_name
     for m, n, k in shapes:
         result["rows"].append(probe_fn(m, n, k, dev, flush, facts))

@@ -10,15 +10,14 @@ $OUT/einsum_bench.json, with GPU, versions, commit and date).
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 from pathlib import Path
 
 import torch
-import triton
 
 import finegemm
+from finegemm.bench.sysinfo import probe_record
 from finegemm.bench.timer import L2Flush, time_cuda
 from finegemm.reference import calc_diff
 from finegemm.reference.einsum import einsum as ref_einsum
@@ -80,11 +79,8 @@ def probe(expr: str, b: int, dev: torch.device, flush: L2Flush) -> dict:
 def main() -> None:
     dev = torch.device("cuda")
     flush = L2Flush(dev)
-    commit = Path(".commit").read_text().strip() if Path(".commit").exists() else "unknown"
-    result = dict(what=__doc__.splitlines()[0], gpu=torch.cuda.get_device_name(dev), torch=torch.__version__,
-                  triton=triton.__version__, commit=commit,
-                  date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                  method="CUDA events, 1 GiB L2 flush before each call, 3 warm-ups, median of 20", rows=[])
+    result = probe_record(__doc__.splitlines()[0], dev, "CUDA events, 1 GiB L2 flush before each call, 3 warm-ups, "
+                          "median of 20")
     out = Path(os.environ.get("OUT", ".")) / "einsum_bench.json"
     for expr, b in CASES:
         result["rows"].append(probe(expr, b, dev, flush))

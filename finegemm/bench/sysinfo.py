@@ -86,3 +86,15 @@ def collect(device: torch.device) -> dict[str, Any]:
         "git": git_info(),
         "env": {k: v for k, v in os.environ.items() if k.startswith("FINEGEMM_") or k == "TRITON_INTERPRET"},
     }
+
+
+def probe_record(what: str, device: torch.device, method: str) -> dict[str, Any]:
+    """The head of a probe script's JSON (``scripts/*_probe.py``, ``*_bench.py``): what it measures, GPU, torch and
+    triton versions, the commit (``.commit``, written before the run since the device has no git), UTC date,
+    timing method, and an empty ``rows`` list the script fills."""
+    import triton
+
+    commit = Path(".commit").read_text().strip() if Path(".commit").exists() else "unknown"
+    return dict(what=what, gpu=torch.cuda.get_device_name(device), torch=torch.__version__, triton=triton.__version__,
+                commit=commit, date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                method=method, rows=[])

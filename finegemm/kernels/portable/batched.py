@@ -18,6 +18,7 @@ import triton.language as tl
 
 from ...jit.heuristics import PortableConfig
 from .gemm_fp8 import swizzled_tile
+from .grouped_tile import tile_product
 
 
 @triton.jit
@@ -39,24 +40,11 @@ def _batched_gemm_kernel(
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for r in range(0, SUM_BATCHES):
         g = g0 + r
-        a_rows = a_ptr + g * s_ag + rm.to(tl.int64)[:, None] * s_am
-        b_cols = b_ptr + g * s_bg + rn.to(tl.int64)[None, :] * s_bn
-        for kb in range(0, tl.cdiv(K, BLOCK_K)):
-            rk = kb * BLOCK_K + tl.arange(0, BLOCK_K)
-            k_mask = rk < K
-            a = tl.load(a_rows + rk.to(tl.int64)[None, :] * s_ak, mask=m_mask[:, None] & k_mask[None, :], other=0.0)
-            b = tl.load(b_cols + rk.to(tl.int64)[:, None] * s_bk, mask=k_mask[:, None] & n_mask[None, :], other=0.0)
-            if FP8:
-                partial = tl.dot(a, b, out_dtype=tl.float32)
-                sa = tl.load(sfa_ptr + g * s_sag + rm.to(tl.int64) * s_sam + kb * s_sak, mask=m_mask, other=0.0)
-                sb = tl.load(sfb_ptr + g * s_sbg + (rn // 128).to(tl.int64) * s_sbn + kb * s_sbk, mask=n_mask,
-                             other=0.0)
-                acc += partial * (sa[:, None] * sb[None, :])
-            elif UPCAST:
-                # Triton 3.6's interpreter multiplies bf16 tiles as their raw bits; fp32 (exact for bf16) is right
-                acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
-            else:
-                acc = tl.dot(a, b, acc, out_dtype=tl.float32)
+        acc += tile_product(
+            a_ptr + g * s_ag + rm.to(tl.int64)[:, None] * s_am, b_ptr + g * s_bg + rn.to(tl.int64)[None, :] * s_bn,
+            s_ak, s_bk, K, m_mask, n_mask,
+            sfa_ptr + g * s_sag, rm, s_sam, s_sak, 0, sfb_ptr + g * s_sbg, rn // 128, s_sbn, s_sbk, 0,
+            FP8, False, UPCAST, BLOCK_M, BLOCK_N, BLOCK_K)
     out_mask = m_mask[:, None] & n_mask[None, :]
     if HAS_C:
         c = tl.load(c_ptr + g0 * s_cg + rm.to(tl.int64)[:, None] * s_cm + rn[None, :] * s_cn, mask=out_mask,

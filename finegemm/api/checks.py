@@ -78,3 +78,30 @@ def check_output(name: str, t: torch.Tensor, shape: tuple[int, ...], dtypes: Ite
     check_shape(name, t, shape)
     if t.dim() >= 2 and t.numel() > 0 and t.stride(-1) != 1:
         raise ValueError(f"{name} must be row-major (stride(-1) == 1); got {describe(t)}")
+
+
+def merge_recipes(recipe: object, recipe_a: object, recipe_b: object) -> object:
+    """DeepGEMM 2.8's per-operand granularities ``recipe_a = (gran_m, gran_k)``, ``recipe_b = (gran_n, gran_k)`` as
+    the one ``recipe = (gran_m, gran_n, gran_k)`` finegemm's entries take (``recipe`` when neither is given).
+    The recipes the entries accept are then checked there."""
+    if recipe_a is None and recipe_b is None:
+        return recipe
+    if recipe is not None:
+        raise ValueError(f"pass recipe or recipe_a and recipe_b, not both; got recipe={recipe}, recipe_a={recipe_a}, "
+                         f"recipe_b={recipe_b}")
+    pairs = []
+    for name, value in (("recipe_a", recipe_a), ("recipe_b", recipe_b)):
+        if not isinstance(value, (tuple, list)) or len(value) != 2:
+            raise ValueError(f"{name} must be a pair (granularity along M or N, granularity along K); got {value!r}")
+        pairs.append(tuple(value))
+    (gran_m, gran_k), (gran_n, gran_k_b) = pairs
+    if gran_k != gran_k_b:
+        raise ValueError(f"recipe_a and recipe_b must share their K granularity; got {pairs[0]} and {pairs[1]}")
+    return (gran_m, gran_n, gran_k)
+
+
+def check_alpha(alpha: object) -> None:
+    """DeepGEMM 2.8's ``alpha`` (a multiplier of the product): only None or 1 here."""
+    if alpha is not None and not (isinstance(alpha, (int, float)) and not isinstance(alpha, bool) and alpha == 1):
+        raise ValueError(f"alpha must be None or 1 (finegemm's kernels do not scale the product); got {alpha!r}; "
+                         "scale a's or b's scale factors instead")

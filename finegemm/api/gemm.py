@@ -22,12 +22,14 @@ from ..layout import transform_sf_into_required_layout
 from . import torch_ops
 from .checks import (
     FP8_DTYPES,
+    check_alpha,
     check_dim,
     check_dtype,
     check_output,
     check_row_or_col_major,
     check_same_device,
     check_tensor,
+    merge_recipes,
     unpack_pair,
 )
 from .dispatch import _sm90_module, choose_backend, debug_sync, run_sm90
@@ -76,6 +78,9 @@ def fp8_gemm_nt(
     recipe: Recipe | None = None,
     compiled_dims: str = "nk",
     disable_ue8m0_cast: bool = False,
+    recipe_a: tuple[int, int] | None = None,
+    recipe_b: tuple[int, int] | None = None,
+    alpha: float | None = None,
 ) -> None:
     """``d = c + a @ b^T`` with FP8 operands, fine-grained scales and FP32 promotion every 128 of K.
 
@@ -93,6 +98,9 @@ def fp8_gemm_nt(
             and bucketed on M, whatever it says.
         disable_ue8m0_cast: accepted for DeepGEMM compatibility; FP32 scales are read as FP32 on every
             backend here and never cast to UE8M0.
+        recipe_a, recipe_b: DeepGEMM 2.8's per-operand form of ``recipe`` (``(1, 128)`` and ``(128, 128)`` or
+            ``(1, 128)``), instead of it.
+        alpha: DeepGEMM 2.8's product multiplier: None or 1 only.
 
     Sizes: any M >= 0 (M = 0 returns at once), any N >= 1, any K >= 1 (partial last 128-blocks of K
     and N are fine); the sm90 fast path takes K-major operands with K % 128 == 0 and rows of ``d``
@@ -100,6 +108,10 @@ def fp8_gemm_nt(
     falls back to the portable kernels otherwise.
     """
     del compiled_dims, disable_ue8m0_cast
+    if recipe_a is not None or recipe_b is not None:
+        recipe = merge_recipes(recipe, recipe_a, recipe_b)
+    if alpha is not None:
+        check_alpha(alpha)
     if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/torch_ops.py)
         return torch_ops.fp8_gemm_nt(a, b, d, c, recipe)
     try:
@@ -317,23 +329,27 @@ def _t(pair: tuple[torch.Tensor, torch.Tensor], name: str) -> tuple[torch.Tensor
     return x.T, sf.T
 
 
-def fp8_gemm_nn(a, b, d, c=None, recipe=None, compiled_dims="nk", disable_ue8m0_cast=False) -> None:
+def fp8_gemm_nn(a, b, d, c=None, recipe=None, compiled_dims="nk", disable_ue8m0_cast=False, recipe_a=None,
+              recipe_b=None, alpha=None) -> None:
     """``d = c + a @ b`` with a ``(e4m3 [M, K], sf [M, SFK])`` and b ``(e4m3 [K, N], sf [SFK, SFN])``."""
-    fp8_gemm_nt(a, _t(b, "b"), d, c, recipe, compiled_dims, disable_ue8m0_cast)
+    fp8_gemm_nt(a, _t(b, "b"), d, c, recipe, compiled_dims, disable_ue8m0_cast, recipe_a, recipe_b, alpha)
 
 
-def fp8_gemm_tn(a, b, d, c=None, recipe=None, compiled_dims="nk", disable_ue8m0_cast=False) -> None:
+def fp8_gemm_tn(a, b, d, c=None, recipe=None, compiled_dims="nk", disable_ue8m0_cast=False, recipe_a=None,
+              recipe_b=None, alpha=None) -> None:
     """``d = c + a^T @ b`` with a ``(e4m3 [K, M], sf [SFK, M])`` and b ``(e4m3 [K, N], sf [SFK, SFN])``."""
-    fp8_gemm_nt(_t(a, "a"), _t(b, "b"), d, c, recipe, compiled_dims, disable_ue8m0_cast)
+    fp8_gemm_nt(_t(a, "a"), _t(b, "b"), d, c, recipe, compiled_dims, disable_ue8m0_cast, recipe_a, recipe_b, alpha)
 
 
-def fp8_gemm_tt(a, b, d, c=None, recipe=None, compiled_dims="nk", disable_ue8m0_cast=False) -> None:
+def fp8_gemm_tt(a, b, d, c=None, recipe=None, compiled_dims="nk", disable_ue8m0_cast=False, recipe_a=None,
+              recipe_b=None, alpha=None) -> None:
     """``d = c + a^T @ b^T`` with a ``(e4m3 [K, M], sf [SFK, M])`` and b ``(e4m3 [N, K], sf [SFN, SFK])``."""
-    fp8_gemm_nt(_t(a, "a"), b, d, c, recipe, compiled_dims, disable_ue8m0_cast)
+    fp8_gemm_nt(_t(a, "a"), b, d, c, recipe, compiled_dims, disable_ue8m0_cast, recipe_a, recipe_b, alpha)
 
 
 def bf16_gemm_nt(
-    a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torch.Tensor | None = None, compiled_dims: str = "nk"
+    a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torch.Tensor | None = None, compiled_dims: str = "nk",
+    alpha: float | None = None,
 ) -> None:
     """``d = c + a @ b^T`` in FP32 accumulation.
 
@@ -343,9 +359,11 @@ def bf16_gemm_nt(
     On sm_90 the Gluon kernel (kernels/sm90/gemm_bf16.py) runs every layout whose rows TMA can
     address: K % 8 == 0 for a K-major operand, M % 8 == 0 / N % 8 == 0 for an MN-major A / B, and
     16-byte rows of ``d`` (N % 8 for bf16, N % 4 for fp32); other shapes run the portable kernel
-    (``FINEGEMM_BACKEND=sm90`` raises ``BackendError`` for them instead).
+    (``FINEGEMM_BACKEND=sm90`` raises ``BackendError`` for them instead). ``alpha`` (DeepGEMM 2.8): None or 1.
     """
     del compiled_dims
+    if alpha is not None:
+        check_alpha(alpha)
     if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/torch_ops.py)
         return torch_ops.bf16_gemm_nt(a, b, d, c)
     try:
@@ -400,16 +418,16 @@ def _plan_bf16(a, b, d, c) -> _Plan:
     return _Plan(desc, RECIPE_1D2D, backend, config, device)
 
 
-def bf16_gemm_nn(a, b, d, c=None, compiled_dims="nk") -> None:
+def bf16_gemm_nn(a, b, d, c=None, compiled_dims="nk", alpha=None) -> None:
     """``d = c + a @ b`` with a bf16 ``[M, K]`` and b bf16 ``[K, N]``."""
-    bf16_gemm_nt(a, check_tensor("b", b).T, d, c, compiled_dims)
+    bf16_gemm_nt(a, check_tensor("b", b).T, d, c, compiled_dims, alpha)
 
 
-def bf16_gemm_tn(a, b, d, c=None, compiled_dims="nk") -> None:
+def bf16_gemm_tn(a, b, d, c=None, compiled_dims="nk", alpha=None) -> None:
     """``d = c + a^T @ b`` with a bf16 ``[K, M]`` and b bf16 ``[K, N]``."""
-    bf16_gemm_nt(check_tensor("a", a).T, check_tensor("b", b).T, d, c, compiled_dims)
+    bf16_gemm_nt(check_tensor("a", a).T, check_tensor("b", b).T, d, c, compiled_dims, alpha)
 
 
-def bf16_gemm_tt(a, b, d, c=None, compiled_dims="nk") -> None:
+def bf16_gemm_tt(a, b, d, c=None, compiled_dims="nk", alpha=None) -> None:
     """``d = c + a^T @ b^T`` with a bf16 ``[K, M]`` and b bf16 ``[N, K]``."""
-    bf16_gemm_nt(check_tensor("a", a).T, b, d, c, compiled_dims)
+    bf16_gemm_nt(check_tensor("a", a).T, b, d, c, compiled_dims, alpha)

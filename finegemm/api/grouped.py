@@ -71,6 +71,7 @@ from .checks import (
     check_same_device,
     check_tensor,
     describe,
+    merge_recipes,
     unpack_pair,
 )
 from .dispatch import _sm90_grouped_module, choose_backend, debug_sync, portable_instead, run_sm90
@@ -411,6 +412,9 @@ def m_grouped_fp8_gemm_nt_contiguous(
     use_psum_layout: bool = False,
     *,
     expected_m_for_psum_layout: int | None = None,
+    recipe_a: tuple[int, int] | None = None,
+    recipe_b: tuple[int, int] | None = None,
+    ensure_zero_padding: bool = True,
 ) -> None:
     """``d[r] = a[r] @ b[group(r)]^T`` for every row r of every expert segment; padding rows of d = 0.
 
@@ -427,11 +431,14 @@ def m_grouped_fp8_gemm_nt_contiguous(
         compiled_dims, disable_ue8m0_cast: accepted for DeepGEMM compatibility (no effect here).
         use_psum_layout: read ``grouped_layout`` as PSUM ends instead of per-row ids.
         expected_m_for_psum_layout: optional rows-per-group hint (tile choice only).
+        recipe_a, recipe_b: DeepGEMM 2.8's per-operand form of ``recipe`` (``(1, 128)``, ``(128, 128)``).
+        ensure_zero_padding: DeepGEMM 2.8's switch; padding rows are always written 0 here.
 
     Every segment must start on a multiple of ``get_mk_alignment_for_contiguous_layout()`` (128 by default).
     Any M_total >= 0, N >= 1, K >= 1. See the module doc for which content checks run where.
     """
-    del compiled_dims, disable_ue8m0_cast
+    del compiled_dims, disable_ue8m0_cast, ensure_zero_padding
+    recipe = merge_recipes(recipe, recipe_a, recipe_b)
     if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/torch_ops.py)
         return torch_ops.m_grouped_contiguous(a, b, d, grouped_layout, use_psum_layout,
                                               expected_m_for_psum_layout, recipe, True)
@@ -456,11 +463,14 @@ def _t_grouped_pair(pair: object, name: str) -> Pair:
 
 def m_grouped_fp8_gemm_nn_contiguous(a: Pair, b: Pair, d: torch.Tensor, grouped_layout: torch.Tensor,
                                      recipe: Recipe | None = None, compiled_dims: str = "nk",
-                                     disable_ue8m0_cast: bool = False, use_psum_layout: bool = False) -> None:
+                                     disable_ue8m0_cast: bool = False, use_psum_layout: bool = False, *,
+                                     recipe_a: tuple[int, int] | None = None,
+                                     recipe_b: tuple[int, int] | None = None, ensure_zero_padding: bool = True) -> None:
     """As :func:`m_grouped_fp8_gemm_nt_contiguous` with b = (fp8 ``[G, K, N]``,
     sf ``[G, ceil(K/128), ceil(N/128)]``)."""
     m_grouped_fp8_gemm_nt_contiguous(a, _t_grouped_pair(b, "b"), d, grouped_layout, recipe, compiled_dims,
-                                     disable_ue8m0_cast, use_psum_layout)
+                                     disable_ue8m0_cast, use_psum_layout, recipe_a=recipe_a, recipe_b=recipe_b,
+                                     ensure_zero_padding=ensure_zero_padding)
 
 
 def m_grouped_bf16_gemm_nt_contiguous(
@@ -472,10 +482,12 @@ def m_grouped_bf16_gemm_nt_contiguous(
     use_psum_layout: bool = False,
     *,
     expected_m_for_psum_layout: int | None = None,
+    ensure_zero_padding: bool = True,
 ) -> None:
     """BF16 twin of :func:`m_grouped_fp8_gemm_nt_contiguous`: a bf16 ``[M_total, K]``, b bf16 ``[G, N, K]``
-    (row- or column-major each), d bf16 ``[M_total, N]`` (padding rows 0), FP32 accumulation."""
-    del compiled_dims
+    (row- or column-major each), d bf16 ``[M_total, N]`` (padding rows 0, whatever ``ensure_zero_padding``
+    says), FP32 accumulation."""
+    del compiled_dims, ensure_zero_padding
     if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/torch_ops.py)
         return torch_ops.m_grouped_contiguous(a, b, d, grouped_layout, use_psum_layout,
                                               expected_m_for_psum_layout, None, False)
@@ -540,6 +552,8 @@ def m_grouped_fp8_gemm_nt_masked(
     recipe: Recipe | None = None,
     compiled_dims: str = "nk",
     disable_ue8m0_cast: bool = False,
+    recipe_a: tuple[int, int] | None = None,
+    recipe_b: tuple[int, int] | None = None,
 ) -> None:
     """``d[g, :masked_m[g]] = a[g, :masked_m[g]] @ b[g]^T`` for every group; other rows of d untouched.
 
@@ -552,12 +566,14 @@ def m_grouped_fp8_gemm_nt_masked(
         masked_m: int32 ``[G]`` valid rows per group, on the device; read by the kernel only (no sync,
             CUDA-graph capturable). Values above ``max_m`` act as ``max_m``, negative ones as 0.
         expected_m: positive int, the typical rows per group (tile-size hint only).
-        recipe: ``(1, 128, 128)`` or None. compiled_dims, disable_ue8m0_cast: DeepGEMM compatibility.
+        recipe: ``(1, 128, 128)`` or None (or DeepGEMM 2.8's ``recipe_a``, ``recipe_b``). compiled_dims,
+            disable_ue8m0_cast: DeepGEMM compatibility.
 
     Path B (scales already in the required layout) allocates and copies nothing, so a call can be
     captured in a CUDA graph once the kernel is compiled (call it once before capturing).
     """
     del compiled_dims, disable_ue8m0_cast
+    recipe = merge_recipes(recipe, recipe_a, recipe_b)
     if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/torch_ops.py)
         return torch_ops.m_grouped_masked(a, b, d, masked_m, expected_m, recipe, True)
 
@@ -697,6 +713,12 @@ def _run_k_grouped(plan: _Plan, a: torch.Tensor, sfa: torch.Tensor | None, b: to
     debug_sync(plan.device)
 
 
+def _no_psum_ks(use_psum_layout: object) -> None:
+    if use_psum_layout is not False:
+        raise ValueError(f"use_psum_layout must be False for the k-grouped GEMMs (ks and ks_tensor give each group's "
+                         f"K); got {use_psum_layout!r}")
+
+
 def _k_grouped_fp8(a: object, b: object, d: torch.Tensor, ks: object, ks_tensor: object, c: torch.Tensor | None,
                    recipe: object, flat_k_major: bool, op: str) -> None:
     def validate() -> _Plan:
@@ -709,7 +731,7 @@ def _k_grouped_fp8(a: object, b: object, d: torch.Tensor, ks: object, ks_tensor:
 
 def k_grouped_fp8_gemm_tn_contiguous(a: Pair, b: Pair, d: torch.Tensor, ks: list[int], ks_tensor: torch.Tensor,
                                      c: torch.Tensor | None = None, recipe: Recipe = RECIPE_1D1D,
-                                     compiled_dims: str = "mn") -> None:
+                                     compiled_dims: str = "mn", use_psum_layout: bool = False) -> None:
     """``d[g] = c[g] + a_g^T @ b_g`` per group, FP32, with the groups concatenated along K (1d1d recipe).
 
     Args:
@@ -723,8 +745,11 @@ def k_grouped_fp8_gemm_tn_contiguous(a: Pair, b: Pair, d: torch.Tensor, ks: list
         ks_tensor: int32 ``[G]`` with the same values, on the device (the kernel reads it).
         c: fp32 ``[G, M, N]``, required (``c=d`` accumulates in place).
         recipe: ``(1, 1, 128)`` only. compiled_dims: accepted for DeepGEMM compatibility.
+        use_psum_layout: DeepGEMM 2.8's cumulative form of ``ks_tensor``: False only (on SM90 DeepGEMM needs ``ks``
+            too).
     """
     del compiled_dims
+    _no_psum_ks(use_psum_layout)
     if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/torch_ops.py)
         return torch_ops.k_grouped(a, b, d, ks, ks_tensor, c, recipe, "tn", True)
     _k_grouped_fp8(a, b, d, ks, ks_tensor, c, recipe, False, "k_grouped_fp8_gemm_tn_contiguous")
@@ -732,7 +757,7 @@ def k_grouped_fp8_gemm_tn_contiguous(a: Pair, b: Pair, d: torch.Tensor, ks: list
 
 def k_grouped_fp8_gemm_nt_contiguous(a: Pair, b: Pair, d: torch.Tensor, ks: list[int], ks_tensor: torch.Tensor,
                                      c: torch.Tensor | None = None, recipe: Recipe = RECIPE_1D1D,
-                                     compiled_dims: str = "mn") -> None:
+                                     compiled_dims: str = "mn", use_psum_layout: bool = False) -> None:
     """``d[g] = c[g] + a_g @ b_g^T`` per group, FP32, K-major groups packed back to back (DeepGEMM's SM90 form).
 
     Args:
@@ -741,10 +766,11 @@ def k_grouped_fp8_gemm_nt_contiguous(a: Pair, b: Pair, d: torch.Tensor, ks: list
             ``sum(ks[:g]) * M``. ``sfa`` fp32 ``[M, sum(ks)/128]`` (group g's columns
             ``sum(ks[:g])/128 ...``), any strides (read in place).
         b: ``(b_fp8, sfb)``: the same with N: ``sum(ks) * N`` elements, sfb fp32 ``[N, sum(ks)/128]``.
-        d: fp32 ``[G, M, N]`` row-major. ks, ks_tensor, c, recipe: as
+        d: fp32 ``[G, M, N]`` row-major. ks, ks_tensor, c, recipe, use_psum_layout: as
             :func:`k_grouped_fp8_gemm_tn_contiguous`.
     """
     del compiled_dims
+    _no_psum_ks(use_psum_layout)
     if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/torch_ops.py)
         return torch_ops.k_grouped(a, b, d, ks, ks_tensor, c, recipe, "nt", True)
     _k_grouped_fp8(a, b, d, ks, ks_tensor, c, recipe, True, "k_grouped_fp8_gemm_nt_contiguous")
@@ -758,10 +784,12 @@ def k_grouped_bf16_gemm_tn_contiguous(
     ks_tensor: torch.Tensor,
     c: torch.Tensor | None = None,
     compiled_dims: str = "mn",
+    use_psum_layout: bool = False,
 ) -> None:
     """BF16 twin of :func:`k_grouped_fp8_gemm_tn_contiguous`: a bf16 ``[sum(ks), M]``, b bf16
     ``[sum(ks), N]`` (row- or column-major), d and c (required) fp32 ``[G, M, N]``."""
     del compiled_dims
+    _no_psum_ks(use_psum_layout)
     if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/torch_ops.py)
         return torch_ops.k_grouped(a, b, d, ks, ks_tensor, c, None, "tn", False)
 

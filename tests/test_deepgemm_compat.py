@@ -1,0 +1,116 @@
+"""DeepGEMM 2.8's Hopper API under ``import finegemm as deep_gemm``: names and the keyword arguments 2.8 added.
+
+CPU, through Triton's interpreter: the new keywords give the results of the forms finegemm had (bitwise), and
+the values finegemm cannot honour are rejected by name.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from generators import contiguous_row_groups
+
+import finegemm as deep_gemm
+from finegemm import reference
+
+# DeepGEMM 2.8's public names that exist for SM90 (its SM100-only formats, mega MoE, hyper-connection kernels and
+# cuBLASLt peers are not offered; README and NOTES v15 say why)
+HOPPER_NAMES = (
+    "set_num_sms", "get_num_sms", "set_pdl", "get_pdl", "use_deterministic_algorithms", "set_ignore_compile_dims",
+    "fp8_gemm_nt", "fp8_gemm_nn", "fp8_gemm_tn", "fp8_gemm_tt", "fp8_gemm_nt_skip_head_mid",
+    "m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nn_contiguous", "m_grouped_fp8_gemm_nt_masked",
+    "k_grouped_fp8_gemm_nt_contiguous", "k_grouped_fp8_gemm_tn_contiguous",
+    "bf16_gemm_nt", "bf16_gemm_nn", "bf16_gemm_tn", "bf16_gemm_tt", "m_grouped_bf16_gemm_nt_contiguous",
+    "m_grouped_bf16_gemm_nn_contiguous", "m_grouped_bf16_gemm_nt_masked", "k_grouped_bf16_gemm_tn_contiguous",
+    "einsum", "fp8_einsum", "fp8_mqa_logits", "fp8_paged_mqa_logits", "fp8_fp4_mqa_logits", "fp8_fp4_paged_mqa_logits",
+    "get_paged_mqa_logits_metadata", "transform_sf_into_required_layout", "get_tma_aligned_size",
+    "get_mn_major_tma_aligned_tensor", "get_mn_major_tma_aligned_packed_ue8m0_tensor",
+    "get_mk_alignment_for_contiguous_layout", "set_mk_alignment_for_contiguous_layout",
+    "get_theoretical_mk_alignment_for_contiguous_layout", "ceil_div", "align", "ceil_to_ue8m0", "pack_ue8m0_to_int",
+    "per_token_cast_to_fp8", "per_channel_cast_to_fp8", "per_block_cast_to_fp8", "per_custom_dims_cast_to_fp8",
+    "calc_diff",
+)
+
+
+@pytest.mark.parametrize("name", HOPPER_NAMES)
+def test_deepgemm_name_exists(name):
+    assert callable(getattr(deep_gemm, name)), name
+    assert name in deep_gemm.__all__
+
+
+def _dense(m=16, n=256, k=256, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    a = deep_gemm.per_token_cast_to_fp8(torch.randn(m, k, generator=g))
+    return a, torch.randn(n, k, generator=g)
+
+
+def test_per_operand_recipes_are_the_recipe():
+    a, w = _dense()
+    b = deep_gemm.per_block_cast_to_fp8(w)
+    want = torch.empty(16, 256, dtype=torch.bfloat16)
+    deep_gemm.fp8_gemm_nt(a, b, want, recipe=(1, 128, 128))
+    got = torch.empty_like(want)
+    deep_gemm.fp8_gemm_nt(a, b, got, recipe_a=(1, 128), recipe_b=(128, 128), alpha=1.0)
+    assert torch.equal(got, want)
+    # per channel (1d1d) with c, through the tn form
+    b1 = deep_gemm.per_token_cast_to_fp8(w)
+    c = torch.randn(16, 256)
+    d = torch.empty(16, 256)
+    deep_gemm.fp8_gemm_tn((a[0].T, a[1].T), (b1[0].T, b1[1].T), d, c, recipe_a=(1, 128), recipe_b=(1, 128))
+    assert reference.calc_diff(d, reference.fp8_gemm_nt(a, b1, c, (1, 1, 128))) < 1e-3
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(recipe=(1, 128, 128), recipe_a=(1, 128), recipe_b=(128, 128)), "not both"),
+    (dict(recipe_a=(1, 128)), r"recipe_b must be a pair"),
+    (dict(recipe_a=(1, 128), recipe_b=(128, 64)), "share their K granularity"),
+    (dict(recipe_a=(1, 64), recipe_b=(128, 64)), r"recipe must be \(1, 128, 128\)"),
+    (dict(alpha=2.0), "alpha must be None or 1"),
+    (dict(alpha=True), "alpha must be None or 1"),
+])
+def test_unsupported_keyword_values_are_rejected(kwargs, match):
+    a, w = _dense()
+    b = deep_gemm.per_block_cast_to_fp8(w)
+    with pytest.raises(ValueError, match=match):
+        deep_gemm.fp8_gemm_nt(a, b, torch.empty(16, 256, dtype=torch.bfloat16), **kwargs)
+
+
+def test_bf16_alpha():
+    x, y = torch.randn(8, 64).bfloat16(), torch.randn(32, 64).bfloat16()
+    d, want = torch.empty(8, 32), torch.empty(8, 32)
+    deep_gemm.bf16_gemm_nt(x, y, want)
+    deep_gemm.bf16_gemm_tt(x.T, y, d, alpha=1)
+    assert torch.equal(d, want)
+    with pytest.raises(ValueError, match="alpha must be None or 1"):
+        deep_gemm.bf16_gemm_nn(x, y.T, d, alpha=0.5)
+
+
+def test_grouped_keywords():
+    row_groups, _, m = contiguous_row_groups([100, 30], 128)
+    g = torch.Generator().manual_seed(4)
+    a = deep_gemm.per_token_cast_to_fp8(torch.randn(m, 256, generator=g))
+    w = torch.randn(2, 128, 256, generator=g)
+    casts = [deep_gemm.per_block_cast_to_fp8(w[i]) for i in range(2)]
+    b = (torch.stack([q for q, _ in casts]), torch.stack([s for _, s in casts]))
+    want = torch.full((m, 128), 7.0, dtype=torch.bfloat16)
+    deep_gemm.m_grouped_fp8_gemm_nt_contiguous(a, b, want, row_groups)
+    got = torch.full_like(want, 7.0)
+    deep_gemm.m_grouped_fp8_gemm_nt_contiguous(a, b, got, row_groups, recipe_a=(1, 128), recipe_b=(128, 128),
+                                               ensure_zero_padding=False)
+    assert torch.equal(got, want) and bool((got[row_groups < 0] == 0).all())
+
+    am = (a[0][:256].view(2, 128, 256), a[1][:256].view(2, 128, -1))
+    masked_m = torch.tensor([100, 30], dtype=torch.int32)
+    want = torch.zeros(2, 128, 128, dtype=torch.bfloat16)
+    deep_gemm.m_grouped_fp8_gemm_nt_masked(am, b, want, masked_m, 64)
+    got = torch.zeros_like(want)
+    deep_gemm.m_grouped_fp8_gemm_nt_masked(am, b, got, masked_m, 64, recipe_a=(1, 128), recipe_b=(128, 128))
+    assert torch.equal(got, want)
+
+    ks = [128, 256]
+    x = deep_gemm.per_token_cast_to_fp8(torch.randn(16, sum(ks)))
+    y = deep_gemm.per_token_cast_to_fp8(torch.randn(32, sum(ks)))
+    d = torch.zeros(2, 16, 32)
+    with pytest.raises(ValueError, match="use_psum_layout must be False for the k-grouped GEMMs"):
+        deep_gemm.k_grouped_fp8_gemm_nt_contiguous(x, y, d, ks, torch.tensor(ks, dtype=torch.int32), d,
+                                                   use_psum_layout=True)

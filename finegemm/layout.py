@@ -173,13 +173,21 @@ def _describe(t: torch.Tensor) -> str:
     return f"shape {tuple(t.shape)}, stride {tuple(t.stride())}, dtype {t.dtype}"
 
 
-def _granularity(recipe: tuple[int, int, int], is_sfa: bool | None) -> tuple[int, int]:
-    if len(recipe) != 3:
-        raise ValueError(f"recipe must be (gran_m, gran_n, gran_k), got {recipe}")
-    if is_sfa is None:
-        raise ValueError("transform_sf_into_required_layout: is_sfa must be True (LHS scales) or False (RHS)")
-    gran_mn = recipe[0] if is_sfa else recipe[1]
-    gran_k = recipe[2]
+def _granularity(recipe: tuple[int, ...], is_sfa: bool | None) -> tuple[int, int]:
+    """(gran_mn, gran_k) of one operand's scales from ``(gran_m, gran_n, gran_k)`` and ``is_sfa``, or from DeepGEMM
+    2.8's one-operand form ``(gran_mn, gran_k)`` with ``is_sfa`` None."""
+    if len(recipe) == 2:
+        if is_sfa is not None:
+            raise ValueError(f"recipe {recipe} names one operand's (gran_mn, gran_k): pass is_sfa=None with it")
+        gran_mn, gran_k = recipe
+    elif len(recipe) == 3:
+        if is_sfa is None:
+            raise ValueError("transform_sf_into_required_layout: is_sfa must be True (LHS scales) or False (RHS) "
+                             "with a 3-entry recipe")
+        gran_mn = recipe[0] if is_sfa else recipe[1]
+        gran_k = recipe[2]
+    else:
+        raise ValueError(f"recipe must be (gran_m, gran_n, gran_k) or (gran_mn, gran_k), got {recipe}")
     if gran_mn not in (1, 128) or gran_k != SF_BLOCK_K:
         raise ValueError(f"recipe {recipe}: supported granularities are 1 or 128 along MN and 128 along K")
     return gran_mn, gran_k
@@ -202,10 +210,11 @@ def transform_sf_into_required_layout(
     sf: torch.Tensor,
     mn: int,
     k: int,
-    recipe: tuple[int, int, int],
+    recipe: tuple[int, ...],
     num_groups: int | None = None,
     is_sfa: bool | None = None,
     disable_ue8m0_cast: bool = False,
+    psum_layout: torch.Tensor | None = None,
     *,
     name: str = "sf",
 ) -> torch.Tensor:
@@ -216,11 +225,13 @@ def transform_sf_into_required_layout(
             in the required layout (path B, returned unchanged, no copy), or int32 packed UE8M0
             ``[(G,) MN/gran_mn, ceil(ceil(K/128)/4)]`` already in the required layout.
         mn, k: the operand's M (or N) and K.
-        recipe: ``(gran_m, gran_n, gran_k)``; the LHS uses ``gran_m``, the RHS ``gran_n``.
+        recipe: ``(gran_m, gran_n, gran_k)``; the LHS uses ``gran_m``, the RHS ``gran_n``. Or DeepGEMM 2.8's
+            one-operand ``(gran_mn, gran_k)`` with ``is_sfa`` None.
         num_groups: leading group count for grouped GEMMs, or None for 2-D scales.
-        is_sfa: True for the LHS scales, False for the RHS scales.
+        is_sfa: True for the LHS scales, False for the RHS scales (None with a 2-entry recipe).
         disable_ue8m0_cast: accepted for DeepGEMM compatibility. On SM90 FP32 scales are read as FP32
             and never cast to UE8M0, so it changes nothing.
+        psum_layout: DeepGEMM 2.8's packing of UE8M0 scales per PSUM group (an SM100 layout): None only.
         name: how error messages call the tensor.
 
     Raises:
@@ -229,6 +240,8 @@ def transform_sf_into_required_layout(
             never re-laid out: pack them with :func:`get_mn_major_tma_aligned_packed_ue8m0_tensor`).
     """
     del disable_ue8m0_cast
+    if psum_layout is not None:
+        raise ValueError(f"{name}: psum_layout (SM100's per-group UE8M0 packing) must be None on this path")
     gran_mn, gran_k = _granularity(recipe, is_sfa)
     if sf.dtype not in (torch.float32, torch.int32):
         raise TypeError(f"{name} must be float32 scales or int32 packed UE8M0 scales, got {sf.dtype}")

@@ -114,3 +114,14 @@ def test_grouped_keywords():
     with pytest.raises(ValueError, match="use_psum_layout must be False for the k-grouped GEMMs"):
         deep_gemm.k_grouped_fp8_gemm_nt_contiguous(x, y, d, ks, torch.tensor(ks, dtype=torch.int32), d,
                                                    use_psum_layout=True)
+
+
+def test_transform_takes_the_one_operand_recipe():
+    sf = torch.rand(77, 4)
+    want = deep_gemm.transform_sf_into_required_layout(sf, 77, 512, (1, 128, 128), is_sfa=True)
+    got = deep_gemm.transform_sf_into_required_layout(sf, 77, 512, (1, 128))
+    assert torch.equal(got, want) and got.stride() == want.stride()
+    with pytest.raises(ValueError, match="pass is_sfa=None"):
+        deep_gemm.transform_sf_into_required_layout(sf, 77, 512, (1, 128), is_sfa=True)
+    with pytest.raises(ValueError, match="psum_layout"):
+        deep_gemm.transform_sf_into_required_layout(sf, 77, 512, (1, 128), psum_layout=torch.zeros(2))

@@ -170,6 +170,12 @@ def test_gpu_bf16_expressions(expr, a_shape, b_shape):
     finegemm.einsum(expr, a, b, d)
     torch.cuda.synchronize()
     assert reference.calc_diff(d, ref) < 1e-5
+    # the second call replays the recorded launch: new contents in the same buffers must show
+    a.copy_(_bf16(a_shape, 3, dev))
+    d.fill_(float("nan"))
+    finegemm.einsum(expr, a, b, d)
+    torch.cuda.synchronize()
+    assert reference.calc_diff(d, reference.einsum.einsum(expr, a, b)) < 1e-5
 
 
 @pytest.mark.gpu
@@ -189,3 +195,22 @@ def test_gpu_fp8_expressions(expr):
     finegemm.fp8_einsum(expr, a, b, d)
     torch.cuda.synchronize()
     assert reference.calc_diff(d, ref) < 1e-3
+
+
+def test_each_signature_is_validated_once(monkeypatch):
+    """The plan of a call signature (shapes, strides, dtypes, devices) is kept: a second call validates nothing,
+    a new stride validates again."""
+    from finegemm.api import einsum as einsum_api
+
+    calls = []
+    real = einsum_api._plan
+    monkeypatch.setattr(einsum_api, "_plan", lambda *args: calls.append(1) or real(*args))
+    einsum_api._PLANS.clear()
+    a, b = _bf16((B, H, R), 1), _bf16((H, D, R), 2)
+    d = torch.empty(B, H, D)
+    finegemm.einsum("bhr,hdr->bhd", a, b, d)
+    first = d.clone()
+    finegemm.einsum("bhr,hdr->bhd", a, b, d)
+    assert len(calls) == 1 and torch.equal(d, first)
+    finegemm.einsum("bhr,hdr->bhd", _bf16((H, B, R), 1).transpose(0, 1), b, d)
+    assert len(calls) == 2

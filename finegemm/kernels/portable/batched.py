@@ -54,13 +54,14 @@ def _batched_gemm_kernel(
     tl.store(d_ptrs, acc.to(d_ptr.dtype.element_ty), mask=out_mask)
 
 
-def launch_batched_gemm(
+def batched_launch(
     a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torch.Tensor | None, config: PortableConfig,
     sfa: torch.Tensor | None = None, sfb: torch.Tensor | None = None, sum_batches: bool = False,
-) -> None:
-    """Launch on validated views: a ``[G, M, K]``, b ``[G, N, K]`` (bf16, or e4m3 with fp32 ``sfa``
-    ``[G, M, ceil(K/128)]`` and ``sfb`` ``[G, ceil(N/128), ceil(K/128)]``), d ``[G, M, N]`` bf16/fp32 (with
-    ``sum_batches``: ``[1, M, N]``, the sum over all G), c optional like d, read before d is written."""
+) -> tuple:
+    """The launch ``(kernel, grid, args, kwargs)`` (kernels/sm90/launcher.py's form, so that it can be recorded) on
+    validated views: a ``[G, M, K]``, b ``[G, N, K]`` (bf16, or e4m3 with fp32 ``sfa`` ``[G, M, ceil(K/128)]`` and
+    ``sfb`` ``[G, ceil(N/128), ceil(K/128)]``), d ``[G, M, N]`` bf16/fp32 (with ``sum_batches``: ``[1, M, N]``, the
+    sum over all G), c optional like d, read before d is written."""
     g, m, k = a.shape
     n = b.shape[1]
     c_arg = c if c is not None else d
@@ -68,11 +69,15 @@ def launch_batched_gemm(
     sfa_arg = sfa if fp8 else a
     sfb_arg = sfb if fp8 else b
     grid = (triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n), 1 if sum_batches else g)
-    _batched_gemm_kernel[grid](
-        a, b, d, c_arg, sfa_arg, sfb_arg,
-        m, n, k, g if sum_batches else 1,
-        *a.stride(), *b.stride(), *d.stride(), *c_arg.stride(), *sfa_arg.stride(), *sfb_arg.stride(),
-        FP8=fp8, HAS_C=c is not None, UPCAST=a.device.type == "cpu",
-        BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, GROUP_M=config.group_m,
-        num_warps=config.num_warps, num_stages=config.num_stages,
-    )
+    args = (a, b, d, c_arg, sfa_arg, sfb_arg, m, n, k, g if sum_batches else 1,
+            *a.stride(), *b.stride(), *d.stride(), *c_arg.stride(), *sfa_arg.stride(), *sfb_arg.stride())
+    kwargs = dict(FP8=fp8, HAS_C=c is not None, UPCAST=a.device.type == "cpu",
+                  BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, GROUP_M=config.group_m,
+                  num_warps=config.num_warps, num_stages=config.num_stages)
+    return _batched_gemm_kernel, grid, args, kwargs
+
+
+def launch_batched_gemm(*args, **kwargs) -> None:
+    """Launch :func:`batched_launch`'s launch now (same arguments)."""
+    kernel, grid, launch_args, launch_kwargs = batched_launch(*args, **kwargs)
+    kernel[grid](*launch_args, **launch_kwargs)

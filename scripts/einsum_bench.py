@@ -3,9 +3,10 @@
 Cases (128 heads, latent rank r = 512, head dim d = 128): ``bhd,hdr->bhr`` (q_nope into the latent space) and
 ``bhr,hdr->bhd`` (the latent attention output back per head) at b = 64, 512 and 4096 tokens, and the weight
 gradient ``bhd,bhr->hdr`` at 4096 and 16384 tokens. Each finegemm result is first checked against float64
-(calc_diff < 1e-4 BF16, < 1e-3 FP8). Fresh random data, CUDA events, 1 GiB L2 flush before each call, 3 warm-ups,
-median of 20 (the harness's timer). Usage: PYTHONPATH=. python3 scripts/einsum_bench.py (JSON to
-$OUT/einsum_bench.json, with GPU, versions, commit and date).
+(calc_diff < 1e-4 BF16, < 1e-3 FP8). The per-head BF16 expressions are timed on the head-batched sm90 kernel
+too (``api/einsum.py`` ``HEAD_BATCHED_SM90``, off by default until measured). Fresh random data, CUDA events,
+1 GiB L2 flush before each call, 3 warm-ups, median of 20 (the harness's timer). Usage: PYTHONPATH=. python3
+scripts/einsum_bench.py (JSON to $OUT/einsum_bench.json, with GPU, versions, commit and date).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 import torch
 
 import finegemm
+from finegemm.api import einsum as einsum_api
 from finegemm.bench.sysinfo import probe_record
 from finegemm.bench.timer import L2Flush, time_cuda
 from finegemm.reference import calc_diff
@@ -64,6 +66,19 @@ def probe(expr: str, b: int, dev: torch.device, flush: L2Flush) -> dict:
 
     row["finegemm_bf16_us"] = us(lambda: finegemm.einsum(expr, a, w, d))
     row["torch_bf16_us"] = us(lambda: torch.einsum(expr, a, w))
+    if expr in einsum_api.HEAD_EXPRESSIONS and out_dtype == torch.bfloat16:
+        # the head-batched sm90 kernel (switched off by default until this and its GPU test have run)
+        einsum_api.HEAD_BATCHED_SM90 = True
+        einsum_api._PLANS.clear()
+        try:
+            d.fill_(float("nan"))
+            finegemm.einsum(expr, a, w, d)
+            row["calc_diff_sm90_bf16"] = calc_diff(d, ref_einsum(expr, a, w))
+            assert row["calc_diff_sm90_bf16"] < 1e-4, row
+            row["finegemm_sm90_bf16_us"] = us(lambda: finegemm.einsum(expr, a, w, d))
+        finally:
+            einsum_api.HEAD_BATCHED_SM90 = False
+            einsum_api._PLANS.clear()
     if expr in ("bhd,hdr->bhr", "bhr,hdr->bhd"):
         fa, fw = _fp8_pair_a(a.float()), _fp8_pair_b(w.float())
         finegemm.fp8_einsum(expr, fa, fw, d)

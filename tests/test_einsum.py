@@ -214,3 +214,60 @@ def test_each_signature_is_validated_once(monkeypatch):
     assert len(calls) == 1 and torch.equal(d, first)
     finegemm.einsum("bhr,hdr->bhd", _bf16((H, B, R), 1).transpose(0, 1), b, d)
     assert len(calls) == 2
+
+
+# ------------------------------------------------------------------ the head-batched sm90 kernel (switched off)
+def test_head_views_are_in_place_or_none():
+    from finegemm.api.einsum import _head_views
+
+    a, b, d = _bf16((B, H, R), 1), _bf16((H, D, R), 2), _bf16((B, H, D), 4)
+    a2, b2, d2, mn_major = _head_views("bhr,hdr->bhd", a, b, d)
+    assert a2.shape == (B, H * R) and a2.data_ptr() == a.data_ptr() and torch.equal(a2, a.reshape(B, H * R))
+    assert b2.shape == (H * D, R) and not mn_major and torch.equal(d2, d.reshape(B, H * D))
+    a2, b2, d2, mn_major = _head_views("bhd,hdr->bhr", _bf16((B, H, D), 3), b, torch.empty(B, H, R))
+    assert b2.shape == (H * D, R) and mn_major and d2.shape == (B, H * R)
+    padded_rows = _bf16((B, H * R + 64), 1)[:, :H * R].view(B, H, R)  # rows of a wider buffer: still in place
+    assert _head_views("bhr,hdr->bhd", padded_rows, b, d)[0].stride() == (H * R + 64, 1)
+    assert _head_views("bhr,hdr->bhd", _bf16((H, B, R), 1).transpose(0, 1), b, d) is None
+    assert _head_views("bhr,hdr->bhd", _bf16((B, R, H), 1).transpose(1, 2), b, d) is None
+    assert _head_views("bhr,hdr->bhd", a, _bf16((H, R, D), 2).transpose(1, 2), d) is None
+
+
+def test_head_batched_plan_and_compile():
+    from finegemm.jit.device import H200
+    from finegemm.kernels.sm90 import compile_check, dispatch_bf16_grouped
+
+    assert "K % 64" in dispatch_bf16_grouped.head_batched_plan(64, 128, 96, 128, False, H200)
+    assert "N % 64" in dispatch_bf16_grouped.head_batched_plan(64, 96, 128, 128, False, H200)
+    for m, n, k, mn_major in ((64, 128, 512, False), (333, 512, 128, True)):
+        desc, config = dispatch_bf16_grouped.head_batched_plan(m, n, k, 128, mn_major, H200)
+        assert n % config.block_n == 0
+        kernel = compile_check.compile_bf16_grouped_variant(desc, config, head_batched=True)
+        usage = compile_check.resource_usage(kernel)
+        assert usage["STACK"] == 0 and usage["LOCAL"] == 0, usage
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("expr,a_shape,b_shape", [
+    ("bhr,hdr->bhd", (64, 128, 512), (128, 128, 512)),
+    ("bhr,hdr->bhd", (77, 16, 512), (16, 128, 512)),     # rows not a multiple of the tile: clipped by TMA
+    ("bhd,hdr->bhr", (64, 128, 128), (128, 128, 512)),
+    ("bhd,hdr->bhr", (1000, 8, 128), (8, 128, 512)),
+])
+def test_gpu_head_batched_sm90_kernel(expr, a_shape, b_shape, monkeypatch):
+    from finegemm.api import einsum as einsum_api
+
+    dev = sm90_device()
+    monkeypatch.setattr(einsum_api, "HEAD_BATCHED_SM90", True)
+    einsum_api._PLANS.clear()
+    a, b = _bf16(a_shape, 5, dev), _bf16(b_shape, 6, dev)
+    ref = reference.einsum.einsum(expr, a, b)
+    d = _poisoned(ref.shape, torch.bfloat16, dev)
+    finegemm.einsum(expr, a, b, d)
+    torch.cuda.synchronize()
+    assert reference.calc_diff(d, ref) < 1e-4
+    a.copy_(_bf16(a_shape, 7, dev))  # the recorded launch again, new contents
+    finegemm.einsum(expr, a, b, d)
+    torch.cuda.synchronize()
+    assert reference.calc_diff(d, reference.einsum.einsum(expr, a, b)) < 1e-4
+    einsum_api._PLANS.clear()

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from ..jit import env
 from ..jit.cache import report_config
 from ..jit.device import device_facts
 from ..jit.heuristics import GemmDesc, get_portable_config
@@ -32,10 +33,15 @@ from ..kernels.portable.batched import batched_launch
 from ..kernels.sm90 import launcher
 from . import torch_ops
 from .checks import E4M3, check_dtype, check_same_device, check_tensor, unpack_pair
-from .dispatch import check_device_usable, debug_sync
+from .dispatch import _sm90_bf16_grouped_module, check_device_usable, debug_sync
 from .plan_cache import dispatch_state, new_cache, remember, tensor_key
 
 EXPRESSIONS = ("bmk,bnk->mn", "bhr,hdr->bhd", "bhd,hdr->bhr", "bhd,bhr->hdr")
+# The per-head BF16 expressions on the sm90 grouped kernel (kernels/sm90/gemm_bf16.py GROUPING 3, A and D read and
+# written in place) instead of the batched Triton kernel. Off until its GPU test and scripts/einsum_bench.py have
+# run on the H200 (benchmarks/NOTES.md v15).
+HEAD_BATCHED_SM90 = False
+HEAD_EXPRESSIONS = ("bhr,hdr->bhd", "bhd,hdr->bhr")
 FP8_EXPRESSIONS = ("bhr,hdr->bhd", "bhd,hdr->bhr")
 OUT_DTYPES = (torch.bfloat16, torch.float32)
 FP8_RECIPE = (1, 128, 128)
@@ -96,6 +102,7 @@ class _Plan:
     action: str  # "none", "fill" or "launch"
     config: Any = None
     device: torch.device | None = None
+    sm90: Any = None  # (desc, config) of the head-batched sm90 kernel (HEAD_BATCHED_SM90), tried first
 
 
 # signature -> _Plan (validation once a signature, plan_cache); (signature, pointers) -> the recorded launch
@@ -121,6 +128,11 @@ def _run(validate, expr, a, b, d, c, sfa, sfb, recipe=None) -> None:
         return
     if plan.action == "fill":
         d.copy_(c if c is not None else torch.zeros_like(d))
+        return
+
+    if plan.sm90 is not None and _sm90_bf16_grouped_module().bf16_head_batched(
+            *plan.sm90, *_head_views(plan.expr, a, b, d)[:3]):
+        debug_sync(plan.device)
         return
 
     def build() -> list:
@@ -212,5 +224,39 @@ def _plan(expr, a, b, d, c, sfa, sfb) -> _Plan:
     desc = GemmDesc("fp8_1d2d" if sfa is not None else "bf16", m, n, k, out_fp32=d.dtype == torch.float32,
                     with_c=c is not None)
     config = get_portable_config(desc, device_facts(device))
-    report_config(desc, f"portable batched ({expr}, G={g})", config)
-    return _Plan(expr, "launch", config, device)
+    sm90 = _sm90_head_plan(expr, a, b, d, c, sfa, device, (g, m, n, k))
+    report_config(desc, f"{'sm90 head-batched' if sm90 else 'portable batched'} ({expr}, G={g})",
+                  sm90[1] if sm90 else config)
+    return _Plan(expr, "launch", config, device, sm90)
+
+
+def _head_views(expr, a, b, d) -> tuple | None:
+    """(A ``[b, h * K]``, B ``[h * N, K]`` or N-major ``[h * K, N]``, D ``[b, h * N]``, B N-major) as in-place 2-D views
+    for the head-batched sm90 kernel, or None where the strides do not allow it."""
+    bsz, h, k = a.shape
+    n = d.shape[2]
+    if a.stride(2) != 1 or a.stride(1) != k or d.stride(2) != 1 or d.stride(1) != n:
+        return None
+    mn_major = expr == "bhd,hdr->bhr"  # b [h, K = d, N = r]
+    rows, cols = (k, n) if mn_major else (n, k)
+    if b.stride(2) != 1 or b.stride(1) != cols or b.stride(0) != rows * cols:
+        return None
+    a2 = a.as_strided((bsz, h * k), (a.stride(0), 1))
+    d2 = d.as_strided((bsz, h * n), (d.stride(0), 1))
+    return a2, b.as_strided((h * rows, cols), (cols, 1)), d2, mn_major
+
+
+def _sm90_head_plan(expr, a, b, d, c, sfa, device, gmnk) -> tuple | None:
+    """The head-batched sm90 kernel's (desc, config) for this call, or None (switched off, not sm_90, FP8, a C, an
+    FP32 D, strides it cannot view in place, or sizes its tiles do not divide)."""
+    if not (HEAD_BATCHED_SM90 and expr in HEAD_EXPRESSIONS and sfa is None and c is None
+            and d.dtype == torch.bfloat16 and env.backend() != "portable"):
+        return None
+    facts = device_facts(device)
+    module = _sm90_bf16_grouped_module()
+    views = _head_views(expr, a, b, d)
+    if not facts.is_sm90 or module is None or views is None:
+        return None
+    g, m, n, k = gmnk
+    got = module.head_batched_plan(m, n, k, g, views[3], facts)
+    return None if isinstance(got, str) else got

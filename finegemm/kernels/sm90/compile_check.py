@@ -269,9 +269,10 @@ BF16_PTX_MUST_CONTAIN = {
 }
 
 
-def compile_bf16_grouped_variant(desc: GemmDesc, config, use_psum: bool = False):
+def compile_bf16_grouped_variant(desc: GemmDesc, config, use_psum: bool = False, head_batched: bool = False):
     """The compiled :func:`.gemm_bf16.bf16_grouped_gemm_kernel` (``GROUPING`` 1 for ``desc.layout ==
-    "m_grouped_contiguous"``, 2 for ``"m_grouped_masked"``) exactly as :mod:`.dispatch_bf16_grouped`
+    "m_grouped_contiguous"``, 2 for ``"m_grouped_masked"``, 3 with ``head_batched``: einsum's per-head form, whose
+    desc is :func:`.dispatch_bf16_grouped.head_batched_plan`'s) exactly as :mod:`.dispatch_bf16_grouped`
     launches it: the same descriptor boxes and layouts, every constexpr from its ``kernel_meta``.
     ``desc.m`` is M_total (contiguous) or max_m (masked); ``desc.num_groups`` the group count."""
     from . import dispatch_bf16_grouped, gemm_bf16
@@ -280,9 +281,10 @@ def compile_bf16_grouped_variant(desc: GemmDesc, config, use_psum: bool = False)
         "a_desc": _desc_sig("bf16", dispatch_bf16_grouped.a_block(desc, config), gl.bfloat16),
         "b_desc": _desc_sig("bf16", dispatch_bf16_grouped.b_block(desc, config), gl.bfloat16),
         "d_desc": _desc_sig("bf16", [64, config.block_n], gl.bfloat16),
-        "layout_ptr": "*i32", "d_ptr": "*bf16", "M": "i32",
+        "layout_ptr": "*bf16" if head_batched else "*i32", "d_ptr": "*bf16", "M": "i32",
     }
-    constexprs = dispatch_bf16_grouped.kernel_meta(desc, config, use_psum)
+    constexprs = (dispatch_bf16_grouped.head_batched_meta(desc, config) if head_batched
+                  else dispatch_bf16_grouped.kernel_meta(desc, config, use_psum))
     for name in constexprs:
         sig[name] = "constexpr"
     src = GluonASTSource(gemm_bf16.bf16_grouped_gemm_kernel, sig, constexprs)

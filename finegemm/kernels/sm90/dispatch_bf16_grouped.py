@@ -29,7 +29,11 @@ import triton
 from ...jit.device import DeviceFacts
 from ...jit.heuristics import BF16_BLOCK_K, GemmDesc, get_portable_config
 from ...jit.heuristics_sm90 import Sm90Bf16Config
-from ...jit.heuristics_sm90_bf16_grouped import GROUPED_LAYOUTS, get_sm90_bf16_grouped_config
+from ...jit.heuristics_sm90_bf16_grouped import (
+    GROUPED_LAYOUTS,
+    get_sm90_bf16_grouped_config,
+    make_bf16_grouped_config,
+)
 from ..portable.m_grouped import contiguous_config, launch_m_grouped_contiguous, launch_m_grouped_masked
 from . import gemm_bf16, launcher, layouts
 from .dispatch_bf16 import _desc, _facts_of, _tma_ready
@@ -208,3 +212,55 @@ def m_grouped_bf16_gemm_masked(desc: GemmDesc, config: Sm90Bf16Config, a: torch.
     key = ("masked", desc, config, a.get_device(), _tensor_key(a, b, d, masked_m))
     _run(key, lambda: _masked_plan(desc, config, a, b, d, masked_m),
          lambda: launch_m_grouped_masked(a, b, d, masked_m, None, None, _portable_config(desc, config)))
+
+
+# ------------------------------------------------------------------------------------------ head-batched
+# einsum's per-head BF16 GEMMs (api/einsum.py) on the grouped kernel's GROUPING 3: every head is a group with all
+# M rows, A and D read and written in place as [M, heads * K] / [M, heads * N] views
+HEAD_BLOCK_N = (128, 64)
+
+
+def head_batched_plan(m: int, n: int, k: int, heads: int, b_mn_major: bool,
+                      facts: DeviceFacts) -> tuple[GemmDesc, Sm90Bf16Config] | str:
+    """(desc, config) of a head-batched GEMM (``heads`` groups of ``[m, k] x [n, k]^T``), or why the kernel
+    cannot run it. The tiles are the masked form's rule at ``m`` rows a group, BLOCK_N narrowed to divide N."""
+    reason = launcher.triton_version_reason()
+    if reason is not None:
+        return reason
+    if k % BF16_BLOCK_K or n % HEAD_BLOCK_N[-1]:
+        return (f"head-batched sm90 GEMM needs K % {BF16_BLOCK_K} == 0 and N % {HEAD_BLOCK_N[-1]} == 0 (a tile "
+                f"must not reach into the next head); got K={k}, N={n}")
+    if m * heads >= 2**31 or heads * max(n, k) >= 2**31:
+        return "row indices of the head-batched views overflow int32"
+    desc = GemmDesc("bf16", m, n, k, True, not b_mn_major, layout="m_grouped_masked", num_groups=heads,
+                    expected_m=m)
+    config = get_sm90_bf16_grouped_config(desc, facts)
+    if n % config.block_n:
+        bn = next(b for b in HEAD_BLOCK_N if n % b == 0)
+        config = make_bf16_grouped_config(facts, config.block_m, bn, config.group_m)
+    return desc, config
+
+
+def head_batched_meta(desc: GemmDesc, config: Sm90Bf16Config) -> dict:
+    """Every constexpr of the head-batched launch (``GROUPING`` 3)."""
+    return dict(kernel_meta(desc, config), GROUPING=3, GROUP_ROWS=0)
+
+
+def bf16_head_batched(desc: GemmDesc, config: Sm90Bf16Config, a2: torch.Tensor, b2: torch.Tensor,
+                      d2: torch.Tensor) -> bool:
+    """Launch the head-batched GEMM on 2-D views: ``a2`` ``[M, heads * K]``, ``b2`` ``[heads * N, K]`` (or, N-major,
+    ``[heads * K, N]``), ``d2`` ``[M, heads * N]``, each with unit inner stride. False (nothing launched) where TMA
+    cannot address them; a repeated call replays its recorded launch."""
+    if not (_tma_ready(a2) and _tma_ready(b2) and _tma_ready(d2)):
+        return False
+    key = ("heads", desc, config, a2.get_device(), _tensor_key(a2, b2, d2))
+
+    def build() -> list:
+        tiles = desc.num_groups * triton.cdiv(desc.m, config.block_m) * triton.cdiv(desc.n, config.block_n)
+        args = (_desc(a2, a_block(desc, config)), _desc(b2, b_block(desc, config)), _desc(d2, [64, config.block_n]),
+                d2, d2, desc.m)
+        meta = dict(head_batched_meta(desc, config), num_warps=config.num_warps)
+        return [(gemm_bf16.bf16_grouped_gemm_kernel, (max(1, min(tiles, config.num_sms)),), args, meta)]
+
+    launcher.replay_or_record(_recordings, key, build, MAX_RECORDINGS)
+    return True

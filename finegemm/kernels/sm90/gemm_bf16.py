@@ -95,12 +95,13 @@ def _unit_range(unit, num_pid_m, num_pid_n, num_kb, SPLIT_K: gl.constexpr, GROUP
 @gluon.jit
 def _load_k_range(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, it, kb0, kb1, a_row, b_row, b_k0,
                   BLOCK_K: gl.constexpr, STAGES: gl.constexpr, A_MN_MAJOR: gl.constexpr, B_MN_MAJOR: gl.constexpr,
-                  B_PREFETCH: gl.constexpr = 0, B_MAP: gl.constexpr = ""):
+                  B_PREFETCH: gl.constexpr = 0, B_MAP: gl.constexpr = "", a_k0=0):
     """Producer of one work unit: K slices ``[kb0, kb1)`` into the ring; returns the ring counter.
 
     A rows ``a_row + [0, BLOCK_M)`` (one box per math warpgroup); B rows ``b_row + [0, BLOCK_N)`` of the
     ``[N', K]`` view, or (``B_MN_MAJOR``) columns ``b_row + [0, BLOCK_N)`` of the ``[K', N]`` view from
-    row ``b_k0`` on (a grouped B's group offset along K; 0 for dense). ``B_PREFETCH`` > 0: with each slice,
+    row ``b_k0`` on (a grouped B's group offset along K; 0 for dense). A's K starts at ``a_k0`` (the head-batched
+    form's group offset along A's columns; 0 elsewhere). ``B_PREFETCH`` > 0: with each slice,
     B's box that many slices ahead (inside the unit) is prefetched into L2 through the tensor map parameter
     ``B_MAP`` (:mod:`.l2_prefetch`).
     """
@@ -114,9 +115,11 @@ def _load_k_range(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, it, kb0
         k = kb * BLOCK_K
         for wg in gl.static_range(NUM_WG):
             if A_MN_MAJOR:
-                tma.async_copy_global_to_shared(a_desc, [k, a_row + wg * 64], bar, a_bufs.index(s * NUM_WG + wg))
+                tma.async_copy_global_to_shared(a_desc, [a_k0 + k, a_row + wg * 64], bar,
+                                                a_bufs.index(s * NUM_WG + wg))
             else:
-                tma.async_copy_global_to_shared(a_desc, [a_row + wg * 64, k], bar, a_bufs.index(s * NUM_WG + wg))
+                tma.async_copy_global_to_shared(a_desc, [a_row + wg * 64, a_k0 + k], bar,
+                                                a_bufs.index(s * NUM_WG + wg))
         if B_MN_MAJOR:
             tma.async_copy_global_to_shared(b_desc, [b_k0 + k, b_row], bar, b_bufs.index(s))
         else:
@@ -326,7 +329,8 @@ def _grouped_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bar
     """TMA producer of the m-grouped forms: walks exactly the tiles the math partitions walk.
 
     Contiguous: the tiles of ``[M_total, N]``; a padding tile loads nothing. Masked: per group, only the
-    tiles below ``masked_m[g]`` (A rows ``g * max_m + off_m`` of the ``[G * max_m, K]`` view).
+    tiles below ``masked_m[g]`` (A rows ``g * max_m + off_m`` of the ``[G * max_m, K]`` view). Head-batched:
+    every group's tiles, A columns from ``g * K``.
     """
     num_kb: gl.constexpr = (K + BLOCK_K - 1) // BLOCK_K
     num_pid_n: gl.constexpr = (N + BLOCK_N - 1) // BLOCK_N
@@ -341,7 +345,7 @@ def _grouped_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bar
             it = _load_k_range(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, it, 0,
                                gl.where(valid, num_kb, 0), off_m, b_row, b_k0, BLOCK_K, STAGES,
                                A_MN_MAJOR, B_MN_MAJOR, B_PREFETCH, GROUPED_B_MAP)
-    else:
+    elif GROUPING == 2:
         g_start = 0
         for g in range(NUM_GROUPS):
             valid_rows, num_pid_m, tiles_g = _masked_group_tiles(layout_ptr, g, GROUP_ROWS, BLOCK_M, num_pid_n)
@@ -352,6 +356,16 @@ def _grouped_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bar
                                    g * GROUP_ROWS + pid_m * BLOCK_M, b_row, b_k0, BLOCK_K, STAGES,
                                    A_MN_MAJOR, B_MN_MAJOR, B_PREFETCH, GROUPED_B_MAP)
             g_start += tiles_g
+    else:
+        num_pid_m = gl.cdiv(M, BLOCK_M)
+        tiles = num_pid_m * num_pid_n
+        for unit in range(gl.program_id(0), NUM_GROUPS * tiles, gl.num_programs(0)):
+            g = unit // tiles
+            pid_m, pid_n = _tile_coords(unit % tiles, num_pid_m, num_pid_n, GROUP_M)
+            b_row, b_k0 = _grouped_b_coords(g, pid_n * BLOCK_N, N, K, B_MN_MAJOR)
+            it = _load_k_range(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, it, 0, num_kb,
+                               pid_m * BLOCK_M, b_row, b_k0, BLOCK_K, STAGES, A_MN_MAJOR, B_MN_MAJOR, B_PREFETCH,
+                               GROUPED_B_MAP, g * K)
 
 
 @gluon.jit
@@ -393,7 +407,7 @@ def _grouped_math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_sme
             in_m = rows < M
             acc = gl.where(_rows_of_group(layout_ptr, rows, in_m, (g, valid, end), USE_PSUM)[:, None], acc, 0.0)
             _store_wave(acc, d_desc, d_sub, None, rows, cols, in_m, cols < N, 0, off_m + WG * 64, off_n, 0, False)
-    else:
+    elif GROUPING == 2:
         g_start = 0
         for g in range(NUM_GROUPS):
             valid_rows, num_pid_m, tiles_g = _masked_group_tiles(layout_ptr, g, GROUP_ROWS, BLOCK_M, num_pid_n)
@@ -408,6 +422,21 @@ def _grouped_math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_sme
                 _store_masked_wave(acc, d_desc, d_sub, d_ptr, rows, off_m + WG * 64, cols, cols < N, valid_rows,
                                    g * GROUP_ROWS + off_m + WG * 64, off_n, N)
             g_start += tiles_g
+    else:
+        # head-batched: every group's tiles of [M, N], group g's D columns g * N + [0, N) (TMA clips rows >= M)
+        num_pid_m = gl.cdiv(M, BLOCK_M)
+        tiles = num_pid_m * num_pid_n
+        for unit in range(gl.program_id(0), NUM_GROUPS * tiles, gl.num_programs(0)):
+            g = unit // tiles
+            pid_m, pid_n = _tile_coords(unit % tiles, num_pid_m, num_pid_n, GROUP_M)
+            off_m = pid_m * BLOCK_M
+            off_n = pid_n * BLOCK_N
+            acc, it = _mma_k_range(a_bufs, b_bufs, full_bars, empty_bars, it, 0, num_kb, BLOCK_N, STAGES,
+                                   A_MN_MAJOR, B_MN_MAJOR, WG)
+            rows = off_m + WG * 64 + gl.arange(0, 64, layout=row_layout)
+            cols = off_n + gl.arange(0, BLOCK_N, layout=col_layout)
+            _store_wave(acc, d_desc, d_sub, None, rows, cols, rows < M, cols < N, 0, off_m + WG * 64, g * N + off_n,
+                        0, False)
     tma.store_wait(0)
 
 
@@ -428,6 +457,11 @@ def bf16_grouped_gemm_kernel(a_desc, b_desc, d_desc, layout_ptr, d_ptr, M,
     - ``GROUPING`` 2, masked: ``a_desc`` over A ``[G * max_m, K]`` (K-major; ``GROUP_ROWS`` = max_m);
       ``layout_ptr`` int32 ``masked_m [G]`` read on the device only; ``d_desc`` over D ``[G * max_m, N]``
       and ``d_ptr`` its base (partial 64-row waves are stored with a row mask); ``M`` = G * max_m.
+    - ``GROUPING`` 3, head-batched (einsum's ``bhr,hdr->bhd`` / ``bhd,hdr->bhr``): every group has all ``M`` rows;
+      ``a_desc`` over A ``[M, G * K]`` (K-major; group g's K is columns ``g * K + [0, K)``), ``d_desc`` over D
+      ``[M, G * N]`` (group g's columns ``g * N + [0, N)``, N a multiple of BLOCK_N); rows past M are clipped by
+      the descriptors; ``layout_ptr`` / ``d_ptr`` unused. A K-major B's K tail is zero-filled, so the columns
+      of the next group a last A slice reads add nothing; an MN-major B needs K a multiple of BLOCK_K.
 
     B: ``b_desc`` over ``[G * N, K]`` (K-major, box ``[BLOCK_N, BLOCK_K]``) or, ``B_MN_MAJOR``, over
     ``[G * K, N]`` (box ``[BLOCK_K, BLOCK_N]``; K a multiple of BLOCK_K so that no K slice reaches into
@@ -435,11 +469,13 @@ def bf16_grouped_gemm_kernel(a_desc, b_desc, d_desc, layout_ptr, d_ptr, M,
     """
     NUM_WG: gl.constexpr = BLOCK_M // 64
     gl.static_assert(BLOCK_M == 64 or BLOCK_M == 128, "BLOCK_M is 64 or 128 (one warpgroup per 64 rows)")
-    gl.static_assert(GROUPING == 1 or GROUPING == 2, "GROUPING: 1 contiguous, 2 masked")
+    gl.static_assert(GROUPING == 1 or GROUPING == 2 or GROUPING == 3, "GROUPING: 1 contiguous, 2 masked, 3 heads")
     if GROUPING == 1:
         gl.static_assert(ALIGN % BLOCK_M == 0, "contiguous: BLOCK_M must divide the segment alignment")
     else:
-        gl.static_assert(not A_MN_MAJOR, "masked: A is the K-major [G * max_m, K] view")
+        gl.static_assert(not A_MN_MAJOR, "masked and head-batched: A is K-major")
+    if GROUPING == 3:
+        gl.static_assert(N % BLOCK_N == 0, "head-batched: a tile must not reach into the next group's D columns")
     if B_MN_MAJOR:
         gl.static_assert(K % BLOCK_K == 0, "MN-major grouped B: K must be a multiple of BLOCK_K")
     a_bufs, b_bufs, d_smem, full_bars, empty_bars = _shared_ring(a_desc, b_desc, d_desc, BLOCK_M, BLOCK_N, STAGES)

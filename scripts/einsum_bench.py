@@ -73,6 +73,7 @@ def probe(expr: str, b: int, dev: torch.device, flush: L2Flush) -> dict:
         try:
             d.fill_(float("nan"))
             finegemm.einsum(expr, a, w, d)
+            row["sm90_path_taken"] = any(plan.sm90 is not None for plan in einsum_api._PLANS.values())
             row["calc_diff_sm90_bf16"] = calc_diff(d, ref_einsum(expr, a, w))
             assert row["calc_diff_sm90_bf16"] < 1e-4, row
             row["finegemm_sm90_bf16_us"] = us(lambda: finegemm.einsum(expr, a, w, d))

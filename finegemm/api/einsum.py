@@ -34,7 +34,7 @@ from ..kernels.sm90 import launcher
 from . import torch_ops
 from .checks import E4M3, check_dtype, check_same_device, check_tensor, unpack_pair
 from .dispatch import _sm90_bf16_grouped_module, check_device_usable, debug_sync
-from .plan_cache import dispatch_state, new_cache, remember, tensor_key
+from .plan_cache import dispatch_state, new_cache, plan_and_key, tensor_key
 
 EXPRESSIONS = ("bmk,bnk->mn", "bhr,hdr->bhd", "bhd,hdr->bhr", "bhd,bhr->hdr")
 # The per-head BF16 expressions on the sm90 grouped kernel (kernels/sm90/gemm_bf16.py GROUPING 3, A and D read and
@@ -114,16 +114,11 @@ MAX_RECORDINGS = 1024
 def _run(validate, expr, a, b, d, c, sfa, sfb, recipe=None) -> None:
     """Validate the call's signature once (its plan is kept), then run the plan; a launch is recorded under the
     signature and the data pointers and replayed through Triton's C launcher on later calls (launcher.py)."""
-    try:
-        sig = (expr, recipe if recipe is None else tuple(recipe), tensor_key(a), tensor_key(b), tensor_key(d),
-               tensor_key(c), tensor_key(sfa), tensor_key(sfb), dispatch_state())
-        plan = _PLANS.get(sig)
-    except (TypeError, ValueError, AttributeError):
-        sig, plan = None, None
-    if plan is None:
-        plan = validate()
-        if sig is not None:
-            remember(_PLANS, sig, plan)
+    def make_key() -> tuple:
+        return (expr, recipe if recipe is None else tuple(recipe), tensor_key(a), tensor_key(b), tensor_key(d),
+                tensor_key(c), tensor_key(sfa), tensor_key(sfb), dispatch_state())
+
+    plan, sig = plan_and_key(_PLANS, make_key, validate)
     if plan.action == "none":
         return
     if plan.action == "fill":

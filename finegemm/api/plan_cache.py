@@ -26,7 +26,8 @@ import torch
 from ..jit import device as _device
 from ..jit import env
 
-__all__ = ["MAX_PLANS", "tensor_key", "scalar_key", "dispatch_state", "new_cache", "remember", "plan_for", "clear_all"]
+__all__ = ["MAX_PLANS", "tensor_key", "scalar_key", "dispatch_state", "new_cache", "remember", "plan_for",
+           "plan_and_key", "clear_all"]
 
 MAX_PLANS = 4096  # distinct signatures per op; real workloads have tens (one per layer shape and M bucket)
 
@@ -83,6 +84,12 @@ def plan_for(cache: dict, make_key: Callable[[], tuple], validate: Callable[[], 
     built (``TypeError``, ``ValueError`` or ``AttributeError`` from ``make_key`` or from hashing it)
     only means the call is validated and its plan not kept.
     """
+    return plan_and_key(cache, make_key, validate)[0]
+
+
+def plan_and_key(cache: dict, make_key: Callable[[], tuple], validate: Callable[[], Any]) -> tuple[Any, tuple | None]:
+    """:func:`plan_for`, with the call's key too (None when it could not be built): for callers that key more by it
+    (a recorded launch under the signature and the data pointers)."""
     try:
         key = make_key()
         plan = cache.get(key)
@@ -92,7 +99,7 @@ def plan_for(cache: dict, make_key: Callable[[], tuple], validate: Callable[[], 
         plan = validate()
         if key is not None:
             remember(cache, key, plan)
-    return plan
+    return plan, key
 
 
 def clear_all() -> None:

@@ -320,6 +320,14 @@ def _grouped_b_coords(g, off_n, N: gl.constexpr, K: gl.constexpr, B_MN_MAJOR: gl
 
 
 @gluon.jit
+def _head_tile(unit, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
+    """(group, pid_m, pid_n) of work unit ``unit`` of the head-batched schedule: every group's tiles in turn."""
+    tiles = num_pid_m * num_pid_n
+    pid_m, pid_n = _tile_coords(unit % tiles, num_pid_m, num_pid_n, GROUP_M)
+    return unit // tiles, pid_m, pid_n
+
+
+@gluon.jit
 def _grouped_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, layout_ptr, M,
                             N: gl.constexpr, K: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                             BLOCK_K: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
@@ -358,14 +366,28 @@ def _grouped_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bar
             g_start += tiles_g
     else:
         num_pid_m = gl.cdiv(M, BLOCK_M)
-        tiles = num_pid_m * num_pid_n
-        for unit in range(gl.program_id(0), NUM_GROUPS * tiles, gl.num_programs(0)):
-            g = unit // tiles
-            pid_m, pid_n = _tile_coords(unit % tiles, num_pid_m, num_pid_n, GROUP_M)
+        for unit in range(gl.program_id(0), NUM_GROUPS * num_pid_m * num_pid_n, gl.num_programs(0)):
+            g, pid_m, pid_n = _head_tile(unit, num_pid_m, num_pid_n, GROUP_M)
             b_row, b_k0 = _grouped_b_coords(g, pid_n * BLOCK_N, N, K, B_MN_MAJOR)
             it = _load_k_range(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, it, 0, num_kb,
                                pid_m * BLOCK_M, b_row, b_k0, BLOCK_K, STAGES, A_MN_MAJOR, B_MN_MAJOR, B_PREFETCH,
                                GROUPED_B_MAP, g * K)
+
+
+@gluon.jit
+def _whole_k_wave(a_bufs, b_bufs, full_bars, empty_bars, it, pid_m, pid_n, num_kb, BLOCK_M: gl.constexpr,
+                  BLOCK_N: gl.constexpr, STAGES: gl.constexpr, A_MN_MAJOR: gl.constexpr, B_MN_MAJOR: gl.constexpr,
+                  WG: gl.constexpr):
+    """Warpgroup ``WG``'s wave of tile (pid_m, pid_n) over every K slice: (accumulator, ring counter, off_m, off_n,
+    the wave's rows and the tile's columns in the accumulator's slice layouts)."""
+    mma_layout: gl.constexpr = bf16_mma_layout(BLOCK_N)
+    off_m = pid_m * BLOCK_M
+    off_n = pid_n * BLOCK_N
+    acc, it = _mma_k_range(a_bufs, b_bufs, full_bars, empty_bars, it, 0, num_kb, BLOCK_N, STAGES, A_MN_MAJOR,
+                           B_MN_MAJOR, WG)
+    rows = off_m + WG * 64 + gl.arange(0, 64, layout=gl.SliceLayout(1, mma_layout))
+    cols = off_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma_layout))
+    return acc, it, off_m, off_n, rows, cols
 
 
 @gluon.jit
@@ -413,28 +435,20 @@ def _grouped_math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_sme
             valid_rows, num_pid_m, tiles_g = _masked_group_tiles(layout_ptr, g, GROUP_ROWS, BLOCK_M, num_pid_n)
             for local in range(_first_local_unit(g_start), tiles_g, gl.num_programs(0)):
                 pid_m, pid_n = _tile_coords(local, num_pid_m, num_pid_n, GROUP_M)
-                off_m = pid_m * BLOCK_M
-                off_n = pid_n * BLOCK_N
-                acc, it = _mma_k_range(a_bufs, b_bufs, full_bars, empty_bars, it, 0, num_kb, BLOCK_N, STAGES,
-                                       A_MN_MAJOR, B_MN_MAJOR, WG)
-                rows = off_m + WG * 64 + gl.arange(0, 64, layout=row_layout)
-                cols = off_n + gl.arange(0, BLOCK_N, layout=col_layout)
+                acc, it, off_m, off_n, rows, cols = _whole_k_wave(a_bufs, b_bufs, full_bars, empty_bars, it, pid_m,
+                                                                  pid_n, num_kb, BLOCK_M, BLOCK_N, STAGES,
+                                                                  A_MN_MAJOR, B_MN_MAJOR, WG)
                 _store_masked_wave(acc, d_desc, d_sub, d_ptr, rows, off_m + WG * 64, cols, cols < N, valid_rows,
                                    g * GROUP_ROWS + off_m + WG * 64, off_n, N)
             g_start += tiles_g
     else:
         # head-batched: every group's tiles of [M, N], group g's D columns g * N + [0, N) (TMA clips rows >= M)
         num_pid_m = gl.cdiv(M, BLOCK_M)
-        tiles = num_pid_m * num_pid_n
-        for unit in range(gl.program_id(0), NUM_GROUPS * tiles, gl.num_programs(0)):
-            g = unit // tiles
-            pid_m, pid_n = _tile_coords(unit % tiles, num_pid_m, num_pid_n, GROUP_M)
-            off_m = pid_m * BLOCK_M
-            off_n = pid_n * BLOCK_N
-            acc, it = _mma_k_range(a_bufs, b_bufs, full_bars, empty_bars, it, 0, num_kb, BLOCK_N, STAGES,
-                                   A_MN_MAJOR, B_MN_MAJOR, WG)
-            rows = off_m + WG * 64 + gl.arange(0, 64, layout=row_layout)
-            cols = off_n + gl.arange(0, BLOCK_N, layout=col_layout)
+        for unit in range(gl.program_id(0), NUM_GROUPS * num_pid_m * num_pid_n, gl.num_programs(0)):
+            g, pid_m, pid_n = _head_tile(unit, num_pid_m, num_pid_n, GROUP_M)
+            acc, it, off_m, off_n, rows, cols = _whole_k_wave(a_bufs, b_bufs, full_bars, empty_bars, it, pid_m, pid_n,
+                                                              num_kb, BLOCK_M, BLOCK_N, STAGES, A_MN_MAJOR,
+                                                              B_MN_MAJOR, WG)
             _store_wave(acc, d_desc, d_sub, None, rows, cols, rows < M, cols < N, 0, off_m + WG * 64, g * N + off_n,
                         0, False)
     tma.store_wait(0)

@@ -3,10 +3,11 @@
 Cases (128 heads, latent rank r = 512, head dim d = 128): ``bhd,hdr->bhr`` (q_nope into the latent space) and
 ``bhr,hdr->bhd`` (the latent attention output back per head) at b = 64, 512 and 4096 tokens, and the weight
 gradient ``bhd,bhr->hdr`` at 4096 and 16384 tokens. Each finegemm result is first checked against float64
-(calc_diff < 1e-4 BF16, < 1e-3 FP8). The per-head BF16 expressions are timed on the head-batched sm90 kernel
-too (``api/einsum.py`` ``HEAD_BATCHED_SM90``, off by default until measured). Fresh random data, CUDA events,
-1 GiB L2 flush before each call, 3 warm-ups, median of 20 (the harness's timer). Usage: PYTHONPATH=. python3
-scripts/einsum_bench.py (JSON to $OUT/einsum_bench.json, with GPU, versions, commit and date).
+(calc_diff < 1e-4 BF16, < 1e-3 FP8); at b = 64 the host time per call is measured too. The per-head BF16
+expressions are timed on the head-batched sm90 kernel as well (``api/einsum.py`` ``HEAD_BATCHED_SM90``, off by
+default until measured). Fresh random data, CUDA events, 1 GiB L2 flush before each call, 3 warm-ups, median of
+20 (the harness's timer). Usage: PYTHONPATH=. python3 scripts/einsum_bench.py (JSON to $OUT/einsum_bench.json,
+with GPU, versions, commit and date).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import torch
 import finegemm
 from finegemm.api import einsum as einsum_api
 from finegemm.bench.sysinfo import probe_record
-from finegemm.bench.timer import L2Flush, time_cuda
+from finegemm.bench.timer import L2Flush, host_overhead, time_cuda
 from finegemm.reference import calc_diff
 from finegemm.reference.einsum import einsum as ref_einsum
 from finegemm.reference.einsum import fp8_einsum as ref_fp8_einsum
@@ -66,6 +67,8 @@ def probe(expr: str, b: int, dev: torch.device, flush: L2Flush) -> dict:
 
     row["finegemm_bf16_us"] = us(lambda: finegemm.einsum(expr, a, w, d))
     row["torch_bf16_us"] = us(lambda: torch.einsum(expr, a, w))
+    if b == 64:  # decode-sized: the host time per call (recorded launches) against the device time
+        row["finegemm_bf16_host"] = host_overhead(lambda: finegemm.einsum(expr, a, w, d), dev)
     if expr in einsum_api.HEAD_EXPRESSIONS and out_dtype == torch.bfloat16:
         # the head-batched sm90 kernel (switched off by default until this and its GPU test have run)
         einsum_api.HEAD_BATCHED_SM90 = True

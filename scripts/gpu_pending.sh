@@ -101,7 +101,7 @@ elif [ "$PART" = 8 ]; then
     pytest_gpu pytest-compile.log tests/test_torch_compile.py tests/test_autograd.py tests/test_quant_kernel.py \
         tests/test_skip_head_mid.py tests/test_einsum.py tests/test_contiguous_alignment.py
     for suite in paged-mqa k-grouped mqa grouped; do
-        timeout 120 python3 -m finegemm.bench --plain --no-progress --kernel-time --suite $suite \
+        timeout 150 python3 -m finegemm.bench --plain --no-progress --kernel-time --suite $suite \
             --peers finegemm-sm90 --commit "$commit" --json "$LOGS/bench-$suite.json" > "$LOGS/bench-$suite.log" 2>&1 \
             || status=1
         tail -3 "$LOGS/bench-$suite.log"; pack

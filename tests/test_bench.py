@@ -363,19 +363,23 @@ def test_anchors_compare_matches_cases_and_flags_disagreement():
 
 def test_paged_mqa_cases_match_deepgemms_paged_anchors():
     """The paged-mqa suite is DeepGEMM's paged anchors (same batch, next_n, heads, head_dim, average context and
-    logits dtype), each matched by the anchors tool; contexts avg x U(0.7, 1.3); FLOPs over the keys each row
-    sees (token t of next_n sees len - next_n + t + 1)."""
+    logits dtype), each matched by the anchors tool, then short-context / small-batch cases no anchor matches;
+    contexts avg x U(0.7, 1.3); FLOPs over the keys each row sees (token t of next_n sees len - next_n + t + 1)."""
     from finegemm.bench import anchors
 
     cases = suites.paged_mqa_cases()
-    assert len(cases) == len(suites.MQA_PAGED) == 14
+    assert len(suites.MQA_PAGED) == 14 and len(cases) == 14 + len(suites.MQA_PAGED_SHORT)
     anch = {"mqa": [dict(kind="paged", logits=out.upper(), batch=b, next_n=nn, heads=h, head_dim=128,
                          avg_context=avg, deepgemm_us=100.0) for b, nn, h, avg, out in suites.MQA_PAGED]}
-    for c in cases:
+    for i, c in enumerate(cases):
         assert len(c.ms) == c.m and all(int(0.7 * c.n) <= n <= int(1.3 * c.n) for n in c.ms)
         assert c.flops == 2 * c.heads * c.k * sum(n - c.next_n + t + 1 for n in c.ms for t in range(c.next_n))
-        field, entry = anchors.anchor_for(c.params(), anch)
-        assert field == "mqa" and (entry["batch"], entry["avg_context"]) == (c.m, c.n)
+        found = anchors.anchor_for(c.params(), anch)
+        if i < 14:
+            field, entry = found
+            assert field == "mqa" and (entry["batch"], entry["avg_context"]) == (c.m, c.n)
+        else:  # the short-context / small-batch cases beyond the anchors
+            assert found is None
     assert "ms" not in cases[0].params() and cases[0].params()["context_total"] == sum(cases[0].ms)
 
 

@@ -20,9 +20,9 @@
 #   bash scripts/gpu_pending.sh 8   (after the 11th and 12th sessions) first the GPU tests of what main holds untested
 #                                   (torch.compile, the FP8 training layers, the one-pass casts; session 13: the
 #                                   head-split GEMM, einsum, the unaligned-d fallback), then the harness
-#                                   suites never run on a GPU: paged-mqa (DeepGEMM's paged anchors) and k-grouped
-#                                   (DeepGEMM's total K), with --kernel-time, then the mqa and grouped suites
-#   The next GPU session's order (30 min of device time will not hold all): 8, 9, 11, 12, 10, 13.
+#                                   suites never run on a GPU: paged-mqa (DeepGEMM's paged anchors and short
+#                                   contexts) and k-grouped (DeepGEMM's total K), with --kernel-time
+#   The next GPU session's order (30 min of device time will not hold all): 8, 9, 11, 12, 10, 13, 14.
 #   bash scripts/gpu_pending.sh 9   (after the 12th session; from branch wip/multicast-dense, whose scripts and tests it
 #                                   runs) the multicast probe, the cluster / multicast GPU tests (under a timeout and
 #                                   verbose: a deadlocked cluster hangs, the log names the test), then
@@ -39,6 +39,8 @@
 #                                   then k_grouped_bench.py --sm90-only --kernel-time without and with --one-launch
 #   bash scripts/gpu_pending.sh 13  (after the 13th session) einsum / fp8_einsum against torch.einsum on MLA's per-head
 #                                   projections: scripts/einsum_bench.py
+#   bash scripts/gpu_pending.sh 14  the mqa and grouped harness suites with --kernel-time (split from 8, which
+#                                   would not fit one 10-minute call with them)
 # Logs and JSON in $OUT/pending<part>.tgz (the device tool returns only a few files).
 # Here first: git rev-parse --short HEAD > .commit (and carry ".commit").
 set -uo pipefail
@@ -100,7 +102,7 @@ elif [ "$PART" = 8 ]; then
     # probe moved to part 9)
     pytest_gpu pytest-compile.log tests/test_torch_compile.py tests/test_autograd.py tests/test_quant_kernel.py \
         tests/test_skip_head_mid.py tests/test_einsum.py tests/test_contiguous_alignment.py
-    for suite in paged-mqa k-grouped mqa grouped; do
+    for suite in paged-mqa k-grouped; do  # mqa and grouped: part 14 (one call holds 10 minutes at most)
         timeout 150 python3 -m finegemm.bench --plain --no-progress --kernel-time --suite $suite \
             --peers finegemm-sm90 --commit "$commit" --json "$LOGS/bench-$suite.json" > "$LOGS/bench-$suite.log" 2>&1 \
             || status=1
@@ -130,6 +132,13 @@ elif [ "$PART" = 12 ]; then
         timeout 150 python3 scripts/k_grouped_bench.py --out "$LOGS" --sm90-only --kernel-time $flag 2>&1 \
             | tee -a "$LOGS/k_grouped_one_launch_ab.log" | cut -c1-200
         pack
+    done
+elif [ "$PART" = 14 ]; then
+    for suite in mqa grouped; do
+        timeout 250 python3 -m finegemm.bench --plain --no-progress --kernel-time --suite $suite \
+            --peers finegemm-sm90 --commit "$commit" --json "$LOGS/bench-$suite.json" > "$LOGS/bench-$suite.log" 2>&1 \
+            || status=1
+        tail -3 "$LOGS/bench-$suite.log"; pack
     done
 elif [ "$PART" = 13 ]; then
     OUT="$LOGS" timeout 300 python3 scripts/einsum_bench.py 2>&1 | tee "$LOGS/einsum_bench.log" | cut -c1-240

@@ -4,10 +4,10 @@ Cases (128 heads, latent rank r = 512, head dim d = 128): ``bhd,hdr->bhr`` (q_no
 ``bhr,hdr->bhd`` (the latent attention output back per head) at b = 64, 512 and 4096 tokens, and the weight
 gradient ``bhd,bhr->hdr`` at 4096 and 16384 tokens. Each finegemm result is first checked against float64
 (calc_diff < 1e-4 BF16, < 1e-3 FP8); at b = 64 the host time per call is measured too. The per-head BF16
-expressions are timed on the head-batched sm90 kernel as well (``api/einsum.py`` ``HEAD_BATCHED_SM90``, off by
-default until measured). Fresh random data, CUDA events, 1 GiB L2 flush before each call, 3 warm-ups, median of
-20 (the harness's timer). Usage: PYTHONPATH=. python3 scripts/einsum_bench.py (JSON to $OUT/einsum_bench.json,
-with GPU, versions, commit and date).
+expressions (and FP8 ``bhr,hdr->bhd``) are timed on the head-batched sm90 kernels as well (``api/einsum.py``
+``HEAD_BATCHED_SM90``, off by default until measured). Fresh random data, CUDA events, 1 GiB L2 flush before
+each call, 3 warm-ups, median of 20 (the harness's timer). Usage: PYTHONPATH=. python3 scripts/einsum_bench.py
+(JSON to $OUT/einsum_bench.json, with GPU, versions, commit and date).
 """
 
 from __future__ import annotations
@@ -89,6 +89,19 @@ def probe(expr: str, b: int, dev: torch.device, flush: L2Flush) -> dict:
         row["calc_diff_fp8"] = calc_diff(d, ref_fp8_einsum(expr, fa, fw))
         assert row["calc_diff_fp8"] < 1e-3, row
         row["finegemm_fp8_us"] = us(lambda: finegemm.fp8_einsum(expr, fa, fw, d))
+        if expr == "bhr,hdr->bhd" and out_dtype == torch.bfloat16:  # the FP8 head-batched sm90 kernel
+            einsum_api.HEAD_BATCHED_SM90 = True
+            einsum_api._PLANS.clear()
+            try:
+                d.fill_(float("nan"))
+                finegemm.fp8_einsum(expr, fa, fw, d)
+                row["sm90_fp8_path_taken"] = any(plan.sm90 is not None for plan in einsum_api._PLANS.values())
+                row["calc_diff_sm90_fp8"] = calc_diff(d, ref_fp8_einsum(expr, fa, fw))
+                assert row["calc_diff_sm90_fp8"] < 1e-3, row
+                row["finegemm_sm90_fp8_us"] = us(lambda: finegemm.fp8_einsum(expr, fa, fw, d))
+            finally:
+                einsum_api.HEAD_BATCHED_SM90 = False
+                einsum_api._PLANS.clear()
     for key in [k for k in row if k.endswith("_us")]:
         row[key.replace("_us", "_tflops")] = round(flops / row[key] / 1e6, 1)
     print(json.dumps(row), flush=True)

@@ -31,15 +31,16 @@ from ..jit.device import device_facts
 from ..jit.heuristics import GemmDesc, get_portable_config
 from ..kernels.portable.batched import batched_launch
 from ..kernels.sm90 import launcher
+from ..layout import transform_sf_into_required_layout
 from . import torch_ops
 from .checks import E4M3, check_dtype, check_same_device, check_tensor, unpack_pair
-from .dispatch import _sm90_bf16_grouped_module, check_device_usable, debug_sync
+from .dispatch import _sm90_bf16_grouped_module, _sm90_grouped_module, check_device_usable, debug_sync
 from .plan_cache import dispatch_state, new_cache, plan_and_key, tensor_key
 
 EXPRESSIONS = ("bmk,bnk->mn", "bhr,hdr->bhd", "bhd,hdr->bhr", "bhd,bhr->hdr")
-# The per-head BF16 expressions on the sm90 grouped kernel (kernels/sm90/gemm_bf16.py GROUPING 3, A and D read and
-# written in place) instead of the batched Triton kernel. Off until its GPU test and scripts/einsum_bench.py have
-# run on the H200 (benchmarks/NOTES.md v15).
+# The per-head expressions on the sm90 grouped kernels (GROUPING 3 of kernels/sm90/gemm_bf16.py, and of gemm_1d2d.py
+# for fp8_einsum's bhr,hdr->bhd; A and D read and written in place) instead of the batched Triton kernel. Off until
+# their GPU tests and scripts/einsum_bench.py have run on the H200 (benchmarks/NOTES.md v15).
 HEAD_BATCHED_SM90 = False
 HEAD_EXPRESSIONS = ("bhr,hdr->bhd", "bhd,hdr->bhr")
 FP8_EXPRESSIONS = ("bhr,hdr->bhd", "bhd,hdr->bhr")
@@ -125,8 +126,7 @@ def _run(validate, expr, a, b, d, c, sfa, sfb, recipe=None) -> None:
         d.copy_(c if c is not None else torch.zeros_like(d))
         return
 
-    if plan.sm90 is not None and _sm90_bf16_grouped_module().bf16_head_batched(
-            *plan.sm90, *_head_views(plan.expr, a, b, d)[:3]):
+    if plan.sm90 is not None and _run_sm90_heads(plan, a, b, d, sfa, sfb):
         debug_sync(plan.device)
         return
 
@@ -242,16 +242,30 @@ def _head_views(expr, a, b, d) -> tuple | None:
 
 
 def _sm90_head_plan(expr, a, b, d, c, sfa, device, gmnk) -> tuple | None:
-    """The head-batched sm90 kernel's (desc, config) for this call, or None (switched off, not sm_90, FP8, a C, an
-    FP32 D, strides it cannot view in place, or sizes its tiles do not divide)."""
-    if not (HEAD_BATCHED_SM90 and expr in HEAD_EXPRESSIONS and sfa is None and c is None
-            and d.dtype == torch.bfloat16 and env.backend() != "portable"):
+    """The head-batched sm90 kernel's (desc, config) for this call, or None (switched off, not sm_90, a C, an FP32 D,
+    strides it cannot view in place, sizes its tiles do not divide, or FP8 with an N-major B, which FP8 WGMMA
+    cannot read)."""
+    if not (HEAD_BATCHED_SM90 and expr in HEAD_EXPRESSIONS and c is None and d.dtype == torch.bfloat16
+            and env.backend() != "portable"):
         return None
     facts = device_facts(device)
-    module = _sm90_bf16_grouped_module()
+    module = _sm90_bf16_grouped_module() if sfa is None else _sm90_grouped_module()
     views = _head_views(expr, a, b, d)
-    if not facts.is_sm90 or module is None or views is None:
+    if not facts.is_sm90 or module is None or views is None or (sfa is not None and views[3]):
         return None
     g, m, n, k = gmnk
-    got = module.head_batched_plan(m, n, k, g, views[3], facts)
+    got = module.head_batched_plan(m, n, k, g, views[3], facts) if sfa is None else \
+        module.head_batched_plan(m, n, k, g, facts)
     return None if isinstance(got, str) else got
+
+
+def _run_sm90_heads(plan: _Plan, a, b, d, sfa, sfb) -> bool:
+    """Launch ``plan``'s head-batched sm90 kernel; False where the views' addresses keep TMA out (nothing ran)."""
+    a2, b2, d2, _ = _head_views(plan.expr, a, b, d)
+    if sfa is None:
+        return _sm90_bf16_grouped_module().bf16_head_batched(*plan.sm90, a2, b2, d2)
+    bsz, h, k = a.shape
+    # per-token scales in the masked form's layout, [heads, b, K/128] MN-major (a copy of b * heads * K/128 floats)
+    sfa_heads = transform_sf_into_required_layout(sfa.permute(1, 0, 2), bsz, k, FP8_RECIPE, num_groups=h,
+                                                  is_sfa=True, name="a[1]")
+    return _sm90_grouped_module().fp8_head_batched(*plan.sm90, a2, sfa_heads, b2, sfb.contiguous(), d2)

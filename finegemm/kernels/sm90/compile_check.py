@@ -104,11 +104,12 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32", p
     return triton.compile(src, target=TARGET, options={"num_warps": config.num_warps, "launch_pdl": pdl})
 
 
-def compile_grouped_variant(desc: GemmDesc, config: Sm90Config, use_psum: bool = False):
+def compile_grouped_variant(desc: GemmDesc, config: Sm90Config, use_psum: bool = False, head_batched: bool = False):
     """The compiled m-grouped kernel (``GROUPING`` 1 for ``desc.layout == "m_grouped_contiguous"``, 2 for
     ``"m_grouped_masked"``) exactly as :mod:`.dispatch_grouped` launches it: pointers for ``layout_ptr``
     and ``d_ptr``, every grouped constexpr named (ASTSource applies no defaults). ``desc.m`` is
-    M_total (contiguous) or max_m (masked); ``desc.num_groups`` the group count."""
+    M_total (contiguous) or max_m (masked); ``desc.num_groups`` the group count. ``head_batched``: the
+    ``GROUPING`` 3 form of :func:`.dispatch_grouped.head_batched_plan`'s desc."""
     from . import dispatch_grouped
 
     bm, bn = config.block_m, config.block_n
@@ -121,7 +122,7 @@ def compile_grouped_variant(desc: GemmDesc, config: Sm90Config, use_psum: bool =
         "M": "i32", "stride_sfa_k": "i32", "stride_sfb": "i32", "stride_cm": "i32",
         "sfa_desc": _desc_sig("i32" if desc.sf_packed else "fp32", layouts.sfa_box(bm, config.sfa_tma),
                               None, gemm_1d2d.sfa_desc_layout()),
-        "layout_ptr": "*i32", "d_ptr": "*bf16",
+        "layout_ptr": "*bf16" if head_batched else "*i32", "d_ptr": "*bf16",
     }
     constexprs = dict(
         N=desc.n, K=desc.k, BLOCK_M=bm, BLOCK_N=bn, STAGES=config.stages, GROUP_M=config.group_m, SPLIT_K=1,
@@ -131,6 +132,8 @@ def compile_grouped_variant(desc: GemmDesc, config: Sm90Config, use_psum: bool =
         K_DYN=False, c_desc=None, C_TMA=False, C_TMA_LATE=False, PDL=False, PDL_CHAIN=0, B_PREFETCH=config.b_prefetch,
         HEAD_SPLITS=(0, 0, 0),
     )
+    if head_batched:  # fp8_einsum's GROUPING 3 (dispatch_grouped.head_batched_plan's desc is the masked form's)
+        constexprs["GROUPING"] = 3
     for name in constexprs:
         sig[name] = "constexpr"
     src = GluonASTSource(gemm_1d2d.fp8_gemm_kernel, sig, constexprs)

@@ -28,7 +28,7 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 from ...jit.device import DeviceFacts
 from ...jit.heuristics import GemmDesc
 from ...jit.heuristics_sm90 import Sm90Config
-from ...jit.heuristics_sm90_grouped import GROUPED_LAYOUTS, get_sm90_grouped_config
+from ...jit.heuristics_sm90_grouped import GROUPED_LAYOUTS, get_sm90_grouped_config, make_grouped_config
 from . import gemm_1d2d, launcher, layouts
 from .dispatch import _desc, _scale_desc
 
@@ -222,3 +222,61 @@ def m_grouped_fp8_1d2d_gemm_masked(desc: GemmDesc, config: Sm90Config, a, sfa, b
     del expected_m  # already in desc (the config's hint)
     key = ("masked", desc, config, a.get_device(), _tensor_key(a, sfa, b, sfb, d, masked_m))
     _run(key, lambda: _masked_plan(desc, config, a, sfa, b, sfb, d, masked_m), _b_packed(b))
+
+
+# ------------------------------------------------------------------------------------------ head-batched
+# fp8_einsum's bhr,hdr->bhd (api/einsum.py) on GROUPING 3: every head a group with all M rows, A and D read and
+# written in place as [M, heads * K] / [M, heads * N] views, the per-token scales in the masked form's layout
+HEAD_BLOCK_N = (128, 64)
+
+
+def head_batched_plan(m: int, n: int, k: int, heads: int, facts: DeviceFacts) -> tuple[GemmDesc, Sm90Config] | str:
+    """(desc, config) of a head-batched FP8 GEMM (``heads`` groups of ``[m, k] x [n, k]^T``, recipe 1d2d, BF16 D), or
+    why the kernel cannot run it: the masked form's tiles at ``m`` rows a group, at most 128 rows, BLOCK_N
+    dividing N."""
+    reason = launcher.triton_version_reason()
+    if reason is not None:
+        return reason
+    if k % 128 or n % HEAD_BLOCK_N[-1]:
+        return (f"head-batched sm90 FP8 GEMM needs K % 128 == 0 and N % {HEAD_BLOCK_N[-1]} == 0; got K={k}, N={n}")
+    if m * heads >= 2**31 or heads * max(n, k) >= 2**31:
+        return "row indices of the head-batched views overflow int32"
+    desc = GemmDesc("fp8_1d2d", m, n, k, layout="m_grouped_masked", num_groups=heads, expected_m=m)
+    config = get_sm90_grouped_config(desc, facts)
+    if config.block_m > 128 or n % config.block_n:
+        bn = config.block_n if n % config.block_n == 0 else next(b for b in HEAD_BLOCK_N if n % b == 0)
+        config = make_grouped_config(facts, min(config.block_m, 128), bn, sfa_tma=True, pipe_mma=config.pipe_mma)
+    return desc, config
+
+
+def fp8_head_batched(desc: GemmDesc, config: Sm90Config, a2: torch.Tensor, sfa: torch.Tensor, b2: torch.Tensor,
+                     sfb: torch.Tensor, d2: torch.Tensor) -> bool:
+    """Launch the head-batched FP8 GEMM on in-place views: ``a2`` e4m3 ``[M, heads * K]``, ``sfa`` fp32
+    ``[heads, M, K/128]`` in the masked form's required layout, ``b2`` e4m3 ``[heads * N, K]``, ``sfb`` fp32
+    ``[heads, ceil(N/128), K/128]`` contiguous, ``d2`` bf16 ``[M, heads * N]``. False (nothing launched) where TMA
+    cannot address the views; a repeated call replays its recorded launch."""
+    from .dispatch_bf16 import _tma_ready
+
+    if not (_tma_ready(a2) and _tma_ready(b2) and _tma_ready(d2)):
+        return False
+    heads, m, cols = sfa.shape
+    m_aligned = (m + 3) // 4 * 4
+    _check_sf("a[1]", sfa, (cols * m_aligned, 1, m_aligned))
+    key = ("heads", desc, config, a2.get_device(), _tensor_key(a2, sfa, b2, sfb, d2))
+
+    def build():
+        bm, bn = config.block_m, config.block_n
+        sfa_tma = config.sfa_tma and sfa.data_ptr() % 16 == 0
+        if sfa_tma:
+            sfa_desc = TensorDescriptor(sfa, [heads * cols, m], [m_aligned, 1], layouts.sfa_box(bm, True),
+                                        gemm_1d2d.sfa_desc_layout())
+        else:
+            sfa_desc = _scale_desc(sfa, bm, False)
+        tiles = heads * triton.cdiv(m, bm) * triton.cdiv(desc.n, bn)
+        args = (_desc(a2, [bm, 128]), _desc(b2, [bn, 128]), _desc(d2, [64, bn]), sfa, sfb, d2, m, m_aligned,
+                _sfb_stride(desc, sfb), 0, sfa_desc)
+        meta = dict(_meta(desc, config, sfa, False, sfa_tma, d2, d2), GROUPING=3)
+        return (max(1, min(tiles, config.num_sms)),), args, meta
+
+    _run(key, build)
+    return True

@@ -105,6 +105,15 @@ def _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
 
 
 @gluon.jit
+def head_tile(unit, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
+    """(group, pid_m, pid_n) of work unit ``unit`` of the head-batched schedule (``GROUPING`` 3 here and in the
+    BF16 grouped kernel): every group's ``num_pid_m x num_pid_n`` tiles in turn."""
+    tiles = num_pid_m * num_pid_n
+    pid_m, pid_n = _tile_coords(unit % tiles, num_pid_m, num_pid_n, GROUP_M)
+    return unit // tiles, pid_m, pid_n
+
+
+@gluon.jit
 def head_split_column(col, HEAD_SPLITS: gl.constexpr):
     """D column of GEMM column ``col`` under ``HEAD_SPLITS`` ``(left, mid, right)``: each head's ``left + right``
     GEMM columns land as ``left``, a gap of ``mid`` left untouched, ``right`` (DeepGEMM's
@@ -333,10 +342,11 @@ def _first_local_unit(g_start):
 @gluon.jit
 def _load_tile(a_desc, b_desc, sfa_desc, a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it,
                a_row, b_row, sfa_row0, sfa_col, kb_count, STAGES: gl.constexpr, SFA_TMA: gl.constexpr,
-               SF_PACKED: gl.constexpr, B_PREFETCH: gl.constexpr = 0):
-    """Producer of one grouped tile: ``kb_count`` K blocks of A rows ``a_row``, B rows ``b_row`` (and the
-    tile's per-token scales, row ``sfa_row0 + kb`` of the scale view, columns from ``sfa_col``); B's tile
-    ``B_PREFETCH`` K blocks ahead prefetched into L2 with each block (see :func:`_dense_load_partition`)."""
+               SF_PACKED: gl.constexpr, B_PREFETCH: gl.constexpr = 0, a_k0=0):
+    """Producer of one grouped tile: ``kb_count`` K blocks of A rows ``a_row`` (from column ``a_k0``: the
+    head-batched form's group offset), B rows ``b_row`` (and the tile's per-token scales, row ``sfa_row0 + kb``
+    of the scale view, columns from ``sfa_col``); B's tile ``B_PREFETCH`` K blocks ahead prefetched into L2 with
+    each block (see :func:`_dense_load_partition`)."""
     for kb in range(kb_count):
         s = it % STAGES
         mbarrier.wait(empty_bars.index(s), ((it // STAGES) & 1) ^ 1)
@@ -347,7 +357,7 @@ def _load_tile(a_desc, b_desc, sfa_desc, a_bufs, b_bufs, sfa_bufs, full_bars, em
             tma.async_copy_global_to_shared(sfa_desc, [sfa_row0 + krow, sfa_col], bar, sfa_bufs.index(s))
         else:
             mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(a_desc, [a_row, kb * BLOCK_K], bar, a_bufs.index(s))
+        tma.async_copy_global_to_shared(a_desc, [a_row, a_k0 + kb * BLOCK_K], bar, a_bufs.index(s))
         tma.async_copy_global_to_shared(b_desc, [b_row, kb * BLOCK_K], bar, b_bufs.index(s))
         if B_PREFETCH > 0:
             if kb + B_PREFETCH < kb_count:
@@ -366,7 +376,8 @@ def _grouped_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bar
     """TMA producer of the m-grouped kernels: walks exactly the tiles the math partitions walk.
 
     Contiguous: A [M_total, K], B [G * N, K]; a tile of padding issues no load. Masked: A [G * max_m, K],
-    the scale view [G * SFK_ROWS, max_m]; only tiles below ``masked_m[g]`` exist.
+    the scale view [G * SFK_ROWS, max_m]; only tiles below ``masked_m[g]`` exist. Head-batched: A [M, G * K]
+    (group g's K from column g * K), the scale view [G * SFK_ROWS, M]; every group's tiles.
     """
     num_kb: gl.constexpr = K // BLOCK_K
     num_pid_n: gl.constexpr = (N + BLOCK_N - 1) // BLOCK_N
@@ -393,7 +404,7 @@ def _grouped_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bar
                 it = _load_tile(a_desc, b_desc, sfa_desc, a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it,
                                 off_m, safe * N + off_b, 0, off_m, kb_count, STAGES, SFA_TMA, SF_PACKED,
                                 B_PREFETCH)
-    else:
+    elif GROUPING == 2:
         g_start = 0
         for g in range(NUM_GROUPS):
             valid_rows, num_pid_m, tiles_g = _masked_group_tiles(layout_ptr, g, GROUP_ROWS, BLOCK_M, num_pid_n)
@@ -404,6 +415,14 @@ def _grouped_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bar
                                 g * GROUP_ROWS + off_m, g * N + pid_n * BLOCK_N, g * SFK_ROWS, off_m, num_kb,
                                 STAGES, SFA_TMA, SF_PACKED, B_PREFETCH)
             g_start += tiles_g
+    else:
+        num_pid_m = gl.cdiv(M, BLOCK_M)
+        for unit in range(gl.program_id(0), NUM_GROUPS * num_pid_m * num_pid_n, gl.num_programs(0)):
+            g, pid_m, pid_n = head_tile(unit, num_pid_m, num_pid_n, GROUP_M)
+            off_m = pid_m * BLOCK_M
+            it = _load_tile(a_desc, b_desc, sfa_desc, a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it,
+                            off_m, g * N + pid_n * BLOCK_N, g * SFK_ROWS, off_m, num_kb, STAGES, SFA_TMA, SF_PACKED,
+                            B_PREFETCH, g * K)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1072,7 +1091,9 @@ def _grouped_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr
     GROUPING 1 (contiguous): the tiles of [M_total, N]; each reads its group once; rows that are not the
     group's (padding, or ids outside [0, G)) are written as 0, a padding tile runs no K block and
     stores a zero tile. GROUPING 2 (masked): the valid tiles of every group in order (the producer's
-    walk); rows at or past ``masked_m[g]`` are neither computed into the result nor written.
+    walk); rows at or past ``masked_m[g]`` are neither computed into the result nor written. GROUPING 3
+    (head-batched): every group's tiles of [M, N], group g's D columns ``g * N + [0, N)`` (the TMA store clips
+    the rows past M).
     """
     row_layout: gl.constexpr = gl.SliceLayout(1, mma_layout_for(64, BLOCK_N, 4))
     num_kb: gl.constexpr = K // BLOCK_K
@@ -1103,7 +1124,7 @@ def _grouped_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr
                 SF_PACKED, SFA_TMA, WG)
             acc = gl.where(_rows_of_group(layout_ptr, rows, in_m, (g, valid, end), USE_PSUM)[:, None], acc, 0.0)
             _store_wave(acc, d_desc, d_sub, None, rows, cols, in_m, col_mask, 0, off_m + WG * 64, off_n, 0, False)
-    else:
+    elif GROUPING == 2:
         g_start = 0
         for g in range(NUM_GROUPS):
             valid_rows, num_pid_m, tiles_g = _masked_group_tiles(layout_ptr, g, GROUP_ROWS, BLOCK_M, num_pid_n)
@@ -1119,6 +1140,20 @@ def _grouped_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr
                 _store_masked_wave(acc, d_desc, d_sub, d_ptr, rows, off_m + WG * 64, cols, col_mask, valid_rows,
                                    g * GROUP_ROWS + off_m + WG * 64, off_n, N)
             g_start += tiles_g
+    else:
+        num_pid_m = gl.cdiv(M, BLOCK_M)
+        for unit in range(gl.program_id(0), NUM_GROUPS * num_pid_m * num_pid_n, gl.num_programs(0)):
+            g, pid_m, pid_n = head_tile(unit, num_pid_m, num_pid_n, GROUP_M)
+            off_m = pid_m * BLOCK_M
+            off_n = pid_n * BLOCK_N
+            rows = off_m + WG * 64 + gl.arange(0, 64, layout=row_layout)
+            in_m = rows < M
+            acc, cols, col_mask, it = _grouped_wave(
+                a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, sfa_ptr + g * SFA_STRIDE_G,
+                sfb_ptr + g * SFB_STRIDE_G, rows, in_m, off_n, num_kb, stride_sfa_k, stride_sfb, N, K, STAGES,
+                SF_PACKED, SFA_TMA, WG, PIPE_MMA)
+            _store_wave(acc, d_desc, d_sub, None, rows, cols, in_m, col_mask, 0, off_m + WG * 64, g * N + off_n, 0,
+                        False)
     tma.store_wait(0)
 
 
@@ -1325,6 +1360,10 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
       on the device; ``d_desc`` [G * max_m, N] and ``d_ptr`` its base (partial waves are stored with a
       row mask); ``sfa_ptr`` [G, max_m, SFK] MN-major with group stride ``SFA_STRIDE_G``, ``sfa_desc``
       its [G * SFK_ROWS, max_m] view; ``M`` = G * max_m.
+    - 3, head-batched (fp8_einsum's ``bhr,hdr->bhd``): every group has all ``M`` rows; ``a_desc`` [M, G * K] (group
+      g's K from column g * K), ``d_desc`` [M, G * N] (group g's columns g * N + [0, N), N a multiple of BLOCK_N;
+      the TMA store clips the rows past M); ``sfa_ptr`` / ``sfa_desc`` as the masked form's with max_m = M;
+      ``layout_ptr`` / ``d_ptr`` unused; BLOCK_M 64 or 128.
 
     Grouped forms use BLOCK_M 64/128 or 256 (:func:`_contiguous_math_256`, :func:`_masked_math_256`), no split-K,
     no C, the 1d2d recipe.
@@ -1340,6 +1379,9 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
         gl.static_assert(SPLIT_K == 1, "grouped tiles: no split-K")
         gl.static_assert(not HAS_C, "grouped tiles: no C")
         gl.static_assert(not SFB_PER_CHANNEL, "grouped tiles: recipe (1, 128, 128) only")
+    if GROUPING == 3:
+        gl.static_assert(BLOCK_M <= 128 and N % BLOCK_N == 0,
+                         "head-batched: BLOCK_M 64/128, a tile never reaching into the next group's D columns")
     if GROUPING == 1:
         # 256-row tiles run as two 128-row halves, each inside one segment (_halves_of_tile)
         gl.static_assert(ALIGN % min(BLOCK_M, 128) == 0,

@@ -62,6 +62,7 @@ from .gemm_1d2d import (
     _store_masked_wave,
     _store_wave,
     _tile_coords,
+    head_tile,
     launch_dependents,
     ring_barriers,
 )
@@ -320,14 +321,6 @@ def _grouped_b_coords(g, off_n, N: gl.constexpr, K: gl.constexpr, B_MN_MAJOR: gl
 
 
 @gluon.jit
-def _head_tile(unit, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
-    """(group, pid_m, pid_n) of work unit ``unit`` of the head-batched schedule: every group's tiles in turn."""
-    tiles = num_pid_m * num_pid_n
-    pid_m, pid_n = _tile_coords(unit % tiles, num_pid_m, num_pid_n, GROUP_M)
-    return unit // tiles, pid_m, pid_n
-
-
-@gluon.jit
 def _grouped_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, layout_ptr, M,
                             N: gl.constexpr, K: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                             BLOCK_K: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
@@ -367,7 +360,7 @@ def _grouped_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bar
     else:
         num_pid_m = gl.cdiv(M, BLOCK_M)
         for unit in range(gl.program_id(0), NUM_GROUPS * num_pid_m * num_pid_n, gl.num_programs(0)):
-            g, pid_m, pid_n = _head_tile(unit, num_pid_m, num_pid_n, GROUP_M)
+            g, pid_m, pid_n = head_tile(unit, num_pid_m, num_pid_n, GROUP_M)
             b_row, b_k0 = _grouped_b_coords(g, pid_n * BLOCK_N, N, K, B_MN_MAJOR)
             it = _load_k_range(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, it, 0, num_kb,
                                pid_m * BLOCK_M, b_row, b_k0, BLOCK_K, STAGES, A_MN_MAJOR, B_MN_MAJOR, B_PREFETCH,
@@ -445,7 +438,7 @@ def _grouped_math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_sme
         # head-batched: every group's tiles of [M, N], group g's D columns g * N + [0, N) (TMA clips rows >= M)
         num_pid_m = gl.cdiv(M, BLOCK_M)
         for unit in range(gl.program_id(0), NUM_GROUPS * num_pid_m * num_pid_n, gl.num_programs(0)):
-            g, pid_m, pid_n = _head_tile(unit, num_pid_m, num_pid_n, GROUP_M)
+            g, pid_m, pid_n = head_tile(unit, num_pid_m, num_pid_n, GROUP_M)
             acc, it, off_m, off_n, rows, cols = _whole_k_wave(a_bufs, b_bufs, full_bars, empty_bars, it, pid_m, pid_n,
                                                               num_kb, BLOCK_M, BLOCK_N, STAGES, A_MN_MAJOR,
                                                               B_MN_MAJOR, WG)

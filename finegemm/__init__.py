@@ -15,6 +15,7 @@ from .api.attention import (
     get_paged_mqa_logits_metadata,
     pack_paged_kv_cache,
 )
+from .api.cublaslt import cublaslt_gemm_nn, cublaslt_gemm_nt, cublaslt_gemm_tn, cublaslt_gemm_tt
 from .api.einsum import einsum, fp8_einsum
 from .api.gemm import (
     bf16_gemm_nn,
@@ -86,5 +87,6 @@ __all__ = [
     "per_token_cast_to_fp8", "per_channel_cast_to_fp8", "per_block_cast_to_fp8", "ceil_to_ue8m0",
     "pack_ue8m0", "unpack_ue8m0", "pack_ue8m0_to_int", "unpack_ue8m0_from_int", "per_custom_dims_cast_to_fp8",
     "ceil_div", "align", "calc_diff", "fp8_linear", "fp8_grouped_linear", "FP8Linear",
-    "einsum", "fp8_einsum", "set_pdl", "get_pdl", "use_deterministic_algorithms", "set_ignore_compile_dims",
+    "einsum", "fp8_einsum", "cublaslt_gemm_nt", "cublaslt_gemm_nn", "cublaslt_gemm_tn", "cublaslt_gemm_tt",
+    "set_pdl", "get_pdl", "use_deterministic_algorithms", "set_ignore_compile_dims",
 ]

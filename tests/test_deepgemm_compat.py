@@ -13,8 +13,8 @@ from generators import contiguous_row_groups
 import finegemm as deep_gemm
 from finegemm import reference
 
-# DeepGEMM 2.8's public names that exist for SM90 (its SM100-only formats, mega MoE, hyper-connection kernels and
-# cuBLASLt peers are not offered; README and NOTES v15 say why)
+# DeepGEMM 2.8's public names that exist for SM90 (its SM100-only formats, mega MoE and hyper-connection kernels are
+# not offered; README and NOTES v15 say why)
 HOPPER_NAMES = (
     "set_num_sms", "get_num_sms", "set_pdl", "get_pdl", "use_deterministic_algorithms", "set_ignore_compile_dims",
     "fp8_gemm_nt", "fp8_gemm_nn", "fp8_gemm_tn", "fp8_gemm_tt", "fp8_gemm_nt_skip_head_mid",
@@ -28,7 +28,7 @@ HOPPER_NAMES = (
     "get_mk_alignment_for_contiguous_layout", "set_mk_alignment_for_contiguous_layout",
     "get_theoretical_mk_alignment_for_contiguous_layout", "ceil_div", "align", "ceil_to_ue8m0", "pack_ue8m0_to_int",
     "per_token_cast_to_fp8", "per_channel_cast_to_fp8", "per_block_cast_to_fp8", "per_custom_dims_cast_to_fp8",
-    "calc_diff",
+    "calc_diff", "cublaslt_gemm_nt", "cublaslt_gemm_nn", "cublaslt_gemm_tn", "cublaslt_gemm_tt",
 )
 
 
@@ -125,3 +125,35 @@ def test_transform_takes_the_one_operand_recipe():
         deep_gemm.transform_sf_into_required_layout(sf, 77, 512, (1, 128), is_sfa=True)
     with pytest.raises(ValueError, match="psum_layout"):
         deep_gemm.transform_sf_into_required_layout(sf, 77, 512, (1, 128), psum_layout=torch.zeros(2))
+
+
+@pytest.mark.parametrize("layout", ["nt", "nn", "tn", "tt"])
+@pytest.mark.parametrize("dtype,out_dtype", [(torch.bfloat16, torch.float32), (torch.bfloat16, torch.bfloat16),
+                                             (torch.float32, torch.float32)])
+def test_cublaslt_peers(layout, dtype, out_dtype):
+    """DeepGEMM's cuBLASLt peers run torch's GEMM: d = c + a @ b^T against float64, c added in FP32."""
+    g = torch.Generator().manual_seed(11)
+    x, y = torch.randn(33, 70, generator=g).to(dtype), torch.randn(45, 70, generator=g).to(dtype)
+    a = x if layout[0] == "n" else x.t().contiguous()
+    b = y if layout[1] == "t" else y.t().contiguous()
+    fn = getattr(deep_gemm, f"cublaslt_gemm_{layout}")
+    d = torch.full((33, 45), float("nan"), dtype=out_dtype)
+    fn(a, b, d)
+    ref = x.double() @ y.double().t()
+    assert reference.calc_diff(d, ref) < (1e-5 if out_dtype == torch.bfloat16 else 1e-10)
+    c = torch.randn(33, 45, generator=g)
+    d = torch.full((33, 45), float("nan"), dtype=out_dtype)
+    fn(a, b, d, c)
+    assert reference.calc_diff(d, ref + c.double()) < (1e-5 if out_dtype == torch.bfloat16 else 1e-10)
+
+
+def test_cublaslt_peer_errors():
+    x = torch.randn(4, 8).bfloat16()
+    with pytest.raises(TypeError, match="a and b must have one dtype"):
+        deep_gemm.cublaslt_gemm_nt(x, x.half(), torch.empty(4, 4))
+    with pytest.raises(TypeError, match="d must have dtype torch.bfloat16, torch.float32"):
+        deep_gemm.cublaslt_gemm_nt(x, x, torch.empty(4, 4, dtype=torch.float16))
+    with pytest.raises(ValueError, match=r"b must be 2-D \[K, N\]"):
+        deep_gemm.cublaslt_gemm_nn(x, x[None], torch.empty(4, 4))
+    with pytest.raises(TypeError, match="a must have dtype"):
+        deep_gemm.cublaslt_gemm_nt(x.to(torch.float8_e4m3fn), x, torch.empty(4, 4))

@@ -48,6 +48,23 @@ def _fp8_pair_b(w: torch.Tensor):
     return torch.stack([q for q, _ in heads]), torch.stack([s for _, s in heads])
 
 
+def _head_batched(row: dict, kind: str, call, d: torch.Tensor, ref: torch.Tensor, bound: float, us) -> None:
+    """``call`` once more with the head-batched sm90 kernels switched on (``HEAD_BATCHED_SM90``, off by default until
+    measured): whether that path was taken, its accuracy against ``ref`` (< ``bound``), its time."""
+    einsum_api.HEAD_BATCHED_SM90 = True
+    einsum_api._PLANS.clear()
+    try:
+        d.fill_(float("nan"))
+        call()
+        row[f"sm90_{kind}_path_taken"] = any(plan.sm90 is not None for plan in einsum_api._PLANS.values())
+        row[f"calc_diff_sm90_{kind}"] = calc_diff(d, ref)
+        assert row[f"calc_diff_sm90_{kind}"] < bound, row
+        row[f"finegemm_sm90_{kind}_us"] = us(call)
+    finally:
+        einsum_api.HEAD_BATCHED_SM90 = False
+        einsum_api._PLANS.clear()
+
+
 def probe(expr: str, b: int, dev: torch.device, flush: L2Flush) -> dict:
     a_shape, b_shape, out_shape = _shapes(expr, b)
     gen = torch.Generator(device=dev).manual_seed(b)
@@ -70,38 +87,16 @@ def probe(expr: str, b: int, dev: torch.device, flush: L2Flush) -> dict:
     if b == 64:  # decode-sized: the host time per call (recorded launches) against the device time
         row["finegemm_bf16_host"] = host_overhead(lambda: finegemm.einsum(expr, a, w, d), dev)
     if expr in einsum_api.HEAD_EXPRESSIONS and out_dtype == torch.bfloat16:
-        # the head-batched sm90 kernel (switched off by default until this and its GPU test have run)
-        einsum_api.HEAD_BATCHED_SM90 = True
-        einsum_api._PLANS.clear()
-        try:
-            d.fill_(float("nan"))
-            finegemm.einsum(expr, a, w, d)
-            row["sm90_path_taken"] = any(plan.sm90 is not None for plan in einsum_api._PLANS.values())
-            row["calc_diff_sm90_bf16"] = calc_diff(d, ref_einsum(expr, a, w))
-            assert row["calc_diff_sm90_bf16"] < 1e-4, row
-            row["finegemm_sm90_bf16_us"] = us(lambda: finegemm.einsum(expr, a, w, d))
-        finally:
-            einsum_api.HEAD_BATCHED_SM90 = False
-            einsum_api._PLANS.clear()
+        _head_batched(row, "bf16", lambda: finegemm.einsum(expr, a, w, d), d, ref_einsum(expr, a, w), 1e-4, us)
     if expr in ("bhd,hdr->bhr", "bhr,hdr->bhd"):
         fa, fw = _fp8_pair_a(a.float()), _fp8_pair_b(w.float())
         finegemm.fp8_einsum(expr, fa, fw, d)
         row["calc_diff_fp8"] = calc_diff(d, ref_fp8_einsum(expr, fa, fw))
         assert row["calc_diff_fp8"] < 1e-3, row
         row["finegemm_fp8_us"] = us(lambda: finegemm.fp8_einsum(expr, fa, fw, d))
-        if expr == "bhr,hdr->bhd" and out_dtype == torch.bfloat16:  # the FP8 head-batched sm90 kernel
-            einsum_api.HEAD_BATCHED_SM90 = True
-            einsum_api._PLANS.clear()
-            try:
-                d.fill_(float("nan"))
-                finegemm.fp8_einsum(expr, fa, fw, d)
-                row["sm90_fp8_path_taken"] = any(plan.sm90 is not None for plan in einsum_api._PLANS.values())
-                row["calc_diff_sm90_fp8"] = calc_diff(d, ref_fp8_einsum(expr, fa, fw))
-                assert row["calc_diff_sm90_fp8"] < 1e-3, row
-                row["finegemm_sm90_fp8_us"] = us(lambda: finegemm.fp8_einsum(expr, fa, fw, d))
-            finally:
-                einsum_api.HEAD_BATCHED_SM90 = False
-                einsum_api._PLANS.clear()
+        if expr == "bhr,hdr->bhd" and out_dtype == torch.bfloat16:
+            _head_batched(row, "fp8", lambda: finegemm.fp8_einsum(expr, fa, fw, d), d, ref_fp8_einsum(expr, fa, fw),
+                          1e-3, us)
     for key in [k for k in row if k.endswith("_us")]:
         row[key.replace("_us", "_tflops")] = round(flops / row[key] / 1e6, 1)
     print(json.dumps(row), flush=True)

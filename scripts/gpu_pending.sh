@@ -57,6 +57,15 @@ pytest_gpu() {  # log name, then test paths
     [ "${PIPESTATUS[0]}" = 0 ] || status=1
     pack
 }
+bench_suites() {  # seconds per suite, then suites: the finegemm-sm90 harness with --kernel-time, JSON per suite
+    local limit="$1"; shift
+    for suite in "$@"; do
+        timeout "$limit" python3 -m finegemm.bench --plain --no-progress --kernel-time --suite "$suite" \
+            --peers finegemm-sm90 --commit "$commit" --json "$LOGS/bench-$suite.json" > "$LOGS/bench-$suite.log" 2>&1 \
+            || status=1
+        tail -3 "$LOGS/bench-$suite.log"; pack
+    done
+}
 if [ "$PART" = 1 ]; then
     pytest_gpu pytest-mqa.log tests/test_sm90_mqa.py tests/test_sm90_paged_mqa.py tests/test_mqa.py
     OUT="$LOGS" timeout 200 python3 scripts/mqa_sm90_probe.py 2>&1 | tee "$LOGS/mqa_probe.log" | cut -c1-240
@@ -102,12 +111,7 @@ elif [ "$PART" = 8 ]; then
     # probe moved to part 9)
     pytest_gpu pytest-compile.log tests/test_torch_compile.py tests/test_autograd.py tests/test_quant_kernel.py \
         tests/test_skip_head_mid.py tests/test_einsum.py tests/test_contiguous_alignment.py
-    for suite in paged-mqa k-grouped; do  # mqa and grouped: part 14 (one call holds 10 minutes at most)
-        timeout 150 python3 -m finegemm.bench --plain --no-progress --kernel-time --suite $suite \
-            --peers finegemm-sm90 --commit "$commit" --json "$LOGS/bench-$suite.json" > "$LOGS/bench-$suite.log" 2>&1 \
-            || status=1
-        tail -3 "$LOGS/bench-$suite.log"; pack
-    done
+    bench_suites 150 paged-mqa k-grouped  # mqa and grouped: part 14 (one call holds 10 minutes at most)
 elif [ "$PART" = 9 ]; then
     timeout 60 python3 scripts/multicast_probe.py 2>&1 | tee "$LOGS/multicast_probe.log" | tail -4
     pack
@@ -134,12 +138,7 @@ elif [ "$PART" = 12 ]; then
         pack
     done
 elif [ "$PART" = 14 ]; then
-    for suite in mqa grouped; do
-        timeout 250 python3 -m finegemm.bench --plain --no-progress --kernel-time --suite $suite \
-            --peers finegemm-sm90 --commit "$commit" --json "$LOGS/bench-$suite.json" > "$LOGS/bench-$suite.log" 2>&1 \
-            || status=1
-        tail -3 "$LOGS/bench-$suite.log"; pack
-    done
+    bench_suites 250 mqa grouped
 elif [ "$PART" = 13 ]; then
     OUT="$LOGS" timeout 300 python3 scripts/einsum_bench.py 2>&1 | tee "$LOGS/einsum_bench.log" | cut -c1-240
     pack

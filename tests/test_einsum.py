@@ -75,13 +75,14 @@ def test_empty_sums_give_c_or_zero():
     assert torch.equal(d, c)
 
 
-def _fp8_operands(expr, k, seed, device="cpu"):
+def _fp8_operands(expr, k, seed, device="cpu", b_=B, h=H, d_=D, r=R):
+    """FP8 operands of ``expr``: a ``[b, h, k]`` cast per token, b ``[h, d, r]`` cast per 128x128 block of each head."""
     g = torch.Generator().manual_seed(seed)
-    x = torch.randn(B, H, k, generator=g).to(device)
-    w = torch.randn(H, D, R, generator=g).to(device)
+    x = torch.randn(b_, h, k, generator=g).to(device)
+    w = torch.randn(h, d_, r, generator=g).to(device)
     a_fp8, sfa = per_token_cast_to_fp8(x.reshape(-1, k))
-    heads = [per_block_cast_to_fp8(w[h]) for h in range(H)]
-    a = (a_fp8.view(B, H, k), sfa.view(B, H, -1))
+    heads = [per_block_cast_to_fp8(w[i]) for i in range(h)]
+    a = (a_fp8.view(b_, h, k), sfa.view(b_, h, -1))
     b = (torch.stack([q for q, _ in heads]), torch.stack([s for _, s in heads]))
     return a, b
 
@@ -182,14 +183,7 @@ def test_gpu_bf16_expressions(expr, a_shape, b_shape):
 @pytest.mark.parametrize("expr", ["bhr,hdr->bhd", "bhd,hdr->bhr"])
 def test_gpu_fp8_expressions(expr):
     dev = sm90_device()
-    b_, h, d_, r = 64, 128, 128, 512
-    k = r if expr == "bhr,hdr->bhd" else d_
-    x = torch.randn(b_, h, k, device=dev)
-    w = torch.randn(h, d_, r, device=dev)
-    a_fp8, sfa = per_token_cast_to_fp8(x.reshape(-1, k))
-    heads = [per_block_cast_to_fp8(w[i]) for i in range(h)]
-    a = (a_fp8.view(b_, h, k), sfa.view(b_, h, -1))
-    b = (torch.stack([q for q, _ in heads]), torch.stack([s for _, s in heads]))
+    a, b = _fp8_operands(expr, 512 if expr == "bhr,hdr->bhd" else 128, 3, dev, 64, 128, 128, 512)
     ref = reference.einsum.fp8_einsum(expr, a, b)
     d = _poisoned(ref.shape, torch.bfloat16, dev)
     finegemm.fp8_einsum(expr, a, b, d)
@@ -294,14 +288,7 @@ def test_gpu_fp8_head_batched_sm90_kernel(expr, b_, monkeypatch):
     dev = sm90_device()
     monkeypatch.setattr(einsum_api, "HEAD_BATCHED_SM90", True)
     einsum_api._PLANS.clear()
-    h, d_, r = 128, 128, 512
-    k = r if expr == "bhr,hdr->bhd" else d_
-    x = torch.randn(b_, h, k, device=dev)
-    w = torch.randn(h, d_, r, device=dev)
-    a_fp8, sfa = per_token_cast_to_fp8(x.reshape(-1, k))
-    heads = [per_block_cast_to_fp8(w[i]) for i in range(h)]
-    a = (a_fp8.view(b_, h, k), sfa.view(b_, h, -1))
-    b = (torch.stack([q for q, _ in heads]), torch.stack([s for _, s in heads]))
+    a, b = _fp8_operands(expr, 512 if expr == "bhr,hdr->bhd" else 128, b_, dev, b_, 128, 128, 512)
     ref = reference.einsum.fp8_einsum(expr, a, b)
     d = _poisoned(ref.shape, torch.bfloat16, dev)
     for _ in range(2):  # the second call replays the recorded launch into the re-poisoned d

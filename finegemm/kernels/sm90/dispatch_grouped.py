@@ -160,6 +160,19 @@ def masked_layout_reason(a: torch.Tensor, d: torch.Tensor) -> str | None:
     return None
 
 
+def _group_scales_desc(sfa: torch.Tensor, bm: int, tma: bool) -> tuple[TensorDescriptor, bool]:
+    """(descriptor, whether the ring reads it by TMA) of per-group per-token scales ``[G, rows, SFK]`` MN-major
+    (strides ``(SFK * rows_aligned, 1, rows_aligned)``): read as ``[G * SFK, rows]`` rows of stride ``rows_aligned``,
+    one K block of one group per row, so a box never crosses into another group's scales. Without TMA (or with
+    an unaligned base) a placeholder the kernel never reads."""
+    g, rows, cols = sfa.shape
+    if tma and sfa.data_ptr() % 16 == 0:
+        desc = TensorDescriptor(sfa, [g * cols, rows], [(rows + 3) // 4 * 4, 1], layouts.sfa_box(bm, True),
+                                gemm_1d2d.sfa_desc_layout())
+        return desc, True
+    return _scale_desc(sfa, bm, False), False
+
+
 def _masked_plan(desc, config, a, sfa, b, sfb, d, masked_m):
     g, max_m, k = a.shape
     n = desc.n
@@ -172,14 +185,7 @@ def _masked_plan(desc, config, a, sfa, b, sfb, d, masked_m):
     if reason is not None:
         raise ValueError(f"the sm90 masked kernel cannot take these views: {reason}")
     a2, d2 = a.view(g * max_m, k), d.view(g * max_m, n)
-    sfa_tma = config.sfa_tma and sfa.data_ptr() % 16 == 0
-    if sfa_tma:
-        # [G, max_m, SFK] MN-major read as [G * SFK, max_m] rows of stride max_m_aligned: one K block of
-        # one group per row, so a box never crosses into another group's scales.
-        sfa_desc = TensorDescriptor(sfa, [g * cols, max_m], [m_aligned, 1], layouts.sfa_box(bm, True),
-                                    gemm_1d2d.sfa_desc_layout())
-    else:
-        sfa_desc = _scale_desc(sfa, bm, False)
+    sfa_desc, sfa_tma = _group_scales_desc(sfa, bm, config.sfa_tma)
     # work units: at most every group's full tile count; the kernel walks only the valid ones
     tiles = g * triton.cdiv(max_m, bm) * triton.cdiv(n, bn)
     grid = (max(1, min(tiles, config.num_sms)),)
@@ -266,12 +272,7 @@ def fp8_head_batched(desc: GemmDesc, config: Sm90Config, a2: torch.Tensor, sfa: 
 
     def build():
         bm, bn = config.block_m, config.block_n
-        sfa_tma = config.sfa_tma and sfa.data_ptr() % 16 == 0
-        if sfa_tma:
-            sfa_desc = TensorDescriptor(sfa, [heads * cols, m], [m_aligned, 1], layouts.sfa_box(bm, True),
-                                        gemm_1d2d.sfa_desc_layout())
-        else:
-            sfa_desc = _scale_desc(sfa, bm, False)
+        sfa_desc, sfa_tma = _group_scales_desc(sfa, bm, config.sfa_tma)
         tiles = heads * triton.cdiv(m, bm) * triton.cdiv(desc.n, bn)
         args = (_desc(a2, [bm, 128]), _desc(b2, [bn, 128]), _desc(d2, [64, bn]), sfa, sfb, d2, m, m_aligned,
                 _sfb_stride(desc, sfb), 0, sfa_desc)

@@ -156,8 +156,15 @@ def get_mn_major_tma_aligned_tensor(sf: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def get_mn_major_tma_aligned_packed_ue8m0_tensor(sf: torch.Tensor) -> torch.Tensor:
-    """Pack power-of-two FP32 scales ``[(G,) MN, SFK]`` into int32 ``[(G,) MN, ceil(SFK/4)]``, MN-major, aligned."""
+def get_mn_major_tma_aligned_packed_ue8m0_tensor(sf: torch.Tensor,
+                                                 psum_layout: torch.Tensor | None = None) -> torch.Tensor:
+    """Pack power-of-two FP32 scales ``[(G,) MN, SFK]`` into int32 ``[(G,) MN, ceil(SFK/4)]``, MN-major, aligned.
+
+    ``psum_layout``: DeepGEMM 2.8's per-group packing of contiguous-layout scales (an SM100 layout): None only.
+    """
+    if psum_layout is not None:
+        raise ValueError("get_mn_major_tma_aligned_packed_ue8m0_tensor: psum_layout (SM100's per-group packing) must "
+                         "be None here")
     if sf.dtype != torch.float32:
         raise TypeError(f"get_mn_major_tma_aligned_packed_ue8m0_tensor: sf must be float32, got {sf.dtype}")
     return get_mn_major_tma_aligned_tensor(pack_ue8m0(sf))

@@ -125,6 +125,11 @@ def test_transform_takes_the_one_operand_recipe():
         deep_gemm.transform_sf_into_required_layout(sf, 77, 512, (1, 128), is_sfa=True)
     with pytest.raises(ValueError, match="psum_layout"):
         deep_gemm.transform_sf_into_required_layout(sf, 77, 512, (1, 128), psum_layout=torch.zeros(2))
+    ue8m0 = deep_gemm.ceil_to_ue8m0(sf)
+    assert torch.equal(deep_gemm.get_mn_major_tma_aligned_packed_ue8m0_tensor(ue8m0, psum_layout=None),
+                       deep_gemm.get_mn_major_tma_aligned_packed_ue8m0_tensor(ue8m0))
+    with pytest.raises(ValueError, match="psum_layout"):
+        deep_gemm.get_mn_major_tma_aligned_packed_ue8m0_tensor(ue8m0, torch.zeros(2))
 
 
 @pytest.mark.parametrize("layout", ["nt", "nn", "tn", "tt"])

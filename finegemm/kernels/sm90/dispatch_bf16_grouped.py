@@ -37,7 +37,7 @@ from ...jit.heuristics_sm90_bf16_grouped import (
 from ..portable.m_grouped import contiguous_config, launch_m_grouped_contiguous, launch_m_grouped_masked
 from . import gemm_bf16, launcher, layouts
 from .dispatch_bf16 import _desc, _facts_of, _tma_ready
-from .dispatch_grouped import contiguous_alignment_reason, masked_layout_reason
+from .dispatch_grouped import contiguous_alignment_reason, head_batched_reason, head_block_n, masked_layout_reason
 
 
 def unsupported_reason(desc: GemmDesc, facts: DeviceFacts) -> str | None:
@@ -217,27 +217,20 @@ def m_grouped_bf16_gemm_masked(desc: GemmDesc, config: Sm90Bf16Config, a: torch.
 # ------------------------------------------------------------------------------------------ head-batched
 # einsum's per-head BF16 GEMMs (api/einsum.py) on the grouped kernel's GROUPING 3: every head is a group with all
 # M rows, A and D read and written in place as [M, heads * K] / [M, heads * N] views
-HEAD_BLOCK_N = (128, 64)
 
 
 def head_batched_plan(m: int, n: int, k: int, heads: int, b_mn_major: bool,
                       facts: DeviceFacts) -> tuple[GemmDesc, Sm90Bf16Config] | str:
     """(desc, config) of a head-batched GEMM (``heads`` groups of ``[m, k] x [n, k]^T``), or why the kernel
     cannot run it. The tiles are the masked form's rule at ``m`` rows a group, BLOCK_N narrowed to divide N."""
-    reason = launcher.triton_version_reason()
+    reason = head_batched_reason(m, n, k, heads, BF16_BLOCK_K)
     if reason is not None:
         return reason
-    if k % BF16_BLOCK_K or n % HEAD_BLOCK_N[-1]:
-        return (f"head-batched sm90 GEMM needs K % {BF16_BLOCK_K} == 0 and N % {HEAD_BLOCK_N[-1]} == 0 (a tile "
-                f"must not reach into the next head); got K={k}, N={n}")
-    if m * heads >= 2**31 or heads * max(n, k) >= 2**31:
-        return "row indices of the head-batched views overflow int32"
     desc = GemmDesc("bf16", m, n, k, True, not b_mn_major, layout="m_grouped_masked", num_groups=heads,
                     expected_m=m)
     config = get_sm90_bf16_grouped_config(desc, facts)
     if n % config.block_n:
-        bn = next(b for b in HEAD_BLOCK_N if n % b == 0)
-        config = make_bf16_grouped_config(facts, config.block_m, bn, config.group_m)
+        config = make_bf16_grouped_config(facts, config.block_m, head_block_n(n, config.block_n), config.group_m)
     return desc, config
 
 

@@ -31,6 +31,7 @@ from ...jit.heuristics_sm90 import Sm90Config
 from ...jit.heuristics_sm90_grouped import GROUPED_LAYOUTS, get_sm90_grouped_config, make_grouped_config
 from . import gemm_1d2d, launcher, layouts
 from .dispatch import _desc, _scale_desc
+from .dispatch_bf16 import _tma_ready
 
 
 def unsupported_reason(desc: GemmDesc, facts: DeviceFacts) -> str | None:
@@ -233,25 +234,41 @@ def m_grouped_fp8_1d2d_gemm_masked(desc: GemmDesc, config: Sm90Config, a, sfa, b
 # ------------------------------------------------------------------------------------------ head-batched
 # fp8_einsum's bhr,hdr->bhd (api/einsum.py) on GROUPING 3: every head a group with all M rows, A and D read and
 # written in place as [M, heads * K] / [M, heads * N] views, the per-token scales in the masked form's layout
+# (this module's FP8 form and dispatch_bf16_grouped's BF16 one share the checks and the BLOCK_N rule below)
 HEAD_BLOCK_N = (128, 64)
+
+
+def head_batched_reason(m: int, n: int, k: int, heads: int, k_multiple: int) -> str | None:
+    """Why the head-batched sm90 kernels cannot run ``heads`` groups of ``[m, k] x [n, k]^T`` (None: they can):
+    every tile must stay inside its own head's columns of A (K a multiple of ``k_multiple``) and of D."""
+    reason = launcher.triton_version_reason()
+    if reason is not None:
+        return reason
+    if k % k_multiple or n % HEAD_BLOCK_N[-1]:
+        return (f"head-batched sm90 GEMM needs K % {k_multiple} == 0 and N % {HEAD_BLOCK_N[-1]} == 0 (a tile must not "
+                f"reach into the next head); got K={k}, N={n}")
+    if m * heads >= 2**31 or heads * max(n, k) >= 2**31:
+        return "row indices of the head-batched views overflow int32"
+    return None
+
+
+def head_block_n(n: int, block_n: int) -> int:
+    """``block_n`` when it divides N, else the widest of :data:`HEAD_BLOCK_N` that does."""
+    return block_n if n % block_n == 0 else next(b for b in HEAD_BLOCK_N if n % b == 0)
 
 
 def head_batched_plan(m: int, n: int, k: int, heads: int, facts: DeviceFacts) -> tuple[GemmDesc, Sm90Config] | str:
     """(desc, config) of a head-batched FP8 GEMM (``heads`` groups of ``[m, k] x [n, k]^T``, recipe 1d2d, BF16 D), or
     why the kernel cannot run it: the masked form's tiles at ``m`` rows a group, at most 128 rows, BLOCK_N
     dividing N."""
-    reason = launcher.triton_version_reason()
+    reason = head_batched_reason(m, n, k, heads, 128)
     if reason is not None:
         return reason
-    if k % 128 or n % HEAD_BLOCK_N[-1]:
-        return (f"head-batched sm90 FP8 GEMM needs K % 128 == 0 and N % {HEAD_BLOCK_N[-1]} == 0; got K={k}, N={n}")
-    if m * heads >= 2**31 or heads * max(n, k) >= 2**31:
-        return "row indices of the head-batched views overflow int32"
     desc = GemmDesc("fp8_1d2d", m, n, k, layout="m_grouped_masked", num_groups=heads, expected_m=m)
     config = get_sm90_grouped_config(desc, facts)
     if config.block_m > 128 or n % config.block_n:
-        bn = config.block_n if n % config.block_n == 0 else next(b for b in HEAD_BLOCK_N if n % b == 0)
-        config = make_grouped_config(facts, min(config.block_m, 128), bn, sfa_tma=True, pipe_mma=config.pipe_mma)
+        config = make_grouped_config(facts, min(config.block_m, 128), head_block_n(n, config.block_n), sfa_tma=True,
+                                     pipe_mma=config.pipe_mma)
     return desc, config
 
 
@@ -261,8 +278,6 @@ def fp8_head_batched(desc: GemmDesc, config: Sm90Config, a2: torch.Tensor, sfa: 
     ``[heads, M, K/128]`` in the masked form's required layout, ``b2`` e4m3 ``[heads * N, K]``, ``sfb`` fp32
     ``[heads, ceil(N/128), K/128]`` contiguous, ``d2`` bf16 ``[M, heads * N]``. False (nothing launched) where TMA
     cannot address the views; a repeated call replays its recorded launch."""
-    from .dispatch_bf16 import _tma_ready
-
     if not (_tma_ready(a2) and _tma_ready(b2) and _tma_ready(d2)):
         return False
     heads, m, cols = sfa.shape

@@ -36,7 +36,7 @@ from .api.gemm import RECIPE_1D1D, fp8_gemm_nt
 from .api.grouped import k_grouped_fp8_gemm_tn_contiguous, m_grouped_fp8_gemm_nt_contiguous
 from .kernels.portable.quant import cast_to_fp8
 from .layout import get_k_alignment_for_k_grouped
-from .quant import per_block_cast_to_fp8, per_token_cast_to_fp8
+from .quant import align, per_block_cast_to_fp8, per_token_cast_to_fp8
 
 FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 TOKEN_BLOCK = 128
@@ -255,11 +255,11 @@ def fp8_grouped_linear(x: torch.Tensor, weight: torch.Tensor, group_sizes: Seque
     if len(sizes) != weight.shape[0] or any(v < 0 for v in sizes):
         raise ValueError(f"group_sizes must hold weight's G={weight.shape[0]} non-negative token counts; got "
                          f"{sizes}")
-    align = get_k_alignment_for_k_grouped()
-    segments = tuple(-(-v // align) * align for v in sizes)
+    segment_rows = get_k_alignment_for_k_grouped()
+    segments = tuple(align(v, segment_rows) for v in sizes)
     if sum(segments) != x.shape[0]:
         raise ValueError(f"x must have {sum(segments)} rows (group_sizes {sizes}, each segment rounded up to "
-                         f"{align}); got {x.shape[0]}")
+                         f"{segment_rows}); got {x.shape[0]}")
     starts = [sum(segments[:g]) for g in range(len(sizes))]
     # row r of segment g is a token iff r - start_g < size_g (built on the host: no device sync)
     seg = torch.repeat_interleave(torch.arange(len(sizes)), torch.tensor(segments, dtype=torch.long),

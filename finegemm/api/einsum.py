@@ -43,7 +43,7 @@ EXPRESSIONS = ("bmk,bnk->mn", "bhr,hdr->bhd", "bhd,hdr->bhr", "bhd,bhr->hdr")
 # their GPU tests and scripts/einsum_bench.py have run on the H200 (benchmarks/NOTES.md v15).
 HEAD_BATCHED_SM90 = False
 HEAD_EXPRESSIONS = ("bhr,hdr->bhd", "bhd,hdr->bhr")
-FP8_EXPRESSIONS = ("bhr,hdr->bhd", "bhd,hdr->bhr")
+FP8_EXPRESSIONS = HEAD_EXPRESSIONS  # fp8_einsum takes the per-head expressions
 OUT_DTYPES = (torch.bfloat16, torch.float32)
 FP8_RECIPE = (1, 128, 128)
 

@@ -33,7 +33,7 @@ from .checks import (
     unpack_pair,
 )
 from .dispatch import _sm90_module, choose_backend, debug_sync, run_sm90
-from .plan_cache import dispatch_state, new_cache
+from .plan_cache import dispatch_state, new_cache, plan_for
 from .plan_cache import remember as _remember
 from .plan_cache import tensor_key as _key
 
@@ -278,15 +278,10 @@ def fp8_gemm_nt_skip_head_mid(
         return torch_ops.fp8_gemm_nt_skip_head_mid(a, b, d, head_splits, recipe)
     if head_splits[1] == 0:
         return fp8_gemm_nt(a, b, d, None, recipe)
-    try:
-        key = (_key(a[0]), _key(a[1]), _key(b[0]), _key(b[1]), _key(d), head_splits, recipe, dispatch_state())
-        plan = _HEAD_PLANS.get(key)
-    except (TypeError, ValueError, AttributeError, RuntimeError, IndexError, KeyError):
-        key, plan = None, None
-    if plan is None:
-        plan = _plan_fp8(a, b, d, None, recipe, head_splits)
-        if key is not None:
-            _remember(_HEAD_PLANS, key, plan)
+    plan = plan_for(_HEAD_PLANS,
+                    lambda: (_key(a[0]), _key(a[1]), _key(b[0]), _key(b[1]), _key(d), head_splits, recipe,
+                             dispatch_state()),
+                    lambda: _plan_fp8(a, b, d, None, recipe, head_splits))
     _run_fp8(plan, a[0], a[1], b[0], b[1], d, None)
 
 

@@ -81,8 +81,8 @@ def plan_for(cache: dict, make_key: Callable[[], tuple], validate: Callable[[], 
     """The plan of one call: ``cache[make_key()]`` when present, else ``validate()`` (remembered).
 
     ``validate`` checks every argument and raises the clear error on bad input; a key that cannot be
-    built (``TypeError``, ``ValueError`` or ``AttributeError`` from ``make_key`` or from hashing it)
-    only means the call is validated and its plan not kept.
+    built (``TypeError``, ``ValueError``, ``AttributeError``, ``IndexError`` or ``KeyError`` from ``make_key``,
+    e.g. indexing a malformed pair, or from hashing it) only means the call is validated and its plan not kept.
     """
     return plan_and_key(cache, make_key, validate)[0]
 
@@ -93,7 +93,7 @@ def plan_and_key(cache: dict, make_key: Callable[[], tuple], validate: Callable[
     try:
         key = make_key()
         plan = cache.get(key)
-    except (TypeError, ValueError, AttributeError):
+    except (TypeError, ValueError, AttributeError, IndexError, KeyError):
         key, plan = None, None
     if plan is None:
         plan = validate()

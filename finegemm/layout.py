@@ -90,11 +90,9 @@ def set_mk_alignment_for_contiguous_layout(alignment: int) -> None:
                          f"got {alignment!r}")
     global _mk_alignment
     _mk_alignment = alignment
-    from .api import plan_cache
-    from .kernels.sm90 import launcher
+    from .runtime import forget_plans_and_launches
 
-    plan_cache.clear_all()
-    launcher.clear_recordings()
+    forget_plans_and_launches()
 
 
 def get_theoretical_mk_alignment_for_contiguous_layout(expected_m: int | None = None,

@@ -23,6 +23,13 @@ def set_pdl(enable: bool) -> None:
     if not isinstance(enable, bool):
         raise TypeError(f"set_pdl: enable must be a bool, got {enable!r}")
     os.environ[env.PDL.name] = "1" if enable else "0"
+    forget_plans_and_launches()
+
+
+def forget_plans_and_launches() -> None:
+    """Drop every validated call plan and every recorded launch: after a process-wide setting that they baked in
+    changed (:func:`set_pdl`, :func:`finegemm.set_mk_alignment_for_contiguous_layout`), each signature's next call
+    validates and records again."""
     from .api import plan_cache
     from .kernels.sm90 import launcher
 

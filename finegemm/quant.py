@@ -76,7 +76,10 @@ def ceil_to_ue8m0(x: torch.Tensor) -> torch.Tensor:
 
 
 def _scale_from_amax(amax: torch.Tensor, use_ue8m0: bool) -> torch.Tensor:
-    sf = amax.float().clamp(min=AMAX_FLOOR) / FP8_E4M3_MAX
+    # Divided by a 0-d tensor, not the Python float: on CUDA torch turns a division by a CPU scalar into a
+    # multiplication by its rounded reciprocal, which can differ from amax / 448 in the last bit (the H200 run of
+    # tests/test_quant_kernel.py found it); a tensor divisor is a true (IEEE) division on every device.
+    sf = amax.float().clamp(min=AMAX_FLOOR) / amax.new_full((), FP8_E4M3_MAX, dtype=torch.float32)
     return ceil_to_ue8m0(sf) if use_ue8m0 else sf
 
 

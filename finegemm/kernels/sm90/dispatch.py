@@ -109,7 +109,7 @@ def _scale_desc(sfa: torch.Tensor, bm: int, tma: bool) -> TensorDescriptor | Non
         key = (sfa.device, sfa.dtype)
         dummy = _sfa_dummies.get(key)
         if dummy is None:
-            dummy = _sfa_dummies[key] = torch.zeros(1, 4, dtype=sfa.dtype, device=sfa.device)
+            dummy = _sfa_dummies[key] = launcher.persistent_buffer(sfa.device, 4, sfa.dtype, zeroed=True).view(1, 4)
         return TensorDescriptor(dummy, [1, 4], [4, 1], layouts.sfa_box(bm, False), gemm_1d2d.sfa_desc_layout())
     m, sfk = sfa.shape
     # a size-1 K dim may carry any stride; the layout contract pads M to 4 words

@@ -101,10 +101,42 @@ def stream_scratch(cache: dict, device: Any, numel: int, dtype: Any, zeroed: boo
     key = (device, current_stream(device), numel, dtype)
     buf = cache.get(key)
     if buf is None:
-        buf = (torch.zeros if zeroed else torch.empty)(numel, dtype=dtype, device=device)
-        if not capturing(device):
-            cache[key] = buf
+        if capturing(device):
+            return (torch.zeros if zeroed else torch.empty)(numel, dtype=dtype, device=device)
+        buf = cache[key] = persistent_buffer(device, numel, dtype, zeroed)
     return buf
+
+
+def persistent_buffer(device: Any, numel: int, dtype: Any, zeroed: bool = False) -> Any:
+    """A buffer a cache keeps for the process, allocated outside any CUDA-graph memory pool this thread may be
+    allocating into: torch.compile's CUDA-graph trees run their warm-up calls with the thread's allocations routed
+    into the graph's private pool, and a buffer kept from there is a live allocation they refuse ("tensor(s) in
+    the cudagraph pool not tracked as outputs"; H200, tests/test_torch_compile.py). So on CUDA it is allocated (and
+    zero-filled) by a short-lived helper thread on the device's default stream, which the current stream then waits
+    for; it is never freed, so where it was allocated never matters again."""
+    import threading
+
+    import torch
+
+    make = torch.zeros if zeroed else torch.empty
+    if device.type != "cuda":
+        return make(numel, dtype=dtype, device=device)
+    made: list = []
+
+    def allocate() -> None:
+        try:
+            with torch.cuda.device(device):
+                made.append(make(numel, dtype=dtype, device=device))
+        except BaseException as error:  # noqa: BLE001 - re-raised in the caller's thread below
+            made.append(error)
+
+    worker = threading.Thread(target=allocate)
+    worker.start()
+    worker.join()
+    if isinstance(made[0], BaseException):
+        raise made[0]
+    torch.cuda.current_stream(device).wait_stream(torch.cuda.default_stream(device))
+    return made[0]
 
 
 def capturing(device: Any) -> bool:

@@ -156,6 +156,23 @@ def test_bad_fp8_arguments():
 
 
 # --------------------------------------------------------------------------------------------- H200
+def _check_bf16_twice(expr, a_shape, b_shape, out_dtype, seed, tolerance):
+    """Runs a BF16 einsum into a poisoned ``out_dtype`` output against the float64 reference, then again
+    with new contents in the same buffers: the second call replays the recorded launch and must show them."""
+    dev = sm90_device()
+    a, b = _bf16(a_shape, seed, dev), _bf16(b_shape, seed + 1, dev)
+    ref = reference.einsum.einsum(expr, a, b)
+    d = _poisoned(ref.shape, out_dtype, dev)
+    finegemm.einsum(expr, a, b, d)
+    torch.cuda.synchronize()
+    assert reference.calc_diff(d, ref) < tolerance
+    a.copy_(_bf16(a_shape, seed + 2, dev))
+    d.fill_(float("nan"))
+    finegemm.einsum(expr, a, b, d)
+    torch.cuda.synchronize()
+    assert reference.calc_diff(d, reference.einsum.einsum(expr, a, b)) < tolerance
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("expr,a_shape,b_shape", [
     ("bhr,hdr->bhd", (64, 128, 512), (128, 128, 512)),   # MLA: q_nope absorbed into the latent space
@@ -164,19 +181,7 @@ def test_bad_fp8_arguments():
     ("bmk,bnk->mn", (8, 1024, 512), (8, 768, 512)),
 ])
 def test_gpu_bf16_expressions(expr, a_shape, b_shape):
-    dev = sm90_device()
-    a, b = _bf16(a_shape, 1, dev), _bf16(b_shape, 2, dev)
-    ref = reference.einsum.einsum(expr, a, b)
-    d = _poisoned(ref.shape, torch.float32, dev)
-    finegemm.einsum(expr, a, b, d)
-    torch.cuda.synchronize()
-    assert reference.calc_diff(d, ref) < 1e-5
-    # the second call replays the recorded launch: new contents in the same buffers must show
-    a.copy_(_bf16(a_shape, 3, dev))
-    d.fill_(float("nan"))
-    finegemm.einsum(expr, a, b, d)
-    torch.cuda.synchronize()
-    assert reference.calc_diff(d, reference.einsum.einsum(expr, a, b)) < 1e-5
+    _check_bf16_twice(expr, a_shape, b_shape, torch.float32, seed=1, tolerance=1e-5)
 
 
 @pytest.mark.gpu
@@ -251,19 +256,9 @@ def test_head_batched_plan_and_compile():
 def test_gpu_head_batched_sm90_kernel(expr, a_shape, b_shape, monkeypatch):
     from finegemm.api import einsum as einsum_api
 
-    dev = sm90_device()
     monkeypatch.setattr(einsum_api, "HEAD_BATCHED_SM90", True)
     einsum_api._PLANS.clear()
-    a, b = _bf16(a_shape, 5, dev), _bf16(b_shape, 6, dev)
-    ref = reference.einsum.einsum(expr, a, b)
-    d = _poisoned(ref.shape, torch.bfloat16, dev)
-    finegemm.einsum(expr, a, b, d)
-    torch.cuda.synchronize()
-    assert reference.calc_diff(d, ref) < 1e-4
-    a.copy_(_bf16(a_shape, 7, dev))  # the recorded launch again, new contents
-    finegemm.einsum(expr, a, b, d)
-    torch.cuda.synchronize()
-    assert reference.calc_diff(d, reference.einsum.einsum(expr, a, b)) < 1e-4
+    _check_bf16_twice(expr, a_shape, b_shape, torch.bfloat16, seed=5, tolerance=1e-4)
     einsum_api._PLANS.clear()
 
 

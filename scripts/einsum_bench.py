@@ -5,7 +5,8 @@ Cases (128 heads, latent rank r = 512, head dim d = 128): ``bhd,hdr->bhr`` (q_no
 gradient ``bhd,bhr->hdr`` at 4096 and 16384 tokens. Each finegemm result is first checked against float64
 (calc_diff < 1e-4 BF16, < 1e-3 FP8); at b = 64 the host time per call is measured too. The per-head BF16
 expressions (and FP8 ``bhr,hdr->bhd``) are timed on the head-batched sm90 kernels as well (``api/einsum.py``
-``HEAD_BATCHED_SM90``, off by default until measured). Fresh random data, CUDA events, 1 GiB L2 flush before
+``HEAD_BATCHED_SM90`` forced on); the plain ``finegemm_*`` rows force it off, so they time the Triton kernel
+whatever ``head_batched_wanted`` would dispatch. Fresh random data, CUDA events, 1 GiB L2 flush before
 each call, 3 warm-ups, median of 20 (the harness's timer). Usage: PYTHONPATH=. python3 scripts/einsum_bench.py
 (JSON to $OUT/einsum_bench.json, with GPU, versions, commit and date).
 """
@@ -27,7 +28,7 @@ from finegemm.reference.einsum import einsum as ref_einsum
 from finegemm.reference.einsum import fp8_einsum as ref_fp8_einsum
 
 H, R, D = 128, 512, 128
-CASES = [("bhd,hdr->bhr", b) for b in (64, 512, 4096)] + [("bhr,hdr->bhd", b) for b in (64, 512, 4096)]
+CASES = [("bhd,hdr->bhr", b) for b in (64, 512, 4096)] + [("bhr,hdr->bhd", b) for b in (64, 128, 256, 512, 4096)]
 CASES += [("bhd,bhr->hdr", b) for b in (4096, 16384)]
 
 
@@ -49,8 +50,8 @@ def _fp8_pair_b(w: torch.Tensor):
 
 
 def _head_batched(row: dict, kind: str, call, d: torch.Tensor, ref: torch.Tensor, bound: float, us) -> None:
-    """``call`` once more with the head-batched sm90 kernels switched on (``HEAD_BATCHED_SM90``, off by default until
-    measured): whether that path was taken, its accuracy against ``ref`` (< ``bound``), its time."""
+    """``call`` once more with the head-batched sm90 kernels forced on (``HEAD_BATCHED_SM90``): whether that path
+    was taken, its accuracy against ``ref`` (< ``bound``), its time."""
     einsum_api.HEAD_BATCHED_SM90 = True
     einsum_api._PLANS.clear()
     try:
@@ -106,6 +107,7 @@ def probe(expr: str, b: int, dev: torch.device, flush: L2Flush) -> dict:
 def main() -> None:
     dev = torch.device("cuda")
     flush = L2Flush(dev)
+    einsum_api.HEAD_BATCHED_SM90 = False  # the plain rows time the Triton kernel
     result = probe_record(__doc__.splitlines()[0], dev, "CUDA events, 1 GiB L2 flush before each call, 3 warm-ups, "
                           "median of 20")
     out = Path(os.environ.get("OUT", ".")) / "einsum_bench.json"

@@ -294,3 +294,42 @@ def test_gpu_fp8_head_batched_sm90_kernel(expr, b_, monkeypatch):
     taken = [plan.sm90 is not None for plan in einsum_api._PLANS.values()]
     assert taken == [expr == "bhr,hdr->bhd"]
     einsum_api._PLANS.clear()
+
+
+def test_head_batched_rule(monkeypatch):
+    """BF16 per-head einsums always take the head-batched sm90 kernel, FP8 ones from FP8_HEAD_BATCHED_MIN_TOKENS
+    tokens (the H200 measurements in the rule's docstring); HEAD_BATCHED_SM90 True / False overrides the rule."""
+    from finegemm.api import einsum as einsum_api
+
+    least = einsum_api.FP8_HEAD_BATCHED_MIN_TOKENS
+    monkeypatch.setattr(einsum_api, "HEAD_BATCHED_SM90", None)
+    assert all(einsum_api.head_batched_wanted(False, t) for t in (1, 64, least, 4096))
+    assert [einsum_api.head_batched_wanted(True, t) for t in (1, 64, least - 1, least, 4096)] == \
+        [False, False, False, True, True]
+    for forced in (True, False):
+        monkeypatch.setattr(einsum_api, "HEAD_BATCHED_SM90", forced)
+        assert {einsum_api.head_batched_wanted(fp8, t) for fp8 in (False, True) for t in (1, least, 4096)} == {forced}
+
+
+@pytest.mark.gpu
+def test_gpu_default_dispatch_follows_the_head_batched_rule(monkeypatch):
+    """Without an override the API takes the head-batched sm90 kernel for BF16 at 64 tokens and for FP8 at
+    FP8_HEAD_BATCHED_MIN_TOKENS, the Triton kernel for FP8 at 64 tokens, and each result matches float64."""
+    from finegemm.api import einsum as einsum_api
+
+    dev = sm90_device()
+    monkeypatch.setattr(einsum_api, "HEAD_BATCHED_SM90", None)
+    expr = "bhr,hdr->bhd"
+    einsum_api._PLANS.clear()
+    _check_bf16_twice(expr, (64, 16, 512), (16, 128, 512), torch.bfloat16, seed=9, tolerance=1e-4)
+    assert [plan.sm90 is not None for plan in einsum_api._PLANS.values()] == [True]
+    for tokens, sm90 in ((64, False), (einsum_api.FP8_HEAD_BATCHED_MIN_TOKENS, True)):
+        einsum_api._PLANS.clear()
+        a, b = _fp8_operands(expr, 512, tokens, dev, tokens, 16, 128, 512)
+        ref = reference.einsum.fp8_einsum(expr, a, b)
+        d = _poisoned(ref.shape, torch.bfloat16, dev)
+        finegemm.fp8_einsum(expr, a, b, d)
+        torch.cuda.synchronize()
+        assert reference.calc_diff(d, ref) < 1e-3
+        assert [plan.sm90 is not None for plan in einsum_api._PLANS.values()] == [sm90], tokens
+    einsum_api._PLANS.clear()

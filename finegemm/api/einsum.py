@@ -39,9 +39,13 @@ from .plan_cache import dispatch_state, new_cache, plan_and_key, tensor_key
 
 EXPRESSIONS = ("bmk,bnk->mn", "bhr,hdr->bhd", "bhd,hdr->bhr", "bhd,bhr->hdr")
 # The per-head expressions on the sm90 grouped kernels (GROUPING 3 of kernels/sm90/gemm_bf16.py, and of gemm_1d2d.py
-# for fp8_einsum's bhr,hdr->bhd; A and D read and written in place) instead of the batched Triton kernel. Off until
-# their GPU tests and scripts/einsum_bench.py have run on the H200 (benchmarks/NOTES.md v15).
-HEAD_BATCHED_SM90 = False
+# for fp8_einsum's bhr,hdr->bhd; A and D read and written in place) instead of the batched Triton kernel, where
+# head_batched_wanted says so. None: that measured rule; True / False force the head-batched plans on / off (tests,
+# scripts/einsum_bench.py's baselines).
+HEAD_BATCHED_SM90: bool | None = None
+# Tokens from which fp8_einsum takes the head-batched kernel (H200, 128 heads, r = 512, d = 128, NOTES v15/v16:
+# 14.3 vs 10.6 us on the Triton kernel at b = 64, 27.9 vs 38.3 at 512, 133.8 vs 217.3 at 4096)
+FP8_HEAD_BATCHED_MIN_TOKENS = 512
 HEAD_EXPRESSIONS = ("bhr,hdr->bhd", "bhd,hdr->bhr")
 FP8_EXPRESSIONS = HEAD_EXPRESSIONS  # fp8_einsum takes the per-head expressions
 OUT_DTYPES = (torch.bfloat16, torch.float32)
@@ -103,7 +107,7 @@ class _Plan:
     action: str  # "none", "fill" or "launch"
     config: Any = None
     device: torch.device | None = None
-    sm90: Any = None  # (desc, config) of the head-batched sm90 kernel (HEAD_BATCHED_SM90), tried first
+    sm90: Any = None  # (desc, config) of the head-batched sm90 kernel (head_batched_wanted), tried first
 
 
 # signature -> _Plan (validation once a signature, plan_cache); (signature, pointers) -> the recorded launch
@@ -241,12 +245,23 @@ def _head_views(expr, a, b, d) -> tuple | None:
     return a2, b.as_strided((h * rows, cols), (cols, 1)), d2, mn_major
 
 
+def head_batched_wanted(fp8: bool, tokens: int) -> bool:
+    """Whether a per-head einsum of ``tokens`` rows a head goes to the head-batched sm90 kernel rather than the
+    batched Triton kernel (where both can run it), as measured on the H200 (NOTES v15/v16): BF16 always (never
+    slower: 14.0 vs 14.1 us at b = 64, 40.8 vs 65.9 at 512, 282.0 vs 436.4 at 4096 on bhd,hdr->bhr); FP8 from
+    ``FP8_HEAD_BATCHED_MIN_TOKENS`` (below it the Triton kernel's one launch of small tiles wins).
+    ``HEAD_BATCHED_SM90`` True / False overrides the rule."""
+    if HEAD_BATCHED_SM90 is not None:
+        return HEAD_BATCHED_SM90
+    return not fp8 or tokens >= FP8_HEAD_BATCHED_MIN_TOKENS
+
+
 def _sm90_head_plan(expr, a, b, d, c, sfa, device, gmnk) -> tuple | None:
-    """The head-batched sm90 kernel's (desc, config) for this call, or None (switched off, not sm_90, a C, an FP32 D,
-    strides it cannot view in place, sizes its tiles do not divide, or FP8 with an N-major B, which FP8 WGMMA
-    cannot read)."""
-    if not (HEAD_BATCHED_SM90 and expr in HEAD_EXPRESSIONS and c is None and d.dtype == torch.bfloat16
-            and env.backend() != "portable"):
+    """The head-batched sm90 kernel's (desc, config) for this call, or None (not wanted by
+    :func:`head_batched_wanted`, not sm_90, a C, an FP32 D, strides it cannot view in place, sizes its tiles do not
+    divide, or FP8 with an N-major B, which FP8 WGMMA cannot read)."""
+    if not (head_batched_wanted(sfa is not None, gmnk[1]) and expr in HEAD_EXPRESSIONS and c is None
+            and d.dtype == torch.bfloat16 and env.backend() != "portable"):
         return None
     facts = device_facts(device)
     module = _sm90_bf16_grouped_module() if sfa is None else _sm90_grouped_module()

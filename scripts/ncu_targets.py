@@ -3,7 +3,8 @@
 Run under ``ncu`` (``scripts/ncu_profile.sh``); outside it, this just calls each kernel once. Inputs are the
 harness's fresh random data. Targets: dense 1d2d 4096x7168x16384 (compute-bound main loop, 0.85x) and
 4096x2112x7168 (0.79x), MQA prefill H64/D128 S=2048 S_kv=8192 causal (0.89x; also its FP32-sum and 256-row
-variants), paged MQA B=256 ctx 8192 next_n 2 H64 (0.79x), masked decode 16 groups x 64 rows x (7168, 2048)
+variants), paged MQA B=256 ctx 8192 next_n 2 H64 (0.79x; ``paged_n1h32``, next_n 1 H32 at 95 % of HBM, beside it;
+``paged_b8``, 8 sequences, the small-batch case), masked decode 16 groups x 64 rows x (7168, 2048)
 (0.98x); masked 4 x 256 and 1 x 1024 x (4096, 7168) at explicit 256x128 / 128x128 tiles (``masked4x256_256``,
 ``masked1x1024_256``, ``masked4x256_128``: why one CTA a B panel streams B so slowly, NOTES v13).
 Usage: PYTHONPATH=. python3 scripts/ncu_targets.py [target ...]
@@ -45,8 +46,8 @@ def mqa(**extra) -> None:
         finegemm.fp8_mqa_logits(q, (kv, sf), w, st, en)
 
 
-def paged() -> None:
-    q, cache, w, ctx, table, max_len = paged_inputs(256, 2, 64, 128, 8192)
+def paged(batch: int = 256, next_n: int = 2, heads: int = 64, context: int = 8192) -> None:
+    q, cache, w, ctx, table, max_len = paged_inputs(batch, next_n, heads, 128, context)
     meta = finegemm.get_paged_mqa_logits_metadata(ctx, 64, torch.cuda.get_device_properties(0).multi_processor_count)
     finegemm.fp8_paged_mqa_logits(q, cache, w, ctx, table, meta, max_len, clean_logits=False)
 
@@ -86,6 +87,7 @@ def masked_tile(groups: int, rows: int, bm: int, bn: int, pipe: bool) -> None:
 TARGETS = {"dense16384": lambda: dense(4096, 7168, 16384), "dense2112": lambda: dense(4096, 2112, 7168),
            "mqa": mqa, "mqa_fp32_sum": lambda: mqa(head_sum_mma=False),
            "mqa_mma_sum_wide": lambda: mqa(head_sum_mma=True, block_q=4), "paged": paged, "masked": masked,
+           "paged_n1h32": lambda: paged(256, 1, 32), "paged_b8": lambda: paged(8, 2, 64),
            "masked4x256_256": lambda: masked_tile(4, 256, 256, 128, False),
            "masked1x1024_256": lambda: masked_tile(1, 1024, 256, 128, False),
            "masked4x256_128": lambda: masked_tile(4, 256, 128, 128, True)}

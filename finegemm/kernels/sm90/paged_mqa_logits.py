@@ -205,10 +205,17 @@ def paged_mqa_logits_kernel(q_desc, kv_desc, sf_desc, w_ptr, ctx_ptr, table_ptr,
     b, s, item, ok = _next_owned(b0, s0, b0 * 0, batch, b_stop, s_stop, sub, ctx_ptr, stride_ctx_b, stride_ctx_t,
                                  SUBS_, NEXT_N, CTX_2D)
     n_tiles = _item_tiles(ctx_ptr, b, s, batch, stride_ctx_b, stride_ctx_t, key_cap, BKV, TILES, NEXT_N, CTX_2D)
+    q_b = b0 * 0 - 1  # the sequence whose query rows q_smem holds (or will, once q_bar completes)
+    q_fresh = b0 * 0  # 1: a query load is in flight, not yet waited for
     if ok == 1:
         _load_tiles(kv_desc, sf_desc, kv_smem, sf_smem, bars, 0, n_tiles, b, s, table_ptr, stride_table, num_blocks,
                     rows_per_page, PAGE, TILES)
-    q_b = b0 * 0 - 1  # the sequence whose query rows q_smem holds
+        # the first item's query rows and weights with its pages, off the serial start of a small-batch call
+        mbarrier.expect(q_bar, q_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(q_desc, [b * ROWS, 0], q_bar, q_smem)
+        w = gl.load(w_ptr + (b.to(gl.int64) * NEXT_N + col_t) * stride_ws + (r % HEADS))
+        q_b = b
+        q_fresh = 1
     done = b0 * 0  # items this program ran: the phase of every kv barrier
     q_loads = b0 * 0
     while ok == 1:
@@ -222,9 +229,12 @@ def paged_mqa_logits_kernel(q_desc, kv_desc, sf_desc, w_ptr, ctx_ptr, table_ptr,
             mbarrier.expect(q_bar, q_desc.block_type.nbytes)
             tma.async_copy_global_to_shared(q_desc, [b * ROWS, 0], q_bar, q_smem)
             w = gl.load(w_ptr + (b64 * NEXT_N + col_t) * stride_ws + (r % HEADS))
+            q_b = b
+            q_fresh = 1
+        if q_fresh == 1:
             mbarrier.wait(q_bar, q_loads & 1)
             q_loads += 1
-            q_b = b
+            q_fresh = 0
         phase = done & 1
         k0 = s * _SPLIT
         for j in range(n_tiles):

@@ -88,7 +88,9 @@ def test_dispatched_up_to_the_measured_rows():
     (64, 2, 64, 4096, 64, False, torch.float32), (64, 1, 64, 4096, 64, False, torch.bfloat16),
     (32, 1, 32, 8192, 64, True, torch.float32), (32, 2, 32, 3000, 128, False, torch.float32),
     (16, 2, 128, 2048, 64, True, torch.float32), (16, 4, 64, 1000, 256, False, torch.float32),
-    (200, 2, 64, 300, 64, False, torch.float32)])
+    (200, 2, 64, 300, 64, False, torch.float32),
+    # small batches: most programs own no item, one sequence's items span many slots
+    (2, 2, 64, 8192, 64, False, torch.float32), (3, 1, 32, 700, 64, True, torch.bfloat16)])
 def test_gpu_matches_reference(batch, next_n, heads, avg, block_kv, ctx_2d, dtype):
     """The kernel against the float64 reference, shuffled block tables, ragged contexts (some empty),
     output poisoned first, directly and through the API (which dispatches it up to 128 rows); bitwise

@@ -14,17 +14,18 @@ import sys
 HEADLINE = [
     ("time us", "gpu__time_duration.sum"),
     ("SM GHz", "sm__cycles_elapsed.avg.per_second"),
-    ("DRAM %", "dram__throughput.avg.pct_of_peak_sustained_elapsed"),
+    ("DRAM %", "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"),
     ("L2 %", "lts__throughput.avg.pct_of_peak_sustained_elapsed"),
-    ("issue %", "sm__inst_issued.avg.pct_of_peak_sustained_active"),
-    ("tensor %", "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active"),
+    ("issue %", "smsp__issue_active.avg.pct_of_peak_sustained_active"),
+    ("tensor %", "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"),
     ("FMA %", "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"),
     ("warps/SM", "sm__warps_active.avg.per_cycle_active"),
     ("regs", "launch__registers_per_thread"),
     ("grid", "launch__grid_size"),
     ("instrs", "smsp__inst_executed.sum"),
 ]
-STALL_PREFIX = "smsp__average_warp_latency_issue_stalled_"
+STALL_PREFIX = "smsp__average_warps_issue_stalled_"
+STALL_SUFFIX = "_per_issue_active.ratio"
 
 
 def _number(text: str) -> float | None:
@@ -45,17 +46,13 @@ def summarize(row: dict[str, str], all_stalls: bool) -> list[str]:
     lines = [f"{row['Kernel Name'][:60]}  (ID {row.get('ID', '?')})"]
     for label, name in HEADLINE:
         value = row.get(name)
-        if name == "gpu__time_duration.sum" and value is not None:
-            value = f"{_number(value) / 1e3:.1f}" if _number(value) is not None else value
-        if name == "sm__cycles_elapsed.avg.per_second" and value is not None and _number(value):
-            value = f"{_number(value) / 1e9:.3f}"
         lines.append(f"  {label:<10} {value if value is not None else '-'}")
-    stalls = [(name[len(STALL_PREFIX):].removesuffix(".ratio"), _number(v)) for name, v in row.items()
-              if name.startswith(STALL_PREFIX) and name.endswith(".ratio") and _number(v)]
+    stalls = [(name[len(STALL_PREFIX):-len(STALL_SUFFIX)], _number(v)) for name, v in row.items()
+              if name.startswith(STALL_PREFIX) and name.endswith(STALL_SUFFIX) and _number(v)]
     stalls.sort(key=lambda kv: -kv[1])
     total = sum(v for _, v in stalls) or 1.0
     shown = stalls if all_stalls else stalls[:8]
-    lines.append("  stalls (cycles per issued instruction): " + ", ".join(
+    lines.append("  stalls (warps stalled per issue, 'selected' is the issuing one): " + ", ".join(
         f"{k} {v:.2f} ({100 * v / total:.0f}%)" for k, v in shown))
     return lines
 

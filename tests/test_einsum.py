@@ -297,38 +297,46 @@ def test_gpu_fp8_head_batched_sm90_kernel(expr, b_, monkeypatch):
 
 
 def test_head_batched_rule(monkeypatch):
-    """BF16 per-head einsums always take the head-batched sm90 kernel, FP8 ones from FP8_HEAD_BATCHED_MIN_TOKENS
-    tokens (the H200 measurements in the rule's docstring); HEAD_BATCHED_SM90 True / False overrides the rule."""
+    """BF16 bhd,hdr->bhr always takes the head-batched sm90 kernel, bhr,hdr->bhd (BF16 and FP8) from
+    HEAD_BATCHED_MIN_TOKENS tokens (the H200 measurements in the rule's docstring); HEAD_BATCHED_SM90 True / False
+    overrides the rule."""
     from finegemm.api import einsum as einsum_api
 
-    least = einsum_api.FP8_HEAD_BATCHED_MIN_TOKENS
+    least = einsum_api.HEAD_BATCHED_MIN_TOKENS
+    wanted = einsum_api.head_batched_wanted
     monkeypatch.setattr(einsum_api, "HEAD_BATCHED_SM90", None)
-    assert all(einsum_api.head_batched_wanted(False, t) for t in (1, 64, least, 4096))
-    assert [einsum_api.head_batched_wanted(True, t) for t in (1, 64, least - 1, least, 4096)] == \
-        [False, False, False, True, True]
+    assert all(wanted("bhd,hdr->bhr", False, t) for t in (1, 64, least, 4096))
+    for fp8 in (False, True):
+        assert [wanted("bhr,hdr->bhd", fp8, t) for t in (1, 64, least - 1, least, 4096)] == \
+            [False, False, False, True, True]
     for forced in (True, False):
         monkeypatch.setattr(einsum_api, "HEAD_BATCHED_SM90", forced)
-        assert {einsum_api.head_batched_wanted(fp8, t) for fp8 in (False, True) for t in (1, least, 4096)} == {forced}
+        assert {wanted(e, fp8, t) for e in einsum_api.HEAD_EXPRESSIONS for fp8 in (False, True)
+                for t in (1, least, 4096)} == {forced}
 
 
 @pytest.mark.gpu
 def test_gpu_default_dispatch_follows_the_head_batched_rule(monkeypatch):
-    """Without an override the API takes the head-batched sm90 kernel for BF16 at 64 tokens and for FP8 at
-    FP8_HEAD_BATCHED_MIN_TOKENS, the Triton kernel for FP8 at 64 tokens, and each result matches float64."""
+    """Without an override the API takes the Triton kernel for bhr,hdr->bhd at 64 tokens and the head-batched
+    sm90 kernel at HEAD_BATCHED_MIN_TOKENS, BF16 and FP8, and the head-batched one for BF16 bhd,hdr->bhr at 64;
+    each result matches float64."""
     from finegemm.api import einsum as einsum_api
 
     dev = sm90_device()
     monkeypatch.setattr(einsum_api, "HEAD_BATCHED_SM90", None)
-    expr = "bhr,hdr->bhd"
-    einsum_api._PLANS.clear()
-    _check_bf16_twice(expr, (64, 16, 512), (16, 128, 512), torch.bfloat16, seed=9, tolerance=1e-4)
-    assert [plan.sm90 is not None for plan in einsum_api._PLANS.values()] == [True]
-    for tokens, sm90 in ((64, False), (einsum_api.FP8_HEAD_BATCHED_MIN_TOKENS, True)):
+    least = einsum_api.HEAD_BATCHED_MIN_TOKENS
+    for expr, tokens, sm90 in (("bhr,hdr->bhd", 64, False), ("bhr,hdr->bhd", least, True),
+                               ("bhd,hdr->bhr", 64, True)):
         einsum_api._PLANS.clear()
-        a, b = _fp8_operands(expr, 512, tokens, dev, tokens, 16, 128, 512)
-        ref = reference.einsum.fp8_einsum(expr, a, b)
+        k = 512 if expr == "bhr,hdr->bhd" else 128  # a is [b, h, r] or [b, h, d]
+        _check_bf16_twice(expr, (tokens, 16, k), (16, 128, 512), torch.bfloat16, seed=9, tolerance=1e-4)
+        assert [plan.sm90 is not None for plan in einsum_api._PLANS.values()] == [sm90], (expr, tokens)
+    for tokens, sm90 in ((64, False), (least, True)):
+        einsum_api._PLANS.clear()
+        a, b = _fp8_operands("bhr,hdr->bhd", 512, tokens, dev, tokens, 16, 128, 512)
+        ref = reference.einsum.fp8_einsum("bhr,hdr->bhd", a, b)
         d = _poisoned(ref.shape, torch.bfloat16, dev)
-        finegemm.fp8_einsum(expr, a, b, d)
+        finegemm.fp8_einsum("bhr,hdr->bhd", a, b, d)
         torch.cuda.synchronize()
         assert reference.calc_diff(d, ref) < 1e-3
         assert [plan.sm90 is not None for plan in einsum_api._PLANS.values()] == [sm90], tokens

@@ -43,9 +43,10 @@ EXPRESSIONS = ("bmk,bnk->mn", "bhr,hdr->bhd", "bhd,hdr->bhr", "bhd,bhr->hdr")
 # head_batched_wanted says so. None: that measured rule; True / False force the head-batched plans on / off (tests,
 # scripts/einsum_bench.py's baselines).
 HEAD_BATCHED_SM90: bool | None = None
-# Tokens from which fp8_einsum takes the head-batched kernel (H200, 128 heads, r = 512, d = 128, NOTES v15/v16:
-# 14.3 vs 10.6 us on the Triton kernel at b = 64, 27.9 vs 38.3 at 512, 133.8 vs 217.3 at 4096)
-FP8_HEAD_BATCHED_MIN_TOKENS = 512
+# Tokens a head from which bhr,hdr->bhd (BF16 and FP8) takes the head-batched kernel: H200, 128 heads, r = 512,
+# d = 128, us Triton / head-batched (results/einsum-bench-h200-2026-12-05-ea2067b.json): FP8 13.6 / 15.9 at 128
+# tokens, 22.0 / 20.3 at 256, 37.7 / 27.8 at 512; BF16 17.2 / 17.8 at 128, 25.1 / 24.9 at 256, 40.7 / 38.2 at 512
+HEAD_BATCHED_MIN_TOKENS = 256
 HEAD_EXPRESSIONS = ("bhr,hdr->bhd", "bhd,hdr->bhr")
 FP8_EXPRESSIONS = HEAD_EXPRESSIONS  # fp8_einsum takes the per-head expressions
 OUT_DTYPES = (torch.bfloat16, torch.float32)
@@ -245,22 +246,22 @@ def _head_views(expr, a, b, d) -> tuple | None:
     return a2, b.as_strided((h * rows, cols), (cols, 1)), d2, mn_major
 
 
-def head_batched_wanted(fp8: bool, tokens: int) -> bool:
+def head_batched_wanted(expr: str, fp8: bool, tokens: int) -> bool:
     """Whether a per-head einsum of ``tokens`` rows a head goes to the head-batched sm90 kernel rather than the
-    batched Triton kernel (where both can run it), as measured on the H200 (NOTES v15/v16): BF16 always (never
-    slower: 14.0 vs 14.1 us at b = 64, 40.8 vs 65.9 at 512, 282.0 vs 436.4 at 4096 on bhd,hdr->bhr); FP8 from
-    ``FP8_HEAD_BATCHED_MIN_TOKENS`` (below it the Triton kernel's one launch of small tiles wins).
+    batched Triton kernel (where both can run it), as measured on the H200 (NOTES v16): BF16 ``bhd,hdr->bhr``
+    always (14.1 / 14.1 us at 64 tokens, 65.9 / 41.9 at 512, 438.0 / 285.5 at 4096), ``bhr,hdr->bhd`` from
+    ``HEAD_BATCHED_MIN_TOKENS`` (below it the Triton kernel's one launch of small tiles wins by 3-30 %).
     ``HEAD_BATCHED_SM90`` True / False overrides the rule."""
     if HEAD_BATCHED_SM90 is not None:
         return HEAD_BATCHED_SM90
-    return not fp8 or tokens >= FP8_HEAD_BATCHED_MIN_TOKENS
+    return (expr == "bhd,hdr->bhr" and not fp8) or tokens >= HEAD_BATCHED_MIN_TOKENS
 
 
 def _sm90_head_plan(expr, a, b, d, c, sfa, device, gmnk) -> tuple | None:
     """The head-batched sm90 kernel's (desc, config) for this call, or None (not wanted by
     :func:`head_batched_wanted`, not sm_90, a C, an FP32 D, strides it cannot view in place, sizes its tiles do not
     divide, or FP8 with an N-major B, which FP8 WGMMA cannot read)."""
-    if not (head_batched_wanted(sfa is not None, gmnk[1]) and expr in HEAD_EXPRESSIONS and c is None
+    if not (head_batched_wanted(expr, sfa is not None, gmnk[1]) and expr in HEAD_EXPRESSIONS and c is None
             and d.dtype == torch.bfloat16 and env.backend() != "portable"):
         return None
     facts = device_facts(device)

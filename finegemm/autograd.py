@@ -58,14 +58,14 @@ def _cast(x: torch.Tensor, group_rows: int, use_ue8m0: bool) -> tuple[torch.Tens
 
 
 def _transposed(w: torch.Tensor) -> torch.Tensor:
-    """``w.t()`` contiguous for 2-D FP8 ``w``: the tiled Triton byte transpose on a GPU (coalesced both ways;
-    torch's strided copy of a 7168 x 16384 e4m3 weight took 662 us of an H200 training step, NOTES v16), torch's
-    copy elsewhere and while torch.compile traces."""
+    """``w.transpose(-2, -1)`` contiguous for FP8 ``w`` ``[N, K]`` or ``[G, N, K]``: the tiled Triton byte
+    transpose on a GPU (coalesced both ways; torch's strided copy of a 7168 x 16384 e4m3 weight took 662 us of an
+    H200 training step, NOTES v16), torch's copy elsewhere and while torch.compile traces."""
     if w.is_cuda and not torch.compiler.is_compiling():
-        out = torch.empty((w.shape[1], w.shape[0]), device=w.device, dtype=w.dtype)
+        out = torch.empty((*w.shape[:-2], w.shape[-1], w.shape[-2]), device=w.device, dtype=w.dtype)
         transpose_into(w, out)
         return out
-    return w.t().contiguous()
+    return w.transpose(-2, -1).contiguous()
 
 
 def _cast_tokens(t: torch.Tensor, use_ue8m0: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -219,7 +219,7 @@ class _FP8GroupedLinear(torch.autograd.Function):
             dx = torch.empty(x.shape, device=dy.device, dtype=torch.bfloat16)
             # B of expert g = W_g^T [K, N]: the forward's FP8 weights and block scales, transposed per expert
             m_grouped_fp8_gemm_nt_contiguous(_cast(dy, 1, ctx.use_ue8m0),
-                                             (wq.transpose(1, 2).contiguous(), sw.transpose(1, 2).contiguous()),
+                                             (_transposed(wq), sw.transpose(1, 2).contiguous()),
                                              dx, ends, use_psum_layout=True)
             dx = dx.to(x.dtype)
         if ctx.needs_input_grad[1]:

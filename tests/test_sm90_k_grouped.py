@@ -211,11 +211,23 @@ def test_transpose_into(rows, cols):
     assert torch.equal(dst.view(torch.uint8), src.T.contiguous().view(torch.uint8))
 
 
+def test_transpose_into_a_batch():
+    """A [G, R, C] batch transposed matrix by matrix in one launch (the grid's third axis), from a strided view."""
+    src = torch.randn(3, 200, 160).to(torch.float8_e4m3fn)[:, :130]
+    dst = torch.empty(3, 160, 130, dtype=torch.float8_e4m3fn)
+    transpose.transpose_into(src, dst)
+    assert torch.equal(dst.view(torch.uint8), src.transpose(1, 2).contiguous().view(torch.uint8))
+
+
 def test_transpose_rejects_bad_shapes():
     with pytest.raises(ValueError):
         transpose.transpose_launch(torch.zeros(4, 8, dtype=torch.uint8), torch.zeros(4, 8, dtype=torch.uint8))
     with pytest.raises(ValueError):
         transpose.transpose_launch(torch.zeros(4, 8), torch.zeros(8, 4))
+    with pytest.raises(ValueError, match="batch|2-D or 3-D|src"):
+        transpose.transpose_launch(torch.zeros(2, 4, 8, dtype=torch.uint8), torch.zeros(3, 8, 4, dtype=torch.uint8))
+    with pytest.raises(ValueError, match="2-D or 3-D"):
+        transpose.transpose_launch(torch.zeros(2, 4, 8, dtype=torch.uint8), torch.zeros(8, 4, dtype=torch.uint8))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -283,8 +295,8 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from finegemm.kernels.sm90 import transpose
 sig = {"src_ptr": "*u8", "dst_ptr": "*u8", "R": "i32", "C": "i32", "stride_src": "i32", "stride_dst": "i32",
-       "BLOCK": "constexpr"}
-src = ASTSource(transpose._transpose_kernel, sig, {(6,): transpose.BLOCK})
+       "stride_src_g": "i32", "stride_dst_g": "i32", "BLOCK": "constexpr"}
+src = ASTSource(transpose._transpose_kernel, sig, {(8,): transpose.BLOCK})
 ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8}).asm["ptx"]
 assert "ld.global" in ptx and "st.global" in ptx and "st.shared" in ptx, "no staged transpose"
 print("compiled")

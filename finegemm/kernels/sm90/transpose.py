@@ -22,11 +22,15 @@ BLOCK = 128  # 16 KiB of bytes a tile; 128-byte rows on both sides of the transp
 
 
 @triton.jit
-def _transpose_kernel(src_ptr, dst_ptr, R, C, stride_src, stride_dst, BLOCK: tl.constexpr):
-    """``dst[c, r] = src[r, c]`` for ``src`` ``[R, C]`` (row stride ``stride_src``, unit column stride)
-    and ``dst`` ``[C, R]`` (row stride ``stride_dst``, unit column stride)."""
+def _transpose_kernel(src_ptr, dst_ptr, R, C, stride_src, stride_dst, stride_src_g, stride_dst_g,
+                      BLOCK: tl.constexpr):
+    """``dst[g, c, r] = src[g, r, c]`` for ``src`` ``[G, R, C]`` (matrix stride ``stride_src_g``, row stride
+    ``stride_src``, unit column stride) and ``dst`` ``[G, C, R]`` (likewise); ``G`` is the grid's third axis."""
     pid_r = tl.program_id(0)
     pid_c = tl.program_id(1)
+    g = tl.program_id(2).to(tl.int64)
+    src_ptr += g * stride_src_g
+    dst_ptr += g * stride_dst_g
     r = pid_r * BLOCK + tl.arange(0, BLOCK)
     c = pid_c * BLOCK + tl.arange(0, BLOCK)
     mask = (r[:, None] < R) & (c[None, :] < C)
@@ -62,22 +66,29 @@ def operand_workspace(role: str, like: torch.Tensor, rows: int, cols: int) -> to
 
 
 def transpose_launch(src: torch.Tensor, dst: torch.Tensor) -> tuple:
-    """The ``(kernel, grid, args, kwargs)`` launch (launcher.py's form) that writes ``src.T`` into ``dst``.
+    """The ``(kernel, grid, args, kwargs)`` launch (launcher.py's form) that writes ``src.T`` into ``dst``, or
+    each matrix's transpose for a batch.
 
-    ``src``: 1-byte ``[R, C]`` with ``stride(1) == 1``; ``dst``: same dtype ``[C, R]`` with
-    ``stride(1) == 1``. Both are viewed as ``uint8``.
+    ``src``: 1-byte ``[R, C]`` (or ``[G, R, C]``) with ``stride(-1) == 1``; ``dst``: same dtype ``[C, R]`` (or
+    ``[G, C, R]``) with ``stride(-1) == 1``. Both are viewed as ``uint8``.
     """
-    rows, cols = src.shape
-    if tuple(dst.shape) != (cols, rows) or src.element_size() != 1 or dst.dtype != src.dtype:
+    if src.dim() not in (2, 3) or dst.dim() != src.dim():
+        raise ValueError(f"transpose: src and dst must both be 2-D or 3-D; got {tuple(src.shape)} and "
+                         f"{tuple(dst.shape)}")
+    batch = src.shape[0] if src.dim() == 3 else 1
+    rows, cols = src.shape[-2:]
+    if tuple(dst.shape[-2:]) != (cols, rows) or dst.shape[:-2] != src.shape[:-2] or src.element_size() != 1 \
+            or dst.dtype != src.dtype:
         raise ValueError(f"transpose: src {tuple(src.shape)} {src.dtype} -> dst {tuple(dst.shape)} {dst.dtype}")
-    if (rows > 1 and cols > 1 and src.stride(1) != 1) or (rows > 1 and cols > 1 and dst.stride(1) != 1):
+    if (rows > 1 and cols > 1 and src.stride(-1) != 1) or (rows > 1 and cols > 1 and dst.stride(-1) != 1):
         raise ValueError(f"transpose: src and dst need unit column strides; got {src.stride()} and {dst.stride()}")
-    grid = (triton.cdiv(rows, BLOCK), triton.cdiv(cols, BLOCK))
-    args = (src.view(torch.uint8), dst.view(torch.uint8), rows, cols, src.stride(0), dst.stride(0))
+    grid = (triton.cdiv(rows, BLOCK), triton.cdiv(cols, BLOCK), batch)
+    batch_strides = (src.stride(0), dst.stride(0)) if src.dim() == 3 else (0, 0)
+    args = (src.view(torch.uint8), dst.view(torch.uint8), rows, cols, src.stride(-2), dst.stride(-2), *batch_strides)
     return _transpose_kernel, grid, args, dict(BLOCK=BLOCK, num_warps=8)
 
 
 def transpose_into(src: torch.Tensor, dst: torch.Tensor) -> None:
-    """``dst.copy_(src.T)`` through :func:`_transpose_kernel` (shapes as :func:`transpose_launch`)."""
+    """``dst.copy_(src.transpose(-2, -1))`` through :func:`_transpose_kernel` (shapes as :func:`transpose_launch`)."""
     kernel, grid, args, kwargs = transpose_launch(src, dst)
     kernel[grid](*args, **kwargs)

@@ -34,6 +34,8 @@
 #                                   GPU tests, and L2 prefetch of B on the shapes whose B streams from HBM:
 #                                   scripts/b_prefetch_probe.py (FP8 dense M = 64 / 128, masked decode, BF16 M = 1 /
 #                                   128; distances 0-16)
+#   bash scripts/gpu_pending.sh 15  (after session 14, first) the batched byte transpose's GPU tests (training layers,
+#                                   k-grouped, the nn/tn/tt route) and the training step's speed and profile
 #   bash scripts/gpu_pending.sh 12  (after the 12th session; from branch wip/k-grouped-one-launch) the k-grouped
 #                                   one-launch form: its GPU test,
 #                                   then k_grouped_bench.py --sm90-only --kernel-time without and with --one-launch
@@ -137,6 +139,14 @@ elif [ "$PART" = 12 ]; then
             | tee -a "$LOGS/k_grouped_one_launch_ab.log" | cut -c1-200
         pack
     done
+elif [ "$PART" = 15 ]; then
+    # session 14's GPU-unverified changes: the batched byte transpose (fp8_linear / fp8_grouped_linear backward,
+    # the k-grouped tn path, the dense nn/tn/tt route), then the training step against its v16 numbers
+    PYTEST_TIMEOUT=240 pytest_gpu pytest-transpose.log tests/test_autograd.py tests/test_sm90_k_grouped_gpu.py \
+        tests/test_sm90_gpu.py -k "not test_sm90_gpu or mn_major"
+    OUT="$LOGS" timeout 150 python3 scripts/train_linear_bench.py 3 2>&1 | tee "$LOGS/train_linear_bench.log" | cut -c1-240
+    timeout 90 python3 scripts/train_step_profile.py > "$LOGS/train_step_profile.log" 2>&1
+    pack
 elif [ "$PART" = 14 ]; then
     bench_suites 250 mqa grouped
 elif [ "$PART" = 13 ]; then

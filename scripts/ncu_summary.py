@@ -1,6 +1,6 @@
 """Side-by-side summary of Nsight Compute raw-page CSVs (``ncu --page raw --csv``, as scripts/ncu_profile.sh
 exports them): per profiled kernel, the clock, time, DRAM / L2 / issue / tensor-pipe activity, occupancy and the
-warp-stall reasons (cycles a warp spent per issued instruction, largest first).
+warp-stall reasons (warps stalled on each reason per issued instruction, largest first).
 
 Usage: python3 scripts/ncu_summary.py raw.csv [raw.csv ...] [--all-stalls]
 """

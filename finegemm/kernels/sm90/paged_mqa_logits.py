@@ -127,6 +127,15 @@ def _next_owned(b, s, item, batch, b_stop, s_stop, sub, ctx_ptr, stride_ctx_b, s
 
 
 @gluon.jit
+def _load_query(q_desc, q_bar, q_smem, w_ptr, b, col_t, r, stride_ws, NEXT_N: gl.constexpr, HEADS: gl.constexpr):
+    """Start the TMA load of sequence ``b``'s ``[NEXT_N * HEADS, D]`` query rows into ``q_smem`` (completing
+    ``q_bar``) and return their weights, column ``r`` scoring token ``col_t`` with head ``r % HEADS``."""
+    mbarrier.expect(q_bar, q_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(q_desc, [b * (NEXT_N * HEADS), 0], q_bar, q_smem)
+    return gl.load(w_ptr + (b.to(gl.int64) * NEXT_N + col_t) * stride_ws + (r % HEADS))
+
+
+@gluon.jit
 def _tile_page(table_ptr, b, s, j, stride_table, num_blocks, BKV: gl.constexpr, PAGE: gl.constexpr):
     """The cache block of tile ``j`` of item ``(b, s)`` (sequence ``b``'s block-table entry of its first key),
     clamped to ``[0, num_blocks)``."""
@@ -211,9 +220,7 @@ def paged_mqa_logits_kernel(q_desc, kv_desc, sf_desc, w_ptr, ctx_ptr, table_ptr,
         _load_tiles(kv_desc, sf_desc, kv_smem, sf_smem, bars, 0, n_tiles, b, s, table_ptr, stride_table, num_blocks,
                     rows_per_page, PAGE, TILES)
         # the first item's query rows and weights with its pages, off the serial start of a small-batch call
-        mbarrier.expect(q_bar, q_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(q_desc, [b * ROWS, 0], q_bar, q_smem)
-        w = gl.load(w_ptr + (b.to(gl.int64) * NEXT_N + col_t) * stride_ws + (r % HEADS))
+        w = _load_query(q_desc, q_bar, q_smem, w_ptr, b, col_t, r, stride_ws, NEXT_N, HEADS)
         q_b = b
         q_fresh = 1
     done = b0 * 0  # items this program ran: the phase of every kv barrier
@@ -226,9 +233,7 @@ def paged_mqa_logits_kernel(q_desc, kv_desc, sf_desc, w_ptr, ctx_ptr, table_ptr,
         nn_tiles = gl.where(nok == 1, nn_tiles, 0)
         b64 = b.to(gl.int64)
         if b != q_b:  # the previous item's WGMMAs, the last readers of q_smem, are complete
-            mbarrier.expect(q_bar, q_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(q_desc, [b * ROWS, 0], q_bar, q_smem)
-            w = gl.load(w_ptr + (b64 * NEXT_N + col_t) * stride_ws + (r % HEADS))
+            w = _load_query(q_desc, q_bar, q_smem, w_ptr, b, col_t, r, stride_ws, NEXT_N, HEADS)
             q_b = b
             q_fresh = 1
         if q_fresh == 1:

@@ -36,6 +36,7 @@
 #                                   128; distances 0-16)
 #   bash scripts/gpu_pending.sh 15  (after session 14, first) the batched byte transpose's GPU tests (training layers,
 #                                   k-grouped, the nn/tn/tt route) and the training step's speed and profile
+#   bash scripts/gpu_pending.sh 16  (session 15) the warp-specialized paged MQA kernel: GPU tests, paged probe
 #   bash scripts/gpu_pending.sh 12  (after the 12th session; from branch wip/k-grouped-one-launch) the k-grouped
 #                                   one-launch form: its GPU test,
 #                                   then k_grouped_bench.py --sm90-only --kernel-time without and with --one-launch
@@ -146,6 +147,12 @@ elif [ "$PART" = 15 ]; then
         tests/test_sm90_gpu.py -k "not test_sm90_gpu or mn_major"
     OUT="$LOGS" timeout 150 python3 scripts/train_linear_bench.py 3 2>&1 | tee "$LOGS/train_linear_bench.log" | cut -c1-240
     timeout 90 python3 scripts/train_step_profile.py > "$LOGS/train_step_profile.log" 2>&1
+    pack
+elif [ "$PART" = 16 ]; then
+    # session 15: the warp-specialized paged MQA kernel: its GPU tests (both forms), then the paged probe
+    # (the four-CTA form against the warp-specialized one and the Triton kernel on DeepGEMM's paged anchors)
+    PYTEST_TIMEOUT=240 pytest_gpu pytest-paged.log tests/test_sm90_paged_mqa.py
+    OUT="$LOGS" timeout 240 python3 scripts/paged_mqa_sm90_probe.py 2>&1 | tee "$LOGS/paged_probe.log" | cut -c1-300
     pack
 elif [ "$PART" = 14 ]; then
     bench_suites 250 mqa grouped

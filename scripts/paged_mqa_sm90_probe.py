@@ -69,7 +69,8 @@ for batch, next_n, heads, avg, logits in CASES:
     args = (q, cache, w, ctx, table, meta)
     calls = {"triton": lambda o, a=args, c=cfg: launch_paged_mqa_logits(*a, o, False, c),
              "gluon": lambda o, a=args: gluon_paged.launch(*a, o),
-             "gluon_subs4": lambda o, a=args: gluon_paged.launch(*a, o, subs=4)}
+             "gluon_ctas": lambda o, a=args: gluon_paged.launch(*a, o, ws=False),
+             "gluon_ws": lambda o, a=args: gluon_paged.launch(*a, o, ws=True)}
     for name, call in calls.items():
         out = torch.full((batch * next_n, max_len), float("nan"), device="cuda", dtype=dtype)
         call(out)
@@ -82,7 +83,8 @@ for batch, next_n, heads, avg, logits in CASES:
             row[name + "_enqueue_us"] = host_overhead(lambda c=call, o=out: c(o), torch.device("cuda"), 50, 3)[
                 "enqueue_us"]
     if row["deepgemm_us"]:
-        row["gluon_vs_deepgemm"] = row["deepgemm_us"] / row["gluon_us"]
+        for name in ("gluon", "gluon_ctas", "gluon_ws"):
+            row[name + "_vs_deepgemm"] = row["deepgemm_us"] / row[name + "_us"]
     rows.append(row)
     print(json.dumps(row), flush=True)
     del q, cache, w, ctx, table, expected, args, calls

@@ -20,7 +20,7 @@ from finegemm.reference import mqa as ref
 CASES = [(1, 32), (1, 64), (2, 32), (2, 64), (1, 128), (2, 128), (4, 64)]
 
 
-def _compile(next_n, heads, out, ctx_2d=False, page=64):
+def _compile(next_n, heads, out, ctx_2d=False, page=64, ws=False):
     import triton
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
@@ -36,11 +36,17 @@ def _compile(next_n, heads, out, ctx_2d=False, page=64):
     for name in ("batch", "num_blocks", "max_blocks", "max_context_len", "rows_per_page", "stride_ws",
                  "stride_ctx_b", "stride_ctx_t", "stride_table", "stride_out"):
         sig[name] = "i32"
-    consts = dict(NEXT_N=next_n, HEADS=heads, PAGE=page, SUBS_=m.ctas_per_slot(next_n * heads), CTX_2D=ctx_2d)
+    if ws:
+        kernel = m.paged_mqa_logits_ws_kernel
+        consts = dict(NEXT_N=next_n, HEADS=heads, PAGE=page, CTX_2D=ctx_2d,
+                      KV_STAGES=m.ws_kv_stages(next_n * heads, 128), MATH_REGS=m.WS_MATH_REGS,
+                      LOAD_REGS=m.WS_LOAD_REGS)
+    else:
+        kernel = m.paged_mqa_logits_kernel
+        consts = dict(NEXT_N=next_n, HEADS=heads, PAGE=page, SUBS_=m.ctas_per_slot(next_n * heads), CTX_2D=ctx_2d)
     sig.update({k: "constexpr" for k in consts})
     restore_language()  # interpreted CPU tests earlier in this process may have left tl patched
-    return triton.compile(GluonASTSource(m.paged_mqa_logits_kernel, sig, consts), target=TARGET,
-                          options={"num_warps": 4})
+    return triton.compile(GluonASTSource(kernel, sig, consts), target=TARGET, options={"num_warps": 4})
 
 
 @pytest.mark.parametrize("next_n,heads", CASES)
@@ -49,6 +55,33 @@ def test_compiles(next_n, heads, out, ctx_2d):
     _, usage = assert_async_wgmma_kernel(_compile(next_n, heads, out, ctx_2d), mqa_ptx_must_contain(next_n * heads))
     if next_n * heads <= 128:  # four CTAs an SM (65536 / (4 * 128 threads)), five up to 64 rows
         assert usage["REG"] <= (128 if next_n * heads > 64 else 96), usage
+
+
+WS_CASES = [c for c in CASES if c[0] * c[1] <= 128]
+
+
+@pytest.mark.parametrize("next_n,heads", WS_CASES)
+@pytest.mark.parametrize("out,ctx_2d", [("fp32", False), ("bf16", True)])
+def test_warp_specialized_compiles(next_n, heads, out, ctx_2d):
+    """Four math warpgroups at 112 registers and four producer warps at 32 under .maxnreg 96 (20 warps a
+    CTA), no spills, the rings filling shared memory."""
+    import re
+
+    from finegemm.kernels.sm90 import paged_mqa_logits as m
+
+    kernel = _compile(next_n, heads, out, ctx_2d, ws=True)
+    ptx, _ = assert_async_wgmma_kernel(kernel, mqa_ptx_must_contain(next_n * heads))
+    assert re.search(r"\.reqntid 640\b", ptx) and re.search(r"\.maxnreg 96\b", ptx)
+    regs = {int(n) for n in re.findall(r"setmaxnreg\.(?:inc|dec)\.sync\.aligned\.u32\s+(\d+)", ptx)}
+    assert {m.WS_MATH_REGS, m.WS_LOAD_REGS} <= regs
+    assert 196 * 1024 <= kernel.metadata.shared <= 232448
+
+
+def test_ws_kv_stages():
+    from finegemm.kernels.sm90.paged_mqa_logits import ws_kv_stages, ws_supported
+
+    assert [ws_kv_stages(r, 128) for r in (32, 64, 128)] == [6, 6, 5]
+    assert ws_supported(128) and not ws_supported(256)
 
 
 def test_ctas_per_slot():
@@ -83,18 +116,22 @@ def test_dispatched_up_to_the_measured_rows():
     assert not dispatched(3, 64, 128, blocks)  # not supported
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("batch,next_n,heads,avg,block_kv,ctx_2d,dtype", [
+GPU_CASES = [
     (64, 2, 64, 4096, 64, False, torch.float32), (64, 1, 64, 4096, 64, False, torch.bfloat16),
     (32, 1, 32, 8192, 64, True, torch.float32), (32, 2, 32, 3000, 128, False, torch.float32),
     (16, 2, 128, 2048, 64, True, torch.float32), (16, 4, 64, 1000, 256, False, torch.float32),
     (200, 2, 64, 300, 64, False, torch.float32),
     # small batches: most programs own no item, one sequence's items span many slots
-    (2, 2, 64, 8192, 64, False, torch.float32), (3, 1, 32, 700, 64, True, torch.bfloat16)])
-def test_gpu_matches_reference(batch, next_n, heads, avg, block_kv, ctx_2d, dtype):
+    (2, 2, 64, 8192, 64, False, torch.float32), (3, 1, 32, 700, 64, True, torch.bfloat16)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("batch,next_n,heads,avg,block_kv,ctx_2d,dtype,ws",
+                         [c + (False,) for c in GPU_CASES] + [c + (True,) for c in GPU_CASES if c[1] * c[2] <= 128])
+def test_gpu_matches_reference(batch, next_n, heads, avg, block_kv, ctx_2d, dtype, ws):
     """The kernel against the float64 reference, shuffled block tables, ragged contexts (some empty),
     output poisoned first, directly and through the API (which dispatches it up to 128 rows); bitwise
-    repeat; with every third key scale negated too."""
+    repeat; with every third key scale negated too. ``ws``: the warp-specialized kernel."""
     sm90_device()
     import finegemm
     from finegemm.kernels.sm90 import paged_mqa_logits as m
@@ -113,7 +150,7 @@ def test_gpu_matches_reference(batch, next_n, heads, avg, block_kv, ctx_2d, dtyp
     outs = []
     for _ in range(2):
         out = torch.full((batch * next_n, max_len), float("nan"), device="cuda", dtype=dtype)
-        m.launch(q, kv_cache, w, ctx, table, meta, out)
+        m.launch(q, kv_cache, w, ctx, table, meta, out, ws=ws)
         outs.append(out)
     torch.cuda.synchronize()
     tol = 1e-3 if dtype == torch.float32 else 5e-3
@@ -129,7 +166,7 @@ def test_gpu_matches_reference(batch, next_n, heads, avg, block_kv, ctx_2d, dtyp
     scales[:, ::3] *= -1.0
     expected = ref.fp8_paged_mqa_logits(q, signed, w, ctx, table, meta, max_len)
     out = torch.full((batch * next_n, max_len), float("nan"), device="cuda", dtype=dtype)
-    m.launch(q, signed, w, ctx, table, meta, out)
+    m.launch(q, signed, w, ctx, table, meta, out, ws=ws)
     torch.cuda.synchronize()
     written = ~torch.isnan(out)
     assert_logits_match(torch.where(written, out, expected.to(dtype)), expected, None, tol)

@@ -51,6 +51,7 @@ from .mqa_logits import _acc_layout, _add, alloc_ring, weighted_relu
 
 BLOCK_KV = 64  # keys per WGMMA tile (the M of the instruction)
 _SPLIT = gl.constexpr(SPLIT_KV)  # keys per schedule item, readable inside the kernel
+_BKV = gl.constexpr(BLOCK_KV)
 def ctas_per_slot(rows: int) -> int:
     """CTAs per schedule slot (one slot an SM): five where five fit an SM (up to 64 query rows: ~41 KB of
     shared memory, <= 78 registers), else four (128 rows: 49 KB, 126 registers). H200, DeepGEMM's paged
@@ -266,6 +267,201 @@ def paged_mqa_logits_kernel(q_desc, kv_desc, sf_desc, w_ptr, ctx_ptr, table_ptr,
         n_tiles = nn_tiles
 
 
+
+@gluon.jit
+def _slot_run(meta_ptr, batch):
+    """This CTA's schedule slot's run of items: ``(b0, s0, b_stop, s_stop)``, clamped to the batch."""
+    slot = gl.program_id(0)
+    b0 = gl.minimum(gl.maximum(gl.load(meta_ptr + 2 * slot), 0), batch)
+    s0 = gl.maximum(gl.load(meta_ptr + 2 * slot + 1), 0)
+    b_stop = gl.minimum(gl.maximum(gl.load(meta_ptr + 2 * slot + 2), 0), batch)
+    s_stop = gl.maximum(gl.load(meta_ptr + 2 * slot + 3), 0)
+    return b0, s0, b_stop, s_stop
+
+
+@gluon.jit
+def _ws_load_partition(q_desc, kv_desc, sf_desc, q_smem, kv_smem, sf_smem, q_full, q_empty, kv_full, kv_empty,
+                       ctx_ptr, table_ptr, meta_ptr, batch, num_blocks, max_blocks, max_context_len, rows_per_page,
+                       stride_ctx_b, stride_ctx_t, stride_table, NEXT_N: gl.constexpr, HEADS: gl.constexpr,
+                       PAGE: gl.constexpr, CTX_2D: gl.constexpr, KV_STAGES: gl.constexpr, WG: gl.constexpr):
+    """Producer warp of math warpgroup ``WG``: walks the slot's items and loads each item's tile ``WG`` (its
+    64 keys' values and scales) into that warpgroup's ring of ``KV_STAGES`` slots, as far ahead as the ring
+    allows; producer 0 also loads each new sequence's query rows into the two-stage query ring (the
+    math warpgroups release a stage when they move on to the next sequence)."""
+    BKV: gl.constexpr = kv_desc.block_type.shape[0]
+    TILES: gl.constexpr = _SPLIT // BKV
+    b0, s0, b_stop, s_stop = _slot_run(meta_ptr, batch)
+    key_cap = gl.minimum(max_context_len, max_blocks * PAGE)
+    b, s, item, ok = _next_owned(b0, s0, b0 * 0, batch, b_stop, s_stop, 0, ctx_ptr, stride_ctx_b, stride_ctx_t,
+                                 1, NEXT_N, CTX_2D)
+    it = b0 * 0
+    q_it = b0 * 0
+    q_b = b0 * 0 - 1
+    while ok == 1:
+        if WG == 0:
+            if b != q_b:
+                qs = q_it % 2
+                mbarrier.wait(q_empty.index(qs), ((q_it // 2) & 1) ^ 1)
+                mbarrier.expect(q_full.index(qs), q_desc.block_type.nbytes)
+                tma.async_copy_global_to_shared(q_desc, [b * (NEXT_N * HEADS), 0], q_full.index(qs),
+                                                q_smem.index(qs))
+                q_it += 1
+                q_b = b
+        n_tiles = _item_tiles(ctx_ptr, b, s, batch, stride_ctx_b, stride_ctx_t, key_cap, BKV, TILES, NEXT_N, CTX_2D)
+        if WG < n_tiles:
+            page = _tile_page(table_ptr, b, s, WG, stride_table, num_blocks, BKV, PAGE)
+            slot = WG * KV_STAGES + it % KV_STAGES
+            mbarrier.wait(kv_empty.index(slot), ((it // KV_STAGES) & 1) ^ 1)
+            D: gl.constexpr = kv_desc.block_type.shape[1]
+            key = s * _SPLIT + WG * BKV
+            row = page * rows_per_page
+            mbarrier.expect(kv_full.index(slot), kv_desc.block_type.nbytes + sf_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(sf_desc, [row + PAGE + (key % PAGE) * 4 // D, 0], kv_full.index(slot),
+                                            sf_smem.index(slot))
+            tma.async_copy_global_to_shared(kv_desc, [row + key % PAGE, 0], kv_full.index(slot), kv_smem.index(slot))
+            it += 1
+        b, s, item, ok = _next_owned(b, s + 1, item + 1, batch, b_stop, s_stop, 0, ctx_ptr, stride_ctx_b,
+                                     stride_ctx_t, 1, NEXT_N, CTX_2D)
+
+
+@gluon.jit
+def _ws_math_partition(q_smem, kv_smem, sf_smem, q_full, q_empty, kv_full, kv_empty, w_ptr, ctx_ptr, meta_ptr,
+                       out_ptr, batch, max_blocks, max_context_len, stride_ws, stride_ctx_b, stride_ctx_t,
+                       stride_out, NEXT_N: gl.constexpr, HEADS: gl.constexpr, PAGE: gl.constexpr,
+                       CTX_2D: gl.constexpr, KV_STAGES: gl.constexpr, WG: gl.constexpr):
+    """Math warpgroup ``WG``: tile ``WG`` of every item of the slot (the item's keys ``WG * 64 + [0, 64)``),
+    from its own ring: WGMMA, release the slot, then the ReLU / head-sum epilogue and the logits store."""
+    ROWS: gl.constexpr = NEXT_N * HEADS
+    BKV: gl.constexpr = _BKV
+    TILES: gl.constexpr = _SPLIT // BKV
+    acc_layout: gl.constexpr = _acc_layout(ROWS)
+    row_layout: gl.constexpr = gl.SliceLayout(1, acc_layout)
+    col_layout: gl.constexpr = gl.SliceLayout(0, acc_layout)
+    flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[0])
+    b0, s0, b_stop, s_stop = _slot_run(meta_ptr, batch)
+    key_cap = gl.minimum(max_context_len, max_blocks * PAGE)
+    zero = gl.zeros([BKV, ROWS], gl.float32, acc_layout)
+    r = gl.arange(0, ROWS, layout=col_layout)
+    col_t = r // HEADS  # which of the NEXT_N tokens column r scores
+    kt = gl.arange(0, BKV, layout=row_layout)
+    w = gl.zeros([ROWS], gl.float32, col_layout)
+    b, s, item, ok = _next_owned(b0, s0, b0 * 0, batch, b_stop, s_stop, 0, ctx_ptr, stride_ctx_b, stride_ctx_t,
+                                 1, NEXT_N, CTX_2D)
+    it = b0 * 0
+    q_it = b0 * 0
+    q_b = b0 * 0 - 1
+    while ok == 1:
+        b64 = b.to(gl.int64)
+        if b != q_b:
+            if q_it > 0:  # this warpgroup is done with the previous sequence's query rows
+                mbarrier.arrive(q_empty.index((q_it - 1) % 2), count=1)
+            mbarrier.wait(q_full.index(q_it % 2), (q_it // 2) & 1)
+            w = gl.load(w_ptr + (b64 * NEXT_N + col_t) * stride_ws + (r % HEADS))
+            q_it += 1
+            q_b = b
+        n_tiles = _item_tiles(ctx_ptr, b, s, batch, stride_ctx_b, stride_ctx_t, key_cap, BKV, TILES, NEXT_N, CTX_2D)
+        if WG < n_tiles:
+            slot = WG * KV_STAGES + it % KV_STAGES
+            mbarrier.wait(kv_full.index(slot), (it // KV_STAGES) & 1)
+            q_t = q_smem.index((q_it - 1) % 2).permute((1, 0))
+            acc = warpgroup_mma(kv_smem.index(slot), q_t, zero, use_acc=False, is_async=True)
+            # keys past the context hold any scale: their logits are masked (_tile_logits)
+            sf = sf_smem.index(slot)._reinterpret(gl.float32, [BKV], flat).load(row_layout)
+            acc = warpgroup_mma_wait(0, deps=(acc,))
+            fence_async_shared()  # the scale reads (generic proxy) before the producer's next TMA write
+            mbarrier.arrive(kv_empty.index(slot), count=1)
+            k = s * _SPLIT + WG * BKV + kt
+            _tile_logits(acc, sf, w, col_t, k, b64, ctx_ptr, b, stride_ctx_b, stride_ctx_t, key_cap,
+                         max_context_len, out_ptr, stride_out, NEXT_N, CTX_2D)
+            it += 1
+        b, s, item, ok = _next_owned(b, s + 1, item + 1, batch, b_stop, s_stop, 0, ctx_ptr, stride_ctx_b,
+                                     stride_ctx_t, 1, NEXT_N, CTX_2D)
+
+
+@gluon.jit
+def paged_mqa_logits_ws_kernel(q_desc, kv_desc, sf_desc, w_ptr, ctx_ptr, table_ptr, meta_ptr, out_ptr,
+                               batch, num_blocks, max_blocks, max_context_len, rows_per_page,
+                               stride_ws, stride_ctx_b, stride_ctx_t, stride_table, stride_out,
+                               NEXT_N: gl.constexpr, HEADS: gl.constexpr, PAGE: gl.constexpr,
+                               CTX_2D: gl.constexpr, KV_STAGES: gl.constexpr, MATH_REGS: gl.constexpr,
+                               LOAD_REGS: gl.constexpr):
+    """One CTA a schedule slot, warp-specialized: four math warpgroups, warpgroup ``j`` taking tile ``j``
+    (keys ``j * 64 + [0, 64)``) of every 256-key item, each fed by its own producer warp through its own
+    ring of ``KV_STAGES`` key tiles; the query rows in a two-stage ring shared by the four."""
+    BKV: gl.constexpr = kv_desc.block_type.shape[0]
+    TILES: gl.constexpr = _SPLIT // BKV
+    gl.static_assert(TILES == 4, "one math warpgroup per 64-key tile of a 256-key item")
+    gl.static_assert(PAGE % BKV == 0, "a 64-key tile lies inside one page")
+    q_smem = gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_type.shape, q_desc.layout)
+    kv_smem = gl.allocate_shared_memory(kv_desc.dtype, [TILES * KV_STAGES] + kv_desc.block_type.shape,
+                                        kv_desc.layout)
+    sf_smem = gl.allocate_shared_memory(sf_desc.dtype, [TILES * KV_STAGES] + sf_desc.block_type.shape,
+                                        sf_desc.layout)
+    q_full = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    kv_full = gl.allocate_shared_memory(gl.int64, [TILES * KV_STAGES, 1], mbarrier.MBarrierLayout())
+    kv_empty = gl.allocate_shared_memory(gl.int64, [TILES * KV_STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(2):
+        mbarrier.init(q_full.index(i), count=1)
+        mbarrier.init(q_empty.index(i), count=TILES)
+    for i in gl.static_range(TILES * KV_STAGES):
+        mbarrier.init(kv_full.index(i), count=1)
+        mbarrier.init(kv_empty.index(i), count=1)
+    fence_async_shared()
+    gl.warp_specialize([
+        (_ws_math_partition, (q_smem, kv_smem, sf_smem, q_full, q_empty, kv_full, kv_empty, w_ptr, ctx_ptr,
+                               meta_ptr, out_ptr, batch, max_blocks, max_context_len, stride_ws, stride_ctx_b,
+                               stride_ctx_t, stride_out, NEXT_N, HEADS, PAGE, CTX_2D, KV_STAGES, 0)),
+        (_ws_math_partition, (q_smem, kv_smem, sf_smem, q_full, q_empty, kv_full, kv_empty, w_ptr, ctx_ptr,
+                               meta_ptr, out_ptr, batch, max_blocks, max_context_len, stride_ws, stride_ctx_b,
+                               stride_ctx_t, stride_out, NEXT_N, HEADS, PAGE, CTX_2D, KV_STAGES, 1)),
+        (_ws_math_partition, (q_smem, kv_smem, sf_smem, q_full, q_empty, kv_full, kv_empty, w_ptr, ctx_ptr,
+                               meta_ptr, out_ptr, batch, max_blocks, max_context_len, stride_ws, stride_ctx_b,
+                               stride_ctx_t, stride_out, NEXT_N, HEADS, PAGE, CTX_2D, KV_STAGES, 2)),
+        (_ws_math_partition, (q_smem, kv_smem, sf_smem, q_full, q_empty, kv_full, kv_empty, w_ptr, ctx_ptr,
+                               meta_ptr, out_ptr, batch, max_blocks, max_context_len, stride_ws, stride_ctx_b,
+                               stride_ctx_t, stride_out, NEXT_N, HEADS, PAGE, CTX_2D, KV_STAGES, 3)),
+        (_ws_load_partition, (q_desc, kv_desc, sf_desc, q_smem, kv_smem, sf_smem, q_full, q_empty, kv_full,
+                               kv_empty, ctx_ptr, table_ptr, meta_ptr, batch, num_blocks, max_blocks, max_context_len,
+                               rows_per_page, stride_ctx_b, stride_ctx_t, stride_table, NEXT_N, HEADS, PAGE, CTX_2D,
+                               KV_STAGES, 0)),
+        (_ws_load_partition, (q_desc, kv_desc, sf_desc, q_smem, kv_smem, sf_smem, q_full, q_empty, kv_full,
+                               kv_empty, ctx_ptr, table_ptr, meta_ptr, batch, num_blocks, max_blocks, max_context_len,
+                               rows_per_page, stride_ctx_b, stride_ctx_t, stride_table, NEXT_N, HEADS, PAGE, CTX_2D,
+                               KV_STAGES, 1)),
+        (_ws_load_partition, (q_desc, kv_desc, sf_desc, q_smem, kv_smem, sf_smem, q_full, q_empty, kv_full,
+                               kv_empty, ctx_ptr, table_ptr, meta_ptr, batch, num_blocks, max_blocks, max_context_len,
+                               rows_per_page, stride_ctx_b, stride_ctx_t, stride_table, NEXT_N, HEADS, PAGE, CTX_2D,
+                               KV_STAGES, 2)),
+        (_ws_load_partition, (q_desc, kv_desc, sf_desc, q_smem, kv_smem, sf_smem, q_full, q_empty, kv_full,
+                               kv_empty, ctx_ptr, table_ptr, meta_ptr, batch, num_blocks, max_blocks, max_context_len,
+                               rows_per_page, stride_ctx_b, stride_ctx_t, stride_table, NEXT_N, HEADS, PAGE, CTX_2D,
+                               KV_STAGES, 3)),
+    ], [4, 4, 4, 1, 1, 1, 1], [MATH_REGS, MATH_REGS, MATH_REGS, LOAD_REGS, LOAD_REGS, LOAD_REGS, LOAD_REGS])
+
+
+# The warp-specialized form (paged_mqa_logits_ws_kernel): whether launch() takes it by default, and its budget.
+# The kernel runs 20 warps (4 math warpgroups, 4 producer warps) under .maxnreg 96, i.e. 61440 registers:
+# 3 x 128 x 112 (math workers) + 4 x 32 x 32 (producers) leaves 112 to the default (math) partition.
+WARP_SPECIALIZED = False
+WS_MATH_REGS = 112
+WS_LOAD_REGS = 32
+_SMEM_BYTES = 232448  # sm_90's dynamic shared memory a CTA
+
+
+def ws_supported(rows: int) -> bool:
+    """Whether the warp-specialized kernel takes ``rows = next_n * H`` query rows: its [64, rows] accumulator
+    and weights fit the 112 registers of a math warpgroup up to 128 rows (no spills, CPU-checked)."""
+    return rows <= 128
+
+
+def ws_kv_stages(rows: int, head_dim: int) -> int:
+    """Key-tile slots per math warpgroup of the warp-specialized kernel: what shared memory holds after the
+    two query stages (four rings of 64-key tiles with their 256 bytes of scales; 1 KB for barriers)."""
+    tile = BLOCK_KV * head_dim + 4 * BLOCK_KV
+    return max(2, (_SMEM_BYTES - 2 * rows * head_dim - 1024) // (4 * tile))
+
+
 def supported(next_n: int, heads: int, head_dim: int, kv_cache: torch.Tensor) -> bool:
     """Whether this kernel takes the call (sm_90 assumed): a power-of-two WGMMA N (``next_n * H`` 32-256),
     D = 128, pages of 64-key multiples whose start (``stride(0)``) is a whole number of ``D``-byte rows,
@@ -285,7 +481,8 @@ def dispatched(next_n: int, heads: int, head_dim: int, kv_cache: torch.Tensor) -
 
 
 def launch(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, context_lens: torch.Tensor,
-           block_table: torch.Tensor, schedule_meta: torch.Tensor, out: torch.Tensor, subs: int = 0) -> None:
+           block_table: torch.Tensor, schedule_meta: torch.Tensor, out: torch.Tensor, subs: int = 0,
+           ws: bool | None = None) -> None:
     """Launch on validated tensors (as api/attention.py's ``fp8_paged_mqa_logits`` passes them; the
     ``-inf`` clean-up of unwritten columns stays the Triton launcher's).
 
@@ -304,10 +501,14 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, conte
     num_slots = schedule_meta.shape[0] - 1
     if num_slots <= 0 or batch == 0:
         return
+    if ws is None:
+        ws = WARP_SPECIALIZED and ws_supported(rows)
+    elif ws and not ws_supported(rows):
+        raise ValueError(f"the warp-specialized sm90 paged MQA kernel takes up to 128 query rows; got {rows}")
     key = (q.data_ptr(), q.shape, kv_cache.data_ptr(), kv_cache.shape, kv_cache.stride(), weights.data_ptr(),
            weights.shape, weights.stride(), context_lens.data_ptr(), context_lens.shape, context_lens.stride(),
            block_table.data_ptr(), block_table.shape, block_table.stride(), schedule_meta.data_ptr(),
-           schedule_meta.shape, out.data_ptr(), out.shape, out.stride(), out.dtype, q.get_device(), subs)
+           schedule_meta.shape, out.data_ptr(), out.shape, out.stride(), out.dtype, q.get_device(), subs, ws)
 
     def build() -> list:
         q2 = q.reshape(batch * rows, head_dim)
@@ -331,6 +532,11 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, conte
                 batch, num_blocks, block_table.shape[1], out.shape[1], rows_per_page, weights.stride(0),
                 context_lens.stride(0),
                 context_lens.stride(1) if ctx_2d else 0, block_table.stride(0), out.stride(0))
+        if ws:
+            meta = dict(NEXT_N=next_n, HEADS=heads, PAGE=block_kv, CTX_2D=ctx_2d,
+                        KV_STAGES=ws_kv_stages(rows, head_dim), MATH_REGS=WS_MATH_REGS, LOAD_REGS=WS_LOAD_REGS,
+                        num_warps=4)
+            return [(paged_mqa_logits_ws_kernel, (num_slots,), args, meta)]
         ctas = subs or ctas_per_slot(rows)
         meta = dict(NEXT_N=next_n, HEADS=heads, PAGE=block_kv, SUBS_=ctas, CTX_2D=ctx_2d, num_warps=4)
         return [(paged_mqa_logits_kernel, (num_slots, ctas), args, meta)]

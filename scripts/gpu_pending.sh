@@ -37,6 +37,7 @@
 #   bash scripts/gpu_pending.sh 15  (after session 14, first) the batched byte transpose's GPU tests (training layers,
 #                                   k-grouped, the nn/tn/tt route) and the training step's speed and profile
 #   bash scripts/gpu_pending.sh 16  (session 15) the warp-specialized paged MQA kernel: GPU tests, paged probe
+#   bash scripts/gpu_pending.sh 17  (session 15) the harness paged-mqa suite with each paged form
 #   bash scripts/gpu_pending.sh 12  (after the 12th session; from branch wip/k-grouped-one-launch) the k-grouped
 #                                   one-launch form: its GPU test,
 #                                   then k_grouped_bench.py --sm90-only --kernel-time without and with --one-launch
@@ -154,6 +155,19 @@ elif [ "$PART" = 16 ]; then
     PYTEST_TIMEOUT=240 pytest_gpu pytest-paged.log tests/test_sm90_paged_mqa.py
     OUT="$LOGS" timeout 240 python3 scripts/paged_mqa_sm90_probe.py 2>&1 | tee "$LOGS/paged_probe.log" | cut -c1-300
     pack
+elif [ "$PART" = 17 ]; then
+    # the harness paged-mqa suite (DeepGEMM's paged anchors and the short cases), kernel time, with the
+    # four-CTA form and with the warp-specialized one (the module switch set before the harness runs)
+    for ws in False True; do
+        timeout 200 python3 -c "import sys, runpy
+import finegemm.kernels.sm90.paged_mqa_logits as m
+m.WARP_SPECIALIZED = $ws
+sys.argv = ['finegemm.bench'] + sys.argv[1:]
+runpy.run_module('finegemm.bench', run_name='__main__')" --plain --no-progress --kernel-time --suite paged-mqa \
+            --peers finegemm-sm90 --commit "$commit-ws$ws" --json "$LOGS/bench-paged-mqa-ws$ws.json" \
+            > "$LOGS/bench-paged-mqa-ws$ws.log" 2>&1 || status=1
+        tail -3 "$LOGS/bench-paged-mqa-ws$ws.log"; pack
+    done
 elif [ "$PART" = 14 ]; then
     bench_suites 250 mqa grouped
 elif [ "$PART" = 13 ]; then

@@ -46,7 +46,11 @@ def mqa(**extra) -> None:
         finegemm.fp8_mqa_logits(q, (kv, sf), w, st, en)
 
 
-def paged(batch: int = 256, next_n: int = 2, heads: int = 64, context: int = 8192) -> None:
+def paged(batch: int = 256, next_n: int = 2, heads: int = 64, context: int = 8192, ws: bool | None = None) -> None:
+    from finegemm.kernels.sm90 import paged_mqa_logits as sm90_paged
+
+    if ws is not None:
+        sm90_paged.WARP_SPECIALIZED = ws
     q, cache, w, ctx, table, max_len = paged_inputs(batch, next_n, heads, 128, context)
     meta = finegemm.get_paged_mqa_logits_metadata(ctx, 64, torch.cuda.get_device_properties(0).multi_processor_count)
     finegemm.fp8_paged_mqa_logits(q, cache, w, ctx, table, meta, max_len, clean_logits=False)
@@ -88,6 +92,7 @@ TARGETS = {"dense16384": lambda: dense(4096, 7168, 16384), "dense2112": lambda: 
            "mqa": mqa, "mqa_fp32_sum": lambda: mqa(head_sum_mma=False),
            "mqa_mma_sum_wide": lambda: mqa(head_sum_mma=True, block_q=4), "paged": paged, "masked": masked,
            "paged_n1h32": lambda: paged(256, 1, 32), "paged_b8": lambda: paged(8, 2, 64),
+           "paged_ws": lambda: paged(ws=True), "paged_ctas": lambda: paged(ws=False),
            "masked4x256_256": lambda: masked_tile(4, 256, 256, 128, False),
            "masked1x1024_256": lambda: masked_tile(1, 1024, 256, 128, False),
            "masked4x256_128": lambda: masked_tile(4, 256, 128, 128, True)}

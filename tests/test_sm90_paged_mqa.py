@@ -63,7 +63,7 @@ WS_CASES = [c for c in CASES if c[0] * c[1] <= 128]
 @pytest.mark.parametrize("next_n,heads", WS_CASES)
 @pytest.mark.parametrize("out,ctx_2d", [("fp32", False), ("bf16", True)])
 def test_warp_specialized_compiles(next_n, heads, out, ctx_2d):
-    """Four math warpgroups at 112 registers and four producer warps at 32 under .maxnreg 96 (20 warps a
+    """Four math warpgroups at 112-120 registers and four producer warps at 24 under .maxnreg 96 (20 warps a
     CTA), no spills, the rings filling shared memory."""
     import re
 

@@ -292,8 +292,8 @@ def _ws_load_partition(q_desc, kv_desc, sf_desc, q_smem, kv_smem, sf_smem, q_ful
     TILES: gl.constexpr = _SPLIT // BKV
     b0, s0, b_stop, s_stop = _slot_run(meta_ptr, batch)
     key_cap = gl.minimum(max_context_len, max_blocks * PAGE)
-    b, s, item, ok = _next_owned(b0, s0, b0 * 0, batch, b_stop, s_stop, 0, ctx_ptr, stride_ctx_b, stride_ctx_t,
-                                 1, NEXT_N, CTX_2D)
+    b, s, _, ok = _next_owned(b0, s0, b0 * 0, batch, b_stop, s_stop, 0, ctx_ptr, stride_ctx_b, stride_ctx_t,
+                              1, NEXT_N, CTX_2D)
     it = b0 * 0
     q_it = b0 * 0
     q_b = b0 * 0 - 1
@@ -320,8 +320,8 @@ def _ws_load_partition(q_desc, kv_desc, sf_desc, q_smem, kv_smem, sf_smem, q_ful
                                             sf_smem.index(slot))
             tma.async_copy_global_to_shared(kv_desc, [row + key % PAGE, 0], kv_full.index(slot), kv_smem.index(slot))
             it += 1
-        b, s, item, ok = _next_owned(b, s + 1, item + 1, batch, b_stop, s_stop, 0, ctx_ptr, stride_ctx_b,
-                                     stride_ctx_t, 1, NEXT_N, CTX_2D)
+        b, s, _, ok = _next_owned(b, s + 1, b0 * 0, batch, b_stop, s_stop, 0, ctx_ptr, stride_ctx_b,
+                                  stride_ctx_t, 1, NEXT_N, CTX_2D)
 
 
 @gluon.jit
@@ -345,26 +345,29 @@ def _ws_math_partition(q_smem, kv_smem, sf_smem, q_full, q_empty, kv_full, kv_em
     col_t = r // HEADS  # which of the NEXT_N tokens column r scores
     kt = gl.arange(0, BKV, layout=row_layout)
     w = gl.zeros([ROWS], gl.float32, col_layout)
-    b, s, item, ok = _next_owned(b0, s0, b0 * 0, batch, b_stop, s_stop, 0, ctx_ptr, stride_ctx_b, stride_ctx_t,
-                                 1, NEXT_N, CTX_2D)
+    b, s, _, ok = _next_owned(b0, s0, b0 * 0, batch, b_stop, s_stop, 0, ctx_ptr, stride_ctx_b, stride_ctx_t,
+                              1, NEXT_N, CTX_2D)
+    n_tiles = _item_tiles(ctx_ptr, b, s, batch, stride_ctx_b, stride_ctx_t, key_cap, BKV, TILES, NEXT_N, CTX_2D)
     it = b0 * 0
     q_it = b0 * 0
     q_b = b0 * 0 - 1
     while ok == 1:
         b64 = b.to(gl.int64)
         if b != q_b:
+            w = gl.load(w_ptr + (b64 * NEXT_N + col_t) * stride_ws + (r % HEADS))
             if q_it > 0:  # this warpgroup is done with the previous sequence's query rows
                 mbarrier.arrive(q_empty.index((q_it - 1) % 2), count=1)
             mbarrier.wait(q_full.index(q_it % 2), (q_it // 2) & 1)
-            w = gl.load(w_ptr + (b64 * NEXT_N + col_t) * stride_ws + (r % HEADS))
             q_it += 1
             q_b = b
-        n_tiles = _item_tiles(ctx_ptr, b, s, batch, stride_ctx_b, stride_ctx_t, key_cap, BKV, TILES, NEXT_N, CTX_2D)
         if WG < n_tiles:
             slot = WG * KV_STAGES + it % KV_STAGES
             mbarrier.wait(kv_full.index(slot), (it // KV_STAGES) & 1)
             q_t = q_smem.index((q_it - 1) % 2).permute((1, 0))
             acc = warpgroup_mma(kv_smem.index(slot), q_t, zero, use_acc=False, is_async=True)
+            # the walk to the next item (dependent reads of the lens) while the WGMMA runs
+            nb, ns, _, nok = _next_owned(b, s + 1, b0 * 0, batch, b_stop, s_stop, 0, ctx_ptr, stride_ctx_b,
+                                         stride_ctx_t, 1, NEXT_N, CTX_2D)
             # keys past the context hold any scale: their logits are masked (_tile_logits)
             sf = sf_smem.index(slot)._reinterpret(gl.float32, [BKV], flat).load(row_layout)
             acc = warpgroup_mma_wait(0, deps=(acc,))
@@ -374,8 +377,13 @@ def _ws_math_partition(q_smem, kv_smem, sf_smem, q_full, q_empty, kv_full, kv_em
             _tile_logits(acc, sf, w, col_t, k, b64, ctx_ptr, b, stride_ctx_b, stride_ctx_t, key_cap,
                          max_context_len, out_ptr, stride_out, NEXT_N, CTX_2D)
             it += 1
-        b, s, item, ok = _next_owned(b, s + 1, item + 1, batch, b_stop, s_stop, 0, ctx_ptr, stride_ctx_b,
-                                     stride_ctx_t, 1, NEXT_N, CTX_2D)
+        else:
+            nb, ns, _, nok = _next_owned(b, s + 1, b0 * 0, batch, b_stop, s_stop, 0, ctx_ptr, stride_ctx_b,
+                                         stride_ctx_t, 1, NEXT_N, CTX_2D)
+        b = nb
+        s = ns
+        ok = nok
+        n_tiles = _item_tiles(ctx_ptr, b, s, batch, stride_ctx_b, stride_ctx_t, key_cap, BKV, TILES, NEXT_N, CTX_2D)
 
 
 @gluon.jit
@@ -442,10 +450,11 @@ def paged_mqa_logits_ws_kernel(q_desc, kv_desc, sf_desc, w_ptr, ctx_ptr, table_p
 
 # The warp-specialized form (paged_mqa_logits_ws_kernel): whether launch() takes it by default, and its budget.
 # The kernel runs 20 warps (4 math warpgroups, 4 producer warps) under .maxnreg 96, i.e. 61440 registers:
-# 3 x 128 x 112 (math workers) + 4 x 32 x 32 (producers) leaves 112 to the default (math) partition.
+# 3 x 128 x 112 (math workers) + 4 x 32 x 24 (producers) leaves 120 to the default (math) partition (at 32 a
+# producer it gets 112 and spills a register at 128 rows).
 WARP_SPECIALIZED = False
 WS_MATH_REGS = 112
-WS_LOAD_REGS = 32
+WS_LOAD_REGS = 24
 _SMEM_BYTES = 232448  # sm_90's dynamic shared memory a CTA
 
 

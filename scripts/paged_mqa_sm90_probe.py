@@ -30,6 +30,10 @@ from finegemm.kernels.sm90 import paged_mqa_logits as gluon_paged  # noqa: E402
 from finegemm.reference import mqa as ref  # noqa: E402
 
 ANCHORS = os.environ.get("ANCHORS", "/work/shared/anchors/h200-2026-12-02.json")
+# PAGED_HOT=n: every block-table entry taken modulo n, so the keys read come from n pages (n * 8.4 KB: L2-resident
+# for n up to ~4000) -- what the kernels cost when HBM is not the limit (an H100 then behaves like the H200's
+# compute-bound 128-row cases)
+HOT_PAGES = int(os.environ.get("PAGED_HOT", "0"))
 CASES = [(256, 1, 64, 8192, "BF16"), (256, 2, 64, 8192, "FP32"), (256, 1, 32, 8192, "FP32"),
          (256, 2, 32, 65536, "FP32"), (256, 1, 64, 65536, "FP32"), (256, 2, 64, 65536, "FP32"),
          (4096, 1, 32, 8192, "FP32"), (4096, 2, 64, 8192, "BF16"), (4096, 2, 32, 8192, "FP32")]
@@ -60,11 +64,13 @@ rows = []
 for batch, next_n, heads, avg, logits in CASES:
     dtype = torch.bfloat16 if logits == "BF16" else torch.float32
     q, cache, w, ctx, table, max_len = paged_inputs(batch, next_n, heads, 128, avg)
+    if HOT_PAGES:
+        table = table % HOT_PAGES
     meta = get_paged_mqa_logits_metadata(ctx, 64, facts.num_sms)
     check = slice(0, 16 * next_n)
     expected = ref.fp8_paged_mqa_logits(q[:16], cache, w[check], ctx[:16], table[:16], None, max_len)
     cfg = get_paged_mqa_logits_config(next_n, heads, 128, facts, True)
-    row = dict(batch=batch, next_n=next_n, heads=heads, avg_context=avg, logits=logits,
+    row = dict(batch=batch, next_n=next_n, heads=heads, avg_context=avg, logits=logits, hot_pages=HOT_PAGES,
                deepgemm_us=deepgemm_us(batch, next_n, heads, avg, logits))
     args = (q, cache, w, ctx, table, meta)
     calls = {"triton": lambda o, a=args, c=cfg: launch_paged_mqa_logits(*a, o, False, c),
@@ -89,6 +95,7 @@ for batch, next_n, heads, avg, logits in CASES:
     print(json.dumps(row), flush=True)
     del q, cache, w, ctx, table, expected, args, calls
     torch.cuda.empty_cache()
+name = f"paged_mqa_sm90_probe{'_hot' if HOT_PAGES else ''}.json"
 json.dump(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows,
                commit=open(".commit").read().strip() if os.path.exists(".commit") else None),
-          open(os.path.join(os.environ.get("OUT", "."), "paged_mqa_sm90_probe.json"), "w"), indent=1)
+          open(os.path.join(os.environ.get("OUT", "."), name), "w"), indent=1)

@@ -280,6 +280,40 @@ def _slot_run(meta_ptr, batch):
 
 
 @gluon.jit
+def _seq_counts(ctx_ptr, b, batch, stride_ctx_b, stride_ctx_t, key_cap, NEXT_N: gl.constexpr, CTX_2D: gl.constexpr):
+    """Sequence ``b``'s schedule items (from its uncapped lens, as the schedule counts them) and its keys capped at
+    ``key_cap``: ``(items, keys)``. Past the batch the lens read is clamped to a real row (callers stop there)."""
+    n = _item_keys(ctx_ptr, gl.minimum(b, batch - 1), stride_ctx_b, stride_ctx_t, 2147483647, NEXT_N, CTX_2D)
+    return gl.cdiv(n, _SPLIT), gl.minimum(n, key_cap)
+
+
+@gluon.jit
+def _walk(b, s, items, keys, batch, b_stop, s_stop, ctx_ptr, stride_ctx_b, stride_ctx_t, key_cap,
+          NEXT_N: gl.constexpr, CTX_2D: gl.constexpr):
+    """The item after ``(b, s)`` in the slot's run, sequence ``b`` having ``items`` items and ``keys`` keys
+    (:func:`_seq_counts`, re-read only when the walk enters the next sequence, skipping empty ones):
+    ``(b, s, items, keys, ok)``, ``ok`` 0 past the run."""
+    s += 1
+    while (s >= items) & (b < batch):
+        b += 1
+        s = b * 0
+        items, keys = _seq_counts(ctx_ptr, b, batch, stride_ctx_b, stride_ctx_t, key_cap, NEXT_N, CTX_2D)
+    ok = ((b < batch) & ((b < b_stop) | (s < s_stop))).to(gl.int32)
+    return b, s, items, keys, ok
+
+
+@gluon.jit
+def _walk_start(meta_ptr, batch, ctx_ptr, stride_ctx_b, stride_ctx_t, key_cap, NEXT_N: gl.constexpr,
+                CTX_2D: gl.constexpr):
+    """The first item of this CTA's slot run: :func:`_walk`'s ``(b, s, items, keys, ok)`` and the run's end."""
+    b0, s0, b_stop, s_stop = _slot_run(meta_ptr, batch)
+    items, keys = _seq_counts(ctx_ptr, b0, batch, stride_ctx_b, stride_ctx_t, key_cap, NEXT_N, CTX_2D)
+    b, s, items, keys, ok = _walk(b0, s0 - 1, items, keys, batch, b_stop, s_stop, ctx_ptr, stride_ctx_b,
+                                  stride_ctx_t, key_cap, NEXT_N, CTX_2D)
+    return b, s, items, keys, ok, b_stop, s_stop
+
+
+@gluon.jit
 def _ws_load_partition(q_desc, kv_desc, sf_desc, q_smem, kv_smem, sf_smem, q_full, q_empty, kv_full, kv_empty,
                        ctx_ptr, table_ptr, meta_ptr, batch, num_blocks, max_blocks, max_context_len, rows_per_page,
                        stride_ctx_b, stride_ctx_t, stride_table, NEXT_N: gl.constexpr, HEADS: gl.constexpr,
@@ -289,14 +323,12 @@ def _ws_load_partition(q_desc, kv_desc, sf_desc, q_smem, kv_smem, sf_smem, q_ful
     allows; producer 0 also loads each new sequence's query rows into the two-stage query ring (the
     math warpgroups release a stage when they move on to the next sequence)."""
     BKV: gl.constexpr = kv_desc.block_type.shape[0]
-    TILES: gl.constexpr = _SPLIT // BKV
-    b0, s0, b_stop, s_stop = _slot_run(meta_ptr, batch)
     key_cap = gl.minimum(max_context_len, max_blocks * PAGE)
-    b, s, _, ok = _next_owned(b0, s0, b0 * 0, batch, b_stop, s_stop, 0, ctx_ptr, stride_ctx_b, stride_ctx_t,
-                              1, NEXT_N, CTX_2D)
-    it = b0 * 0
-    q_it = b0 * 0
-    q_b = b0 * 0 - 1
+    b, s, items, keys, ok, b_stop, s_stop = _walk_start(meta_ptr, batch, ctx_ptr, stride_ctx_b, stride_ctx_t,
+                                                        key_cap, NEXT_N, CTX_2D)
+    it = b * 0
+    q_it = b * 0
+    q_b = b * 0 - 1
     while ok == 1:
         if WG == 0:
             if b != q_b:
@@ -307,8 +339,7 @@ def _ws_load_partition(q_desc, kv_desc, sf_desc, q_smem, kv_smem, sf_smem, q_ful
                                                 q_smem.index(qs))
                 q_it += 1
                 q_b = b
-        n_tiles = _item_tiles(ctx_ptr, b, s, batch, stride_ctx_b, stride_ctx_t, key_cap, BKV, TILES, NEXT_N, CTX_2D)
-        if WG < n_tiles:
+        if WG * BKV < keys - s * _SPLIT:  # this item's tile WG holds keys
             page = _tile_page(table_ptr, b, s, WG, stride_table, num_blocks, BKV, PAGE)
             slot = WG * KV_STAGES + it % KV_STAGES
             mbarrier.wait(kv_empty.index(slot), ((it // KV_STAGES) & 1) ^ 1)
@@ -320,8 +351,8 @@ def _ws_load_partition(q_desc, kv_desc, sf_desc, q_smem, kv_smem, sf_smem, q_ful
                                             sf_smem.index(slot))
             tma.async_copy_global_to_shared(kv_desc, [row + key % PAGE, 0], kv_full.index(slot), kv_smem.index(slot))
             it += 1
-        b, s, _, ok = _next_owned(b, s + 1, b0 * 0, batch, b_stop, s_stop, 0, ctx_ptr, stride_ctx_b,
-                                  stride_ctx_t, 1, NEXT_N, CTX_2D)
+        b, s, items, keys, ok = _walk(b, s, items, keys, batch, b_stop, s_stop, ctx_ptr, stride_ctx_b, stride_ctx_t,
+                                      key_cap, NEXT_N, CTX_2D)
 
 
 @gluon.jit
@@ -333,24 +364,21 @@ def _ws_math_partition(q_smem, kv_smem, sf_smem, q_full, q_empty, kv_full, kv_em
     from its own ring: WGMMA, release the slot, then the ReLU / head-sum epilogue and the logits store."""
     ROWS: gl.constexpr = NEXT_N * HEADS
     BKV: gl.constexpr = _BKV
-    TILES: gl.constexpr = _SPLIT // BKV
     acc_layout: gl.constexpr = _acc_layout(ROWS)
     row_layout: gl.constexpr = gl.SliceLayout(1, acc_layout)
     col_layout: gl.constexpr = gl.SliceLayout(0, acc_layout)
     flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[0])
-    b0, s0, b_stop, s_stop = _slot_run(meta_ptr, batch)
     key_cap = gl.minimum(max_context_len, max_blocks * PAGE)
     zero = gl.zeros([BKV, ROWS], gl.float32, acc_layout)
     r = gl.arange(0, ROWS, layout=col_layout)
     col_t = r // HEADS  # which of the NEXT_N tokens column r scores
     kt = gl.arange(0, BKV, layout=row_layout)
     w = gl.zeros([ROWS], gl.float32, col_layout)
-    b, s, _, ok = _next_owned(b0, s0, b0 * 0, batch, b_stop, s_stop, 0, ctx_ptr, stride_ctx_b, stride_ctx_t,
-                              1, NEXT_N, CTX_2D)
-    n_tiles = _item_tiles(ctx_ptr, b, s, batch, stride_ctx_b, stride_ctx_t, key_cap, BKV, TILES, NEXT_N, CTX_2D)
-    it = b0 * 0
-    q_it = b0 * 0
-    q_b = b0 * 0 - 1
+    b, s, items, keys, ok, b_stop, s_stop = _walk_start(meta_ptr, batch, ctx_ptr, stride_ctx_b, stride_ctx_t,
+                                                        key_cap, NEXT_N, CTX_2D)
+    it = b * 0
+    q_it = b * 0
+    q_b = b * 0 - 1
     while ok == 1:
         b64 = b.to(gl.int64)
         if b != q_b:
@@ -360,30 +388,31 @@ def _ws_math_partition(q_smem, kv_smem, sf_smem, q_full, q_empty, kv_full, kv_em
             mbarrier.wait(q_full.index(q_it % 2), (q_it // 2) & 1)
             q_it += 1
             q_b = b
-        if WG < n_tiles:
+        k0 = s * _SPLIT + WG * BKV
+        if k0 < keys:  # this item's tile WG holds keys
             slot = WG * KV_STAGES + it % KV_STAGES
             mbarrier.wait(kv_full.index(slot), (it // KV_STAGES) & 1)
             q_t = q_smem.index((q_it - 1) % 2).permute((1, 0))
             acc = warpgroup_mma(kv_smem.index(slot), q_t, zero, use_acc=False, is_async=True)
-            # the walk to the next item (dependent reads of the lens) while the WGMMA runs
-            nb, ns, _, nok = _next_owned(b, s + 1, b0 * 0, batch, b_stop, s_stop, 0, ctx_ptr, stride_ctx_b,
-                                         stride_ctx_t, 1, NEXT_N, CTX_2D)
+            # the walk to the next item while the WGMMA runs
+            nb, ns, nitems, nkeys, nok = _walk(b, s, items, keys, batch, b_stop, s_stop, ctx_ptr, stride_ctx_b,
+                                               stride_ctx_t, key_cap, NEXT_N, CTX_2D)
             # keys past the context hold any scale: their logits are masked (_tile_logits)
             sf = sf_smem.index(slot)._reinterpret(gl.float32, [BKV], flat).load(row_layout)
             acc = warpgroup_mma_wait(0, deps=(acc,))
             fence_async_shared()  # the scale reads (generic proxy) before the producer's next TMA write
             mbarrier.arrive(kv_empty.index(slot), count=1)
-            k = s * _SPLIT + WG * BKV + kt
-            _tile_logits(acc, sf, w, col_t, k, b64, ctx_ptr, b, stride_ctx_b, stride_ctx_t, key_cap,
+            _tile_logits(acc, sf, w, col_t, k0 + kt, b64, ctx_ptr, b, stride_ctx_b, stride_ctx_t, key_cap,
                          max_context_len, out_ptr, stride_out, NEXT_N, CTX_2D)
             it += 1
         else:
-            nb, ns, _, nok = _next_owned(b, s + 1, b0 * 0, batch, b_stop, s_stop, 0, ctx_ptr, stride_ctx_b,
-                                         stride_ctx_t, 1, NEXT_N, CTX_2D)
+            nb, ns, nitems, nkeys, nok = _walk(b, s, items, keys, batch, b_stop, s_stop, ctx_ptr, stride_ctx_b,
+                                               stride_ctx_t, key_cap, NEXT_N, CTX_2D)
         b = nb
         s = ns
+        items = nitems
+        keys = nkeys
         ok = nok
-        n_tiles = _item_tiles(ctx_ptr, b, s, batch, stride_ctx_b, stride_ctx_t, key_cap, BKV, TILES, NEXT_N, CTX_2D)
 
 
 @gluon.jit

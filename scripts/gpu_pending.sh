@@ -39,6 +39,7 @@
 #   bash scripts/gpu_pending.sh 16  (session 15) the warp-specialized paged MQA kernel: GPU tests, paged probe
 #   bash scripts/gpu_pending.sh 17  (session 15) the harness paged-mqa suite with each paged form
 #   bash scripts/gpu_pending.sh 18  (session 15) the paged probe with L2-resident keys, then as stored
+#   bash scripts/gpu_pending.sh 19  (session 15) the paged GPU tests, then the probe with L2-resident keys
 #   bash scripts/gpu_pending.sh 12  (after the 12th session; from branch wip/k-grouped-one-launch) the k-grouped
 #                                   one-launch form: its GPU test,
 #                                   then k_grouped_bench.py --sm90-only --kernel-time without and with --one-launch
@@ -155,6 +156,12 @@ elif [ "$PART" = 16 ]; then
     # (the four-CTA form against the warp-specialized one and the Triton kernel on DeepGEMM's paged anchors)
     PYTEST_TIMEOUT=240 pytest_gpu pytest-paged.log tests/test_sm90_paged_mqa.py
     OUT="$LOGS" timeout 240 python3 scripts/paged_mqa_sm90_probe.py 2>&1 | tee "$LOGS/paged_probe.log" | cut -c1-300
+    pack
+elif [ "$PART" = 19 ]; then
+    # the paged GPU tests (both forms), then the probe with L2-resident keys only
+    PYTEST_TIMEOUT=240 pytest_gpu pytest-paged.log tests/test_sm90_paged_mqa.py
+    PAGED_HOT=2048 OUT="$LOGS" timeout 200 python3 scripts/paged_mqa_sm90_probe.py 2>&1 | tee "$LOGS/paged_probe_hot.log" \
+        | cut -c1-300
     pack
 elif [ "$PART" = 18 ]; then
     # the paged probe with L2-resident keys (PAGED_HOT: 2048 pages), then as stored (HBM): the two paged forms

@@ -40,6 +40,7 @@
 #   bash scripts/gpu_pending.sh 17  (session 15) the harness paged-mqa suite with each paged form
 #   bash scripts/gpu_pending.sh 18  (session 15) the paged probe with L2-resident keys, then as stored
 #   bash scripts/gpu_pending.sh 19  (session 15) the paged GPU tests, then the probe with L2-resident keys
+#   bash scripts/gpu_pending.sh 20  (session 15) 19, then the probe as stored
 #   bash scripts/gpu_pending.sh 12  (after the 12th session; from branch wip/k-grouped-one-launch) the k-grouped
 #                                   one-launch form: its GPU test,
 #                                   then k_grouped_bench.py --sm90-only --kernel-time without and with --one-launch
@@ -157,6 +158,14 @@ elif [ "$PART" = 16 ]; then
     PYTEST_TIMEOUT=240 pytest_gpu pytest-paged.log tests/test_sm90_paged_mqa.py
     OUT="$LOGS" timeout 240 python3 scripts/paged_mqa_sm90_probe.py 2>&1 | tee "$LOGS/paged_probe.log" | cut -c1-300
     pack
+elif [ "$PART" = 20 ]; then
+    # parts 19 and 18 in one call: the paged GPU tests, the probe with L2-resident keys, then as stored
+    PYTEST_TIMEOUT=240 pytest_gpu pytest-paged.log tests/test_sm90_paged_mqa.py
+    for hot in 2048 0; do
+        PAGED_HOT=$hot OUT="$LOGS" timeout 200 python3 scripts/paged_mqa_sm90_probe.py 2>&1 \
+            | tee "$LOGS/paged_probe_hot$hot.log" | cut -c1-300
+        pack
+    done
 elif [ "$PART" = 19 ]; then
     # the paged GPU tests (both forms), then the probe with L2-resident keys only
     PYTEST_TIMEOUT=240 pytest_gpu pytest-paged.log tests/test_sm90_paged_mqa.py

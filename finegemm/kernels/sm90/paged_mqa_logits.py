@@ -29,6 +29,14 @@ one vs DeepGEMM, us: B=256 ctx 8192 n=1 H=64 84.4 / 114.9 / 79, n=2 H=64 102.8 /
 744.0 / 1576.7 / 588; B=4096 ctx 8192 n=1 H=32 1138.1 / 1478.7 / 1102, n=2 H=64 1506.1 / 3105.5 / 1195,
 n=2 H=32 1203.4 / 2611.0 / 1129. (The head sum on the tensor cores, as the prefill kernel does it, measured
 slower here on all nine: 106.1 vs 92.4 us at the first, 1438.6 vs 1223.7 at the seventh.)
+
+A second form, :func:`paged_mqa_logits_ws_kernel` (``launch(..., ws=True)``), runs one CTA a slot,
+warp-specialized: four math warpgroups, warpgroup ``j`` taking tile ``j`` of every item of the slot from its
+own ring of key tiles, each ring filled by its own producer warp (page lookups, TMA) as far ahead as the ring
+allows; the query rows sit in a two-stage ring shared by the four. The math warps then run only the wait,
+the WGMMA, the release and the epilogue. H100 A/B (benchmarks/NOTES.md v17): 3-18 % faster than the four-CTA
+form where HBM is not the limit (keys L2-resident), up to 8 % slower where it is. :data:`WARP_SPECIALIZED`
+picks the form :func:`launch` takes by default.
 """
 
 from __future__ import annotations

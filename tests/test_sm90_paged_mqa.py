@@ -78,10 +78,11 @@ def test_warp_specialized_compiles(next_n, heads, out, ctx_2d):
 
 
 def test_ws_kv_stages():
-    from finegemm.kernels.sm90.paged_mqa_logits import ws_kv_stages, ws_supported
+    from finegemm.kernels.sm90.paged_mqa_logits import ws_kv_stages, ws_supported, ws_wanted
 
     assert [ws_kv_stages(r, 128) for r in (32, 64, 128)] == [6, 6, 5]
     assert ws_supported(128) and not ws_supported(256)
+    assert [ws_wanted(r) for r in (32, 64, 128, 256)] == [False, False, True, False]
 
 
 def test_ctas_per_slot():

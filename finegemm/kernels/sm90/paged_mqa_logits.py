@@ -35,8 +35,8 @@ warp-specialized: four math warpgroups, warpgroup ``j`` taking tile ``j`` of eve
 own ring of key tiles, each ring filled by its own producer warp (page lookups, TMA) as far ahead as the ring
 allows; the query rows sit in a two-stage ring shared by the four. The math warps then run only the wait,
 the WGMMA, the release and the epilogue. H100 A/B (benchmarks/NOTES.md v17): 3-18 % faster than the four-CTA
-form where HBM is not the limit (keys L2-resident), up to 8 % slower where it is. :data:`WARP_SPECIALIZED`
-picks the form :func:`launch` takes by default.
+form where HBM is not the limit (keys L2-resident), up to 8 % slower where it is. It is :func:`launch`'s
+default at 128 rows (:func:`ws_wanted`); :data:`WARP_SPECIALIZED` forces either form.
 """
 
 from __future__ import annotations
@@ -483,7 +483,7 @@ def paged_mqa_logits_ws_kernel(q_desc, kv_desc, sf_desc, w_ptr, ctx_ptr, table_p
 # The kernel runs 20 warps (4 math warpgroups, 4 producer warps) under .maxnreg 96, i.e. 61440 registers:
 # 3 x 128 x 112 (math workers) + 4 x 32 x 24 (producers) leaves 120 to the default (math) partition (at 32 a
 # producer it gets 112 and spills a register at 128 rows).
-WARP_SPECIALIZED = False
+WARP_SPECIALIZED: bool | None = None  # None: launch() follows ws_wanted(); True / False force a form (A/B runs)
 WS_MATH_REGS = 112
 WS_LOAD_REGS = 24
 _SMEM_BYTES = 232448  # sm_90's dynamic shared memory a CTA
@@ -493,6 +493,15 @@ def ws_supported(rows: int) -> bool:
     """Whether the warp-specialized kernel takes ``rows = next_n * H`` query rows: its [64, rows] accumulator
     and weights fit the 112 registers of a math warpgroup up to 128 rows (no spills, CPU-checked)."""
     return rows <= 128
+
+
+def ws_wanted(rows: int) -> bool:
+    """Whether :func:`launch` takes the warp-specialized form by default: at 128 query rows, where the four-CTA
+    form is bound by each CTA's serial tile chain rather than by HBM (H200 ncu, NOTES v16: DRAM 62 %, tensor 40 %).
+    H100 A/B, us four-CTA / ws (NOTES v17): keys L2-resident 94.7 / 84.8, 670.0 / 583.2, 1376.4 / 1211.5; from
+    HBM 127.7 / 131.8, 876.6 / 871.4, 1754.4 / 1701.3. At 32 and 64 rows the four-CTA form streams HBM better
+    (up to 8 %) and stays."""
+    return rows == 128
 
 
 def ws_kv_stages(rows: int, head_dim: int) -> int:
@@ -542,7 +551,7 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, conte
     if num_slots <= 0 or batch == 0:
         return
     if ws is None:
-        ws = WARP_SPECIALIZED and ws_supported(rows)
+        ws = ws_wanted(rows) if WARP_SPECIALIZED is None else WARP_SPECIALIZED and ws_supported(rows)
     elif ws and not ws_supported(rows):
         raise ValueError(f"the warp-specialized sm90 paged MQA kernel takes up to 128 query rows; got {rows}")
     key = (q.data_ptr(), q.shape, kv_cache.data_ptr(), kv_cache.shape, kv_cache.stride(), weights.data_ptr(),

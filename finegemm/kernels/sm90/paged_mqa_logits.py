@@ -447,17 +447,36 @@ def paged_mqa_logits_ws_kernel(q_desc, kv_desc, sf_desc, w_ptr, ctx_ptr, table_p
         mbarrier.init(kv_full.index(i), count=1)
         mbarrier.init(kv_empty.index(i), count=1)
     fence_async_shared()
-    math = (q_smem, kv_smem, sf_smem, q_full, q_empty, kv_full, kv_empty, w_ptr, ctx_ptr, meta_ptr, out_ptr, batch,
-            max_blocks, max_context_len, stride_ws, stride_ctx_b, stride_ctx_t, stride_out, NEXT_N, HEADS, PAGE,
-            CTX_2D, KV_STAGES)
-    load = (q_desc, kv_desc, sf_desc, q_smem, kv_smem, sf_smem, q_full, q_empty, kv_full, kv_empty, ctx_ptr, table_ptr,
-            meta_ptr, batch, num_blocks, max_blocks, max_context_len, rows_per_page, stride_ctx_b, stride_ctx_t,
-            stride_table, NEXT_N, HEADS, PAGE, CTX_2D, KV_STAGES)
-    gl.warp_specialize([(_ws_math_partition, math + (0,)), (_ws_math_partition, math + (1,)),
-                        (_ws_math_partition, math + (2,)), (_ws_math_partition, math + (3,)),
-                        (_ws_load_partition, load + (0,)), (_ws_load_partition, load + (1,)),
-                        (_ws_load_partition, load + (2,)), (_ws_load_partition, load + (3,))],
-                       [4, 4, 4, 1, 1, 1, 1], [MATH_REGS, MATH_REGS, MATH_REGS, LOAD_REGS, LOAD_REGS, LOAD_REGS, LOAD_REGS])
+    gl.warp_specialize([
+        (_ws_math_partition, (q_smem, kv_smem, sf_smem, q_full, q_empty, kv_full, kv_empty, w_ptr, ctx_ptr,
+                               meta_ptr, out_ptr, batch, max_blocks, max_context_len, stride_ws, stride_ctx_b,
+                               stride_ctx_t, stride_out, NEXT_N, HEADS, PAGE, CTX_2D, KV_STAGES, 0)),
+        (_ws_math_partition, (q_smem, kv_smem, sf_smem, q_full, q_empty, kv_full, kv_empty, w_ptr, ctx_ptr,
+                               meta_ptr, out_ptr, batch, max_blocks, max_context_len, stride_ws, stride_ctx_b,
+                               stride_ctx_t, stride_out, NEXT_N, HEADS, PAGE, CTX_2D, KV_STAGES, 1)),
+        (_ws_math_partition, (q_smem, kv_smem, sf_smem, q_full, q_empty, kv_full, kv_empty, w_ptr, ctx_ptr,
+                               meta_ptr, out_ptr, batch, max_blocks, max_context_len, stride_ws, stride_ctx_b,
+                               stride_ctx_t, stride_out, NEXT_N, HEADS, PAGE, CTX_2D, KV_STAGES, 2)),
+        (_ws_math_partition, (q_smem, kv_smem, sf_smem, q_full, q_empty, kv_full, kv_empty, w_ptr, ctx_ptr,
+                               meta_ptr, out_ptr, batch, max_blocks, max_context_len, stride_ws, stride_ctx_b,
+                               stride_ctx_t, stride_out, NEXT_N, HEADS, PAGE, CTX_2D, KV_STAGES, 3)),
+        (_ws_load_partition, (q_desc, kv_desc, sf_desc, q_smem, kv_smem, sf_smem, q_full, q_empty, kv_full,
+                               kv_empty, ctx_ptr, table_ptr, meta_ptr, batch, num_blocks, max_blocks, max_context_len,
+                               rows_per_page, stride_ctx_b, stride_ctx_t, stride_table, NEXT_N, HEADS, PAGE, CTX_2D,
+                               KV_STAGES, 0)),
+        (_ws_load_partition, (q_desc, kv_desc, sf_desc, q_smem, kv_smem, sf_smem, q_full, q_empty, kv_full,
+                               kv_empty, ctx_ptr, table_ptr, meta_ptr, batch, num_blocks, max_blocks, max_context_len,
+                               rows_per_page, stride_ctx_b, stride_ctx_t, stride_table, NEXT_N, HEADS, PAGE, CTX_2D,
+                               KV_STAGES, 1)),
+        (_ws_load_partition, (q_desc, kv_desc, sf_desc, q_smem, kv_smem, sf_smem, q_full, q_empty, kv_full,
+                               kv_empty, ctx_ptr, table_ptr, meta_ptr, batch, num_blocks, max_blocks, max_context_len,
+                               rows_per_page, stride_ctx_b, stride_ctx_t, stride_table, NEXT_N, HEADS, PAGE, CTX_2D,
+                               KV_STAGES, 2)),
+        (_ws_load_partition, (q_desc, kv_desc, sf_desc, q_smem, kv_smem, sf_smem, q_full, q_empty, kv_full,
+                               kv_empty, ctx_ptr, table_ptr, meta_ptr, batch, num_blocks, max_blocks, max_context_len,
+                               rows_per_page, stride_ctx_b, stride_ctx_t, stride_table, NEXT_N, HEADS, PAGE, CTX_2D,
+                               KV_STAGES, 3)),
+    ], [4, 4, 4, 1, 1, 1, 1], [MATH_REGS, MATH_REGS, MATH_REGS, LOAD_REGS, LOAD_REGS, LOAD_REGS, LOAD_REGS])
 
 
 # The warp-specialized form (paged_mqa_logits_ws_kernel): whether launch() takes it by default, and its budget.

@@ -184,49 +184,6 @@ def _load_tiles(kv_desc, sf_desc, kv_smem, sf_smem, bars, j_lo, n_tiles, b, s, t
 
 
 @gluon.jit
-def _slot_run(meta_ptr, batch):
-    """This CTA's schedule slot's run of items: ``(b0, s0, b_stop, s_stop)``, clamped to the batch."""
-    slot = gl.program_id(0)
-    b0 = gl.minimum(gl.maximum(gl.load(meta_ptr + 2 * slot), 0), batch)
-    s0 = gl.maximum(gl.load(meta_ptr + 2 * slot + 1), 0)
-    b_stop = gl.minimum(gl.maximum(gl.load(meta_ptr + 2 * slot + 2), 0), batch)
-    s_stop = gl.maximum(gl.load(meta_ptr + 2 * slot + 3), 0)
-    return b0, s0, b_stop, s_stop
-
-
-@gluon.jit
-def _seq_keys(ctx_ptr, b, batch, stride_ctx_b, stride_ctx_t, NEXT_N: gl.constexpr, CTX_2D: gl.constexpr):
-    """Sequence ``b``'s largest context, uncapped (the schedule counts its items from it: ``cdiv(n, SPLIT_KV)``).
-    Past the batch the lens read is clamped to a real row (callers stop there)."""
-    return _item_keys(ctx_ptr, gl.minimum(b, batch - 1), stride_ctx_b, stride_ctx_t, 2147483647, NEXT_N, CTX_2D)
-
-
-@gluon.jit
-def _walk(b, s, n, batch, b_stop, s_stop, ctx_ptr, stride_ctx_b, stride_ctx_t, NEXT_N: gl.constexpr,
-          CTX_2D: gl.constexpr):
-    """The item after ``(b, s)`` in the slot's run, sequence ``b``'s context being ``n`` keys (:func:`_seq_keys`,
-    re-read only when the walk enters the next sequence, skipping empty ones): ``(b, s, n, ok)``, ``ok`` 0 past
-    the run. (The four-CTA kernel's :func:`_next_owned` re-reads the lens at every step; it walks once per four
-    tiles, and carrying the count there cost it 13 registers, below the 128 of four CTAs an SM.)"""
-    s += 1
-    while (s >= gl.cdiv(n, _SPLIT)) & (b < batch):
-        s -= gl.cdiv(n, _SPLIT)
-        b += 1
-        n = _seq_keys(ctx_ptr, b, batch, stride_ctx_b, stride_ctx_t, NEXT_N, CTX_2D)
-    ok = ((b < batch) & ((b < b_stop) | (s < s_stop))).to(gl.int32)
-    return b, s, n, ok
-
-
-@gluon.jit
-def _walk_start(meta_ptr, batch, ctx_ptr, stride_ctx_b, stride_ctx_t, NEXT_N: gl.constexpr, CTX_2D: gl.constexpr):
-    """The first item of this CTA's slot run: :func:`_walk`'s ``(b, s, n, ok)`` and the run's end."""
-    b0, s0, b_stop, s_stop = _slot_run(meta_ptr, batch)
-    n = _seq_keys(ctx_ptr, b0, batch, stride_ctx_b, stride_ctx_t, NEXT_N, CTX_2D)
-    b, s, n, ok = _walk(b0, s0 - 1, n, batch, b_stop, s_stop, ctx_ptr, stride_ctx_b, stride_ctx_t, NEXT_N, CTX_2D)
-    return b, s, n, ok, b_stop, s_stop
-
-
-@gluon.jit
 def paged_mqa_logits_kernel(q_desc, kv_desc, sf_desc, w_ptr, ctx_ptr, table_ptr, meta_ptr, out_ptr,
                             batch, num_blocks, max_blocks, max_context_len, rows_per_page,
                             stride_ws, stride_ctx_b, stride_ctx_t, stride_table, stride_out,
@@ -320,6 +277,51 @@ def paged_mqa_logits_kernel(q_desc, kv_desc, sf_desc, w_ptr, ctx_ptr, table_ptr,
 
 
 @gluon.jit
+def _slot_run(meta_ptr, batch):
+    """This CTA's schedule slot's run of items: ``(b0, s0, b_stop, s_stop)``, clamped to the batch."""
+    slot = gl.program_id(0)
+    b0 = gl.minimum(gl.maximum(gl.load(meta_ptr + 2 * slot), 0), batch)
+    s0 = gl.maximum(gl.load(meta_ptr + 2 * slot + 1), 0)
+    b_stop = gl.minimum(gl.maximum(gl.load(meta_ptr + 2 * slot + 2), 0), batch)
+    s_stop = gl.maximum(gl.load(meta_ptr + 2 * slot + 3), 0)
+    return b0, s0, b_stop, s_stop
+
+
+@gluon.jit
+def _seq_counts(ctx_ptr, b, batch, stride_ctx_b, stride_ctx_t, key_cap, NEXT_N: gl.constexpr, CTX_2D: gl.constexpr):
+    """Sequence ``b``'s schedule items (from its uncapped lens, as the schedule counts them) and its keys capped at
+    ``key_cap``: ``(items, keys)``. Past the batch the lens read is clamped to a real row (callers stop there)."""
+    n = _item_keys(ctx_ptr, gl.minimum(b, batch - 1), stride_ctx_b, stride_ctx_t, 2147483647, NEXT_N, CTX_2D)
+    return gl.cdiv(n, _SPLIT), gl.minimum(n, key_cap)
+
+
+@gluon.jit
+def _walk(b, s, items, keys, batch, b_stop, s_stop, ctx_ptr, stride_ctx_b, stride_ctx_t, key_cap,
+          NEXT_N: gl.constexpr, CTX_2D: gl.constexpr):
+    """The item after ``(b, s)`` in the slot's run, sequence ``b`` having ``items`` items and ``keys`` keys
+    (:func:`_seq_counts`, re-read only when the walk enters the next sequence, skipping empty ones):
+    ``(b, s, items, keys, ok)``, ``ok`` 0 past the run."""
+    s += 1
+    while (s >= items) & (b < batch):
+        b += 1
+        s = b * 0
+        items, keys = _seq_counts(ctx_ptr, b, batch, stride_ctx_b, stride_ctx_t, key_cap, NEXT_N, CTX_2D)
+    ok = ((b < batch) & ((b < b_stop) | (s < s_stop))).to(gl.int32)
+    return b, s, items, keys, ok
+
+
+@gluon.jit
+def _walk_start(meta_ptr, batch, ctx_ptr, stride_ctx_b, stride_ctx_t, key_cap, NEXT_N: gl.constexpr,
+                CTX_2D: gl.constexpr):
+    """The first item of this CTA's slot run: :func:`_walk`'s ``(b, s, items, keys, ok)`` and the run's end."""
+    b0, s0, b_stop, s_stop = _slot_run(meta_ptr, batch)
+    items, keys = _seq_counts(ctx_ptr, b0, batch, stride_ctx_b, stride_ctx_t, key_cap, NEXT_N, CTX_2D)
+    b, s, items, keys, ok = _walk(b0, s0 - 1, items, keys, batch, b_stop, s_stop, ctx_ptr, stride_ctx_b,
+                                  stride_ctx_t, key_cap, NEXT_N, CTX_2D)
+    return b, s, items, keys, ok, b_stop, s_stop
+
+
+@gluon.jit
 def _ws_load_partition(q_desc, kv_desc, sf_desc, q_smem, kv_smem, sf_smem, q_full, q_empty, kv_full, kv_empty,
                        ctx_ptr, table_ptr, meta_ptr, batch, num_blocks, max_blocks, max_context_len, rows_per_page,
                        stride_ctx_b, stride_ctx_t, stride_table, NEXT_N: gl.constexpr, HEADS: gl.constexpr,
@@ -330,7 +332,8 @@ def _ws_load_partition(q_desc, kv_desc, sf_desc, q_smem, kv_smem, sf_smem, q_ful
     math warpgroups release a stage when they move on to the next sequence)."""
     BKV: gl.constexpr = kv_desc.block_type.shape[0]
     key_cap = gl.minimum(max_context_len, max_blocks * PAGE)
-    b, s, n, ok, b_stop, s_stop = _walk_start(meta_ptr, batch, ctx_ptr, stride_ctx_b, stride_ctx_t, NEXT_N, CTX_2D)
+    b, s, items, keys, ok, b_stop, s_stop = _walk_start(meta_ptr, batch, ctx_ptr, stride_ctx_b, stride_ctx_t,
+                                                        key_cap, NEXT_N, CTX_2D)
     it = b * 0
     q_it = b * 0
     q_b = b * 0 - 1
@@ -344,7 +347,7 @@ def _ws_load_partition(q_desc, kv_desc, sf_desc, q_smem, kv_smem, sf_smem, q_ful
                                                 q_smem.index(qs))
                 q_it += 1
                 q_b = b
-        if s * _SPLIT + WG * BKV < gl.minimum(n, key_cap):  # this item's tile WG holds keys
+        if WG * BKV < keys - s * _SPLIT:  # this item's tile WG holds keys
             page = _tile_page(table_ptr, b, s, WG, stride_table, num_blocks, BKV, PAGE)
             slot = WG * KV_STAGES + it % KV_STAGES
             mbarrier.wait(kv_empty.index(slot), ((it // KV_STAGES) & 1) ^ 1)
@@ -356,7 +359,8 @@ def _ws_load_partition(q_desc, kv_desc, sf_desc, q_smem, kv_smem, sf_smem, q_ful
                                             sf_smem.index(slot))
             tma.async_copy_global_to_shared(kv_desc, [row + key % PAGE, 0], kv_full.index(slot), kv_smem.index(slot))
             it += 1
-        b, s, n, ok = _walk(b, s, n, batch, b_stop, s_stop, ctx_ptr, stride_ctx_b, stride_ctx_t, NEXT_N, CTX_2D)
+        b, s, items, keys, ok = _walk(b, s, items, keys, batch, b_stop, s_stop, ctx_ptr, stride_ctx_b, stride_ctx_t,
+                                      key_cap, NEXT_N, CTX_2D)
 
 
 @gluon.jit
@@ -378,7 +382,8 @@ def _ws_math_partition(q_smem, kv_smem, sf_smem, q_full, q_empty, kv_full, kv_em
     col_t = r // HEADS  # which of the NEXT_N tokens column r scores
     kt = gl.arange(0, BKV, layout=row_layout)
     w = gl.zeros([ROWS], gl.float32, col_layout)
-    b, s, n, ok, b_stop, s_stop = _walk_start(meta_ptr, batch, ctx_ptr, stride_ctx_b, stride_ctx_t, NEXT_N, CTX_2D)
+    b, s, items, keys, ok, b_stop, s_stop = _walk_start(meta_ptr, batch, ctx_ptr, stride_ctx_b, stride_ctx_t,
+                                                        key_cap, NEXT_N, CTX_2D)
     it = b * 0
     q_it = b * 0
     q_b = b * 0 - 1
@@ -392,14 +397,14 @@ def _ws_math_partition(q_smem, kv_smem, sf_smem, q_full, q_empty, kv_full, kv_em
             q_it += 1
             q_b = b
         k0 = s * _SPLIT + WG * BKV
-        if k0 < gl.minimum(n, key_cap):  # this item's tile WG holds keys
+        if k0 < keys:  # this item's tile WG holds keys
             slot = WG * KV_STAGES + it % KV_STAGES
             mbarrier.wait(kv_full.index(slot), (it // KV_STAGES) & 1)
             q_t = q_smem.index((q_it - 1) % 2).permute((1, 0))
             acc = warpgroup_mma(kv_smem.index(slot), q_t, zero, use_acc=False, is_async=True)
             # the walk to the next item while the WGMMA runs
-            nb, ns, nn, nok = _walk(b, s, n, batch, b_stop, s_stop, ctx_ptr, stride_ctx_b, stride_ctx_t, NEXT_N,
-                                    CTX_2D)
+            nb, ns, nitems, nkeys, nok = _walk(b, s, items, keys, batch, b_stop, s_stop, ctx_ptr, stride_ctx_b,
+                                               stride_ctx_t, key_cap, NEXT_N, CTX_2D)
             # keys past the context hold any scale: their logits are masked (_tile_logits)
             sf = sf_smem.index(slot)._reinterpret(gl.float32, [BKV], flat).load(row_layout)
             acc = warpgroup_mma_wait(0, deps=(acc,))
@@ -409,11 +414,12 @@ def _ws_math_partition(q_smem, kv_smem, sf_smem, q_full, q_empty, kv_full, kv_em
                          max_context_len, out_ptr, stride_out, NEXT_N, CTX_2D)
             it += 1
         else:
-            nb, ns, nn, nok = _walk(b, s, n, batch, b_stop, s_stop, ctx_ptr, stride_ctx_b, stride_ctx_t, NEXT_N,
-                                    CTX_2D)
+            nb, ns, nitems, nkeys, nok = _walk(b, s, items, keys, batch, b_stop, s_stop, ctx_ptr, stride_ctx_b,
+                                               stride_ctx_t, key_cap, NEXT_N, CTX_2D)
         b = nb
         s = ns
-        n = nn
+        items = nitems
+        keys = nkeys
         ok = nok
 
 

@@ -36,11 +36,12 @@
 #                                   128; distances 0-16)
 #   bash scripts/gpu_pending.sh 15  (after session 14, first) the batched byte transpose's GPU tests (training layers,
 #                                   k-grouped, the nn/tn/tt route) and the training step's speed and profile
+#   bash scripts/gpu_pending.sh 20  (after session 15, FIRST, on an H200) the paged GPU tests, then the paged probe with
+#                                   L2-resident keys and from HBM, both forms: confirms or reverts ws_wanted (128 rows)
+#   bash scripts/gpu_pending.sh 17  (then) the harness paged-mqa suite with each form, against DeepGEMM's anchors
 #   bash scripts/gpu_pending.sh 16  (session 15) the warp-specialized paged MQA kernel: GPU tests, paged probe
-#   bash scripts/gpu_pending.sh 17  (session 15) the harness paged-mqa suite with each paged form
 #   bash scripts/gpu_pending.sh 18  (session 15) the paged probe with L2-resident keys, then as stored
 #   bash scripts/gpu_pending.sh 19  (session 15) the paged GPU tests, then the probe with L2-resident keys
-#   bash scripts/gpu_pending.sh 20  (session 15) 19, then the probe as stored
 #   bash scripts/gpu_pending.sh 12  (after the 12th session; from branch wip/k-grouped-one-launch) the k-grouped
 #                                   one-launch form: its GPU test,
 #                                   then k_grouped_bench.py --sm90-only --kernel-time without and with --one-launch

@@ -39,6 +39,7 @@
 #   bash scripts/gpu_pending.sh 20  (after session 15, FIRST, on an H200) the paged GPU tests, then the paged probe with
 #                                   L2-resident keys and from HBM, both forms: confirms or reverts ws_wanted (128 rows)
 #   bash scripts/gpu_pending.sh 17  (then) the harness paged-mqa suite with each form, against DeepGEMM's anchors
+#   bash scripts/gpu_pending.sh 21  (then) the ws form's ring depth (3-6) and ncu of both forms at 64 rows
 #   bash scripts/gpu_pending.sh 16  (session 15) the warp-specialized paged MQA kernel: GPU tests, paged probe
 #   bash scripts/gpu_pending.sh 18  (session 15) the paged probe with L2-resident keys, then as stored
 #   bash scripts/gpu_pending.sh 19  (session 15) the paged GPU tests, then the probe with L2-resident keys
@@ -158,6 +159,14 @@ elif [ "$PART" = 16 ]; then
     # (the four-CTA form against the warp-specialized one and the Triton kernel on DeepGEMM's paged anchors)
     PYTEST_TIMEOUT=240 pytest_gpu pytest-paged.log tests/test_sm90_paged_mqa.py
     OUT="$LOGS" timeout 240 python3 scripts/paged_mqa_sm90_probe.py 2>&1 | tee "$LOGS/paged_probe.log" | cut -c1-300
+    pack
+elif [ "$PART" = 21 ]; then
+    # why the ws form streams HBM worse at 64 rows: the probe with 3-6 key-tile slots a warpgroup, then ncu of both
+    # forms at b256 ctx 8192 n1 h64 (DRAM throughput, stall reasons)
+    PAGED_WS_STAGES=3,4,5 OUT="$LOGS" timeout 240 python3 scripts/paged_mqa_sm90_probe.py 2>&1 \
+        | tee "$LOGS/paged_probe_stages.log" | cut -c1-300
+    pack
+    OUT="$LOGS" NCU_TIMEOUT=300 NCU_KERNELS=mqa_logits bash scripts/ncu_profile.sh paged_n1h64_ws paged_n1h64_ctas 2>&1 | tail -5
     pack
 elif [ "$PART" = 20 ]; then
     # parts 19 and 18 in one call: the paged GPU tests, the probe with L2-resident keys, then as stored

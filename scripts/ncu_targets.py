@@ -93,6 +93,8 @@ TARGETS = {"dense16384": lambda: dense(4096, 7168, 16384), "dense2112": lambda: 
            "mqa_mma_sum_wide": lambda: mqa(head_sum_mma=True, block_q=4), "paged": paged, "masked": masked,
            "paged_n1h32": lambda: paged(256, 1, 32), "paged_b8": lambda: paged(8, 2, 64),
            "paged_ws": lambda: paged(ws=True), "paged_ctas": lambda: paged(ws=False),
+           "paged_n1h64_ws": lambda: paged(256, 1, 64, ws=True),
+           "paged_n1h64_ctas": lambda: paged(256, 1, 64, ws=False),
            "masked4x256_256": lambda: masked_tile(4, 256, 256, 128, False),
            "masked1x1024_256": lambda: masked_tile(1, 1024, 256, 128, False),
            "masked4x256_128": lambda: masked_tile(4, 256, 128, 128, True)}

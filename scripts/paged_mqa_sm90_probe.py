@@ -34,6 +34,8 @@ ANCHORS = os.environ.get("ANCHORS", "/work/shared/anchors/h200-2026-12-02.json")
 # for n up to ~4000) -- what the kernels cost when HBM is not the limit (an H100 then behaves like the H200's
 # compute-bound 128-row cases)
 HOT_PAGES = int(os.environ.get("PAGED_HOT", "0"))
+# PAGED_WS_STAGES=3,4,5: also time the warp-specialized form at those key-tile slots a warpgroup (is depth the limit?)
+WS_STAGES = [int(x) for x in os.environ.get("PAGED_WS_STAGES", "").split(",") if x]
 CASES = [(256, 1, 64, 8192, "BF16"), (256, 2, 64, 8192, "FP32"), (256, 1, 32, 8192, "FP32"),
          (256, 2, 32, 65536, "FP32"), (256, 1, 64, 65536, "FP32"), (256, 2, 64, 65536, "FP32"),
          (4096, 1, 32, 8192, "FP32"), (4096, 2, 64, 8192, "BF16"), (4096, 2, 32, 8192, "FP32")]
@@ -77,6 +79,8 @@ for batch, next_n, heads, avg, logits in CASES:
              "gluon": lambda o, a=args: gluon_paged.launch(*a, o),
              "gluon_ctas": lambda o, a=args: gluon_paged.launch(*a, o, ws=False),
              "gluon_ws": lambda o, a=args: gluon_paged.launch(*a, o, ws=True)}
+    for st in WS_STAGES:
+        calls[f"gluon_ws_st{st}"] = lambda o, a=args, st=st: gluon_paged.launch(*a, o, ws=True, ws_stages=st)
     for name, call in calls.items():
         out = torch.full((batch * next_n, max_len), float("nan"), device="cuda", dtype=dtype)
         call(out)

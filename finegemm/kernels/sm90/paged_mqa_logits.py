@@ -537,7 +537,7 @@ def dispatched(next_n: int, heads: int, head_dim: int, kv_cache: torch.Tensor) -
 
 def launch(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, context_lens: torch.Tensor,
            block_table: torch.Tensor, schedule_meta: torch.Tensor, out: torch.Tensor, subs: int = 0,
-           ws: bool | None = None) -> None:
+           ws: bool | None = None, ws_stages: int = 0) -> None:
     """Launch on validated tensors (as api/attention.py's ``fp8_paged_mqa_logits`` passes them; the
     ``-inf`` clean-up of unwritten columns stays the Triton launcher's).
 
@@ -545,7 +545,9 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, conte
     ``[num_blocks, block_kv, 1, D + 4]`` with :func:`supported` strides; weights fp32 ``[B * next_n, H]``,
     ``stride(1) == 1``; context_lens int32 ``[B]`` or ``[B, next_n]``; block_table int32
     ``[B, max_blocks]``, ``stride(1) == 1``; schedule_meta int32 ``[num_slots + 1, 2]`` contiguous; out
-    fp32/bf16 ``[B * next_n, max_context_len]``, ``stride(1) == 1``.
+    fp32/bf16 ``[B * next_n, max_context_len]``, ``stride(1) == 1``. ``subs`` (four-CTA form) and ``ws_stages``
+    (warp-specialized form, at most :func:`ws_kv_stages`) override the CTAs a slot and the key-tile slots a
+    warpgroup (0: the rule), for probes; ``ws`` forces a form (None: :func:`ws_wanted`).
     """
     batch, next_n, heads, head_dim = q.shape
     num_blocks, block_kv = kv_cache.shape[0], kv_cache.shape[1]
@@ -563,7 +565,8 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, conte
     key = (q.data_ptr(), q.shape, kv_cache.data_ptr(), kv_cache.shape, kv_cache.stride(), weights.data_ptr(),
            weights.shape, weights.stride(), context_lens.data_ptr(), context_lens.shape, context_lens.stride(),
            block_table.data_ptr(), block_table.shape, block_table.stride(), schedule_meta.data_ptr(),
-           schedule_meta.shape, out.data_ptr(), out.shape, out.stride(), out.dtype, q.get_device(), subs, ws)
+           schedule_meta.shape, out.data_ptr(), out.shape, out.stride(), out.dtype, q.get_device(), subs, ws,
+           ws_stages)
 
     def build() -> list:
         q2 = q.reshape(batch * rows, head_dim)
@@ -588,8 +591,10 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, conte
                 context_lens.stride(0),
                 context_lens.stride(1) if ctx_2d else 0, block_table.stride(0), out.stride(0))
         if ws:
+            stages = ws_kv_stages(rows, head_dim)
             meta = dict(NEXT_N=next_n, HEADS=heads, PAGE=block_kv, CTX_2D=ctx_2d,
-                        KV_STAGES=ws_kv_stages(rows, head_dim), MATH_REGS=WS_MATH_REGS, LOAD_REGS=WS_LOAD_REGS,
+                        KV_STAGES=min(ws_stages, stages) if ws_stages else stages, MATH_REGS=WS_MATH_REGS,
+                        LOAD_REGS=WS_LOAD_REGS,
                         num_warps=4)
             return [(paged_mqa_logits_ws_kernel, (num_slots,), args, meta)]
         ctas = subs or ctas_per_slot(rows)

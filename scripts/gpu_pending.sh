@@ -40,6 +40,7 @@
 #                                   L2-resident keys and from HBM, both forms: confirms or reverts ws_wanted (128 rows)
 #   bash scripts/gpu_pending.sh 17  (then) the harness paged-mqa suite with each form, against DeepGEMM's anchors
 #   bash scripts/gpu_pending.sh 21  (then) the ws form's ring depth (3-6) and ncu of both forms at 64 rows
+#   bash scripts/gpu_pending.sh 22  (then) ncu of the masked 4 x 256 decode case against 1 x 1024 (issue 6)
 #   bash scripts/gpu_pending.sh 16  (session 15) the warp-specialized paged MQA kernel: GPU tests, paged probe
 #   bash scripts/gpu_pending.sh 18  (session 15) the paged probe with L2-resident keys, then as stored
 #   bash scripts/gpu_pending.sh 19  (session 15) the paged GPU tests, then the probe with L2-resident keys
@@ -159,6 +160,12 @@ elif [ "$PART" = 16 ]; then
     # (the four-CTA form against the warp-specialized one and the Triton kernel on DeepGEMM's paged anchors)
     PYTEST_TIMEOUT=240 pytest_gpu pytest-paged.log tests/test_sm90_paged_mqa.py
     OUT="$LOGS" timeout 240 python3 scripts/paged_mqa_sm90_probe.py 2>&1 | tee "$LOGS/paged_probe.log" | cut -c1-300
+    pack
+elif [ "$PART" = 22 ]; then
+    # issue 6's masked 4 x 256 x (4096, 7168) gap (0.89x DeepGEMM): ncu of the pick (128x128, PIPE_MMA) beside the
+    # same work as one group (1 x 1024) and the 256x128 tile, DRAM / L2 / tensor activity and stalls
+    OUT="$LOGS" NCU_TIMEOUT=400 bash scripts/ncu_profile.sh masked4x256_128 masked1x1024_256 masked4x256_256 2>&1 \
+        | tail -5
     pack
 elif [ "$PART" = 21 ]; then
     # why the ws form streams HBM worse at 64 rows: the probe with 3-6 key-tile slots a warpgroup, then ncu of both

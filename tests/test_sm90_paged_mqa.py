@@ -117,6 +117,21 @@ def test_dispatched_up_to_the_measured_rows():
     assert not dispatched(3, 64, 128, blocks)  # not supported
 
 
+def test_warp_specialized_form_refuses_256_rows():
+    """Forcing the ws form where its accumulator and weights do not fit (256 query rows) is a clear error, raised
+    before anything is launched."""
+    from finegemm.kernels.sm90.paged_mqa_logits import launch
+
+    batch, next_n, heads = 2, 2, 128
+    q = torch.zeros(batch, next_n, heads, 128, dtype=torch.float8_e4m3fn)
+    cache = torch.zeros(4, 64 * 132, dtype=torch.uint8).unflatten(1, (64, 1, 132))
+    meta = torch.zeros(3, 2, dtype=torch.int32)
+    args = (q, cache, torch.zeros(batch * next_n, heads), torch.ones(batch, dtype=torch.int32),
+            torch.zeros(batch, 4, dtype=torch.int32), meta, torch.zeros(batch * next_n, 256))
+    with pytest.raises(ValueError, match="warp-specialized .* up to 128 query rows; got 256"):
+        launch(*args, ws=True)
+
+
 GPU_CASES = [
     (64, 2, 64, 4096, 64, False, torch.float32), (64, 1, 64, 4096, 64, False, torch.bfloat16),
     (32, 1, 32, 8192, 64, True, torch.float32), (32, 2, 32, 3000, 128, False, torch.float32),

@@ -453,6 +453,8 @@ def paged_mqa_logits_ws_kernel(q_desc, kv_desc, sf_desc, w_ptr, ctx_ptr, table_p
         mbarrier.init(kv_full.index(i), count=1)
         mbarrier.init(kv_empty.index(i), count=1)
     fence_async_shared()
+    # spelled out: argument tuples built once and extended per partition (``args + (wg,)``) lose their
+    # constexpr-ness for some specializations (HEADS arrived as a tensor; 699afb3, reverted)
     gl.warp_specialize([
         (_ws_math_partition, (q_smem, kv_smem, sf_smem, q_full, q_empty, kv_full, kv_empty, w_ptr, ctx_ptr,
                                meta_ptr, out_ptr, batch, max_blocks, max_context_len, stride_ws, stride_ctx_b,

@@ -153,6 +153,18 @@ def _tile_page(table_ptr, b, s, j, stride_table, num_blocks, BKV: gl.constexpr, 
 
 
 @gluon.jit
+def _load_tile(kv_desc, sf_desc, kv_dst, sf_dst, bar, key, page, rows_per_page, PAGE: gl.constexpr):
+    """Arm ``bar`` for one 64-key tile and start its two TMA loads: the values of keys ``key + [0, 64)`` in cache
+    block ``page`` (:func:`_tile_page`) into ``kv_dst``, and their scales, the ``4 * 64 / D`` rows after the
+    block's values at the tile's offset, into ``sf_dst``."""
+    D: gl.constexpr = kv_desc.block_type.shape[1]
+    row = page * rows_per_page
+    mbarrier.expect(bar, kv_desc.block_type.nbytes + sf_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(sf_desc, [row + PAGE + (key % PAGE) * 4 // D, 0], bar, sf_dst)
+    tma.async_copy_global_to_shared(kv_desc, [row + key % PAGE, 0], bar, kv_dst)
+
+
+@gluon.jit
 def _fill_slot(kv_desc, sf_desc, kv_smem, sf_smem, bars, j, load, s, page, rows_per_page, PAGE: gl.constexpr):
     """Complete slot ``j``'s barrier once for item ``(b, s)``: where ``load``, TMA loads of its tile ``j`` at
     cache block ``page`` (:func:`_tile_page`), the 64 keys' values and their scales,
@@ -160,14 +172,9 @@ def _fill_slot(kv_desc, sf_desc, kv_smem, sf_smem, bars, j, load, s, page, rows_
     barrier completes once an item, so all share one phase)."""
     if load:
         BKV: gl.constexpr = kv_desc.block_type.shape[0]
-        D: gl.constexpr = kv_desc.block_type.shape[1]
-        key = s * _SPLIT + j * BKV
-        row = page * rows_per_page
         fence_async_shared()  # the threads' reads of the slot's old scales before the TMA rewrites them
-        mbarrier.expect(bars.index(j), kv_desc.block_type.nbytes + sf_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(sf_desc, [row + PAGE + (key % PAGE) * 4 // D, 0], bars.index(j),
-                                        sf_smem.index(j))
-        tma.async_copy_global_to_shared(kv_desc, [row + key % PAGE, 0], bars.index(j), kv_smem.index(j))
+        _load_tile(kv_desc, sf_desc, kv_smem.index(j), sf_smem.index(j), bars.index(j), s * _SPLIT + j * BKV, page,
+                   rows_per_page, PAGE)
     else:
         mbarrier.arrive(bars.index(j))
 
@@ -181,6 +188,17 @@ def _load_tiles(kv_desc, sf_desc, kv_smem, sf_smem, bars, j_lo, n_tiles, b, s, t
         if j >= j_lo:
             page = _tile_page(table_ptr, b, s, j, stride_table, num_blocks, BKV, PAGE)
             _fill_slot(kv_desc, sf_desc, kv_smem, sf_smem, bars, j, j < n_tiles, s, page, rows_per_page, PAGE)
+
+
+@gluon.jit
+def _slot_run(meta_ptr, batch):
+    """This CTA's schedule slot's run of items: ``(b0, s0, b_stop, s_stop)``, clamped to the batch."""
+    slot = gl.program_id(0)
+    b0 = gl.minimum(gl.maximum(gl.load(meta_ptr + 2 * slot), 0), batch)
+    s0 = gl.maximum(gl.load(meta_ptr + 2 * slot + 1), 0)
+    b_stop = gl.minimum(gl.maximum(gl.load(meta_ptr + 2 * slot + 2), 0), batch)
+    s_stop = gl.maximum(gl.load(meta_ptr + 2 * slot + 3), 0)
+    return b0, s0, b_stop, s_stop
 
 
 @gluon.jit
@@ -201,12 +219,8 @@ def paged_mqa_logits_kernel(q_desc, kv_desc, sf_desc, w_ptr, ctx_ptr, table_ptr,
     acc_layout: gl.constexpr = _acc_layout(ROWS)
     row_layout: gl.constexpr = gl.SliceLayout(1, acc_layout)
     col_layout: gl.constexpr = gl.SliceLayout(0, acc_layout)
-    slot = gl.program_id(0)
     sub = gl.program_id(1)
-    b0 = gl.minimum(gl.maximum(gl.load(meta_ptr + 2 * slot), 0), batch)
-    s0 = gl.maximum(gl.load(meta_ptr + 2 * slot + 1), 0)
-    b_stop = gl.minimum(gl.maximum(gl.load(meta_ptr + 2 * slot + 2), 0), batch)
-    s_stop = gl.maximum(gl.load(meta_ptr + 2 * slot + 3), 0)
+    b0, s0, b_stop, s_stop = _slot_run(meta_ptr, batch)
     key_cap = gl.minimum(max_context_len, max_blocks * PAGE)
 
     q_smem, kv_smem, bars = alloc_ring(q_desc, kv_desc, TILES)
@@ -277,17 +291,6 @@ def paged_mqa_logits_kernel(q_desc, kv_desc, sf_desc, w_ptr, ctx_ptr, table_ptr,
 
 
 @gluon.jit
-def _slot_run(meta_ptr, batch):
-    """This CTA's schedule slot's run of items: ``(b0, s0, b_stop, s_stop)``, clamped to the batch."""
-    slot = gl.program_id(0)
-    b0 = gl.minimum(gl.maximum(gl.load(meta_ptr + 2 * slot), 0), batch)
-    s0 = gl.maximum(gl.load(meta_ptr + 2 * slot + 1), 0)
-    b_stop = gl.minimum(gl.maximum(gl.load(meta_ptr + 2 * slot + 2), 0), batch)
-    s_stop = gl.maximum(gl.load(meta_ptr + 2 * slot + 3), 0)
-    return b0, s0, b_stop, s_stop
-
-
-@gluon.jit
 def _seq_counts(ctx_ptr, b, batch, stride_ctx_b, stride_ctx_t, key_cap, NEXT_N: gl.constexpr, CTX_2D: gl.constexpr):
     """Sequence ``b``'s schedule items (from its uncapped lens, as the schedule counts them) and its keys capped at
     ``key_cap``: ``(items, keys)``. Past the batch the lens read is clamped to a real row (callers stop there)."""
@@ -347,17 +350,13 @@ def _ws_load_partition(q_desc, kv_desc, sf_desc, q_smem, kv_smem, sf_smem, q_ful
                                                 q_smem.index(qs))
                 q_it += 1
                 q_b = b
-        if WG * BKV < keys - s * _SPLIT:  # this item's tile WG holds keys
+        key = s * _SPLIT + WG * BKV
+        if key < keys:  # this item's tile WG holds keys
             page = _tile_page(table_ptr, b, s, WG, stride_table, num_blocks, BKV, PAGE)
             slot = WG * KV_STAGES + it % KV_STAGES
             mbarrier.wait(kv_empty.index(slot), ((it // KV_STAGES) & 1) ^ 1)
-            D: gl.constexpr = kv_desc.block_type.shape[1]
-            key = s * _SPLIT + WG * BKV
-            row = page * rows_per_page
-            mbarrier.expect(kv_full.index(slot), kv_desc.block_type.nbytes + sf_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(sf_desc, [row + PAGE + (key % PAGE) * 4 // D, 0], kv_full.index(slot),
-                                            sf_smem.index(slot))
-            tma.async_copy_global_to_shared(kv_desc, [row + key % PAGE, 0], kv_full.index(slot), kv_smem.index(slot))
+            _load_tile(kv_desc, sf_desc, kv_smem.index(slot), sf_smem.index(slot), kv_full.index(slot), key, page,
+                       rows_per_page, PAGE)
             it += 1
         b, s, items, keys, ok = _walk(b, s, items, keys, batch, b_stop, s_stop, ctx_ptr, stride_ctx_b, stride_ctx_t,
                                       key_cap, NEXT_N, CTX_2D)

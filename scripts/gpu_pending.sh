@@ -41,6 +41,12 @@
 #   bash scripts/gpu_pending.sh 17  (then) the harness paged-mqa suite with each form, against DeepGEMM's anchors
 #   bash scripts/gpu_pending.sh 21  (then) the ws form's ring depth (3-6) and ncu of both forms at 64 rows
 #   bash scripts/gpu_pending.sh 22  (then) ncu of the masked 4 x 256 decode case against 1 x 1024 (issue 6)
+#   bash scripts/gpu_pending.sh 24  (session 16) the paged GPU tests, then part 17 (the harness paged-mqa suite with
+#                                   each form against DeepGEMM's anchors): decides ws_wanted on DeepGEMM's own cases
+#   bash scripts/gpu_pending.sh 25  (session 16) scripts/tma_stream_probe.py: TMA's HBM read rate by box shape and ring
+#                                   (PROBE_LAYOUTS=1: the 117 MB weight with a padded row stride and as [57344, 2048])
+#   bash scripts/gpu_pending.sh 23  (session 16) A/B of a kernel change against the tree in ab_base/ (copy the base
+#                                   commit's finegemm/ there first): harness dense and grouped suites, alternating
 #   bash scripts/gpu_pending.sh 16  (session 15) the warp-specialized paged MQA kernel: GPU tests, paged probe
 #   bash scripts/gpu_pending.sh 18  (session 15) the paged probe with L2-resident keys, then as stored
 #   bash scripts/gpu_pending.sh 19  (session 15) the paged GPU tests, then the probe with L2-resident keys
@@ -161,6 +167,26 @@ elif [ "$PART" = 16 ]; then
     PYTEST_TIMEOUT=240 pytest_gpu pytest-paged.log tests/test_sm90_paged_mqa.py
     OUT="$LOGS" timeout 240 python3 scripts/paged_mqa_sm90_probe.py 2>&1 | tee "$LOGS/paged_probe.log" | cut -c1-300
     pack
+elif [ "$PART" = 25 ]; then
+    # how fast TMA streams B from HBM by box rows, adjacent boxes a slot, ring depth and grid (no WGMMA)
+    OUT="$LOGS" timeout 200 python3 scripts/tma_stream_probe.py 2>&1 | tee "$LOGS/tma_stream_probe.log" | cut -c1-200
+    pack
+    mkdir -p "$LOGS/layouts"; PROBE_LAYOUTS=1 OUT="$LOGS/layouts" timeout 120 python3 scripts/tma_stream_probe.py 2>&1 | cut -c1-200
+    pack
+elif [ "$PART" = 23 ]; then
+    # A/B of a kernel change: the tree before it copied to ab_base/ (untracked: it travels with the working tree)
+    # against this tree, the harness dense then grouped suite (kernel time), trees alternating, two rounds
+    for round in 1 2; do
+        for tree in base new; do
+            root="$PWD"; [ "$tree" = base ] && root="$PWD/ab_base"
+            for suite in ${AB_SUITES:-dense grouped}; do
+                PYTHONPATH="$root" timeout "${AB_TIMEOUT:-120}" python3 -m finegemm.bench --plain --no-progress \
+                    --kernel-time --suite "$suite" --peers finegemm-sm90 --commit "$commit-$tree" \
+                    --json "$LOGS/ab-$suite-$tree-$round.json" > "$LOGS/ab-$suite-$tree-$round.log" 2>&1 || status=1
+                echo "$suite $tree $round: $(tail -1 "$LOGS/ab-$suite-$tree-$round.log" | cut -c1-150)"; pack
+            done
+        done
+    done
 elif [ "$PART" = 22 ]; then
     # issue 6's masked 4 x 256 x (4096, 7168) gap (0.89x DeepGEMM): ncu of the pick (128x128, PIPE_MMA) beside the
     # same work as one group (1 x 1024) and the 256x128 tile, DRAM / L2 / tensor activity and stalls
@@ -196,7 +222,9 @@ elif [ "$PART" = 18 ]; then
     pack
     OUT="$LOGS" timeout 200 python3 scripts/paged_mqa_sm90_probe.py 2>&1 | tee "$LOGS/paged_probe.log" | cut -c1-300
     pack
-elif [ "$PART" = 17 ]; then
+elif [ "$PART" = 17 ] || [ "$PART" = 24 ]; then
+    # 24: the paged GPU tests (both forms) first
+    if [ "$PART" = 24 ]; then PYTEST_TIMEOUT=200 pytest_gpu pytest-paged.log tests/test_sm90_paged_mqa.py; fi
     # the harness paged-mqa suite (DeepGEMM's paged anchors and the short cases), kernel time, with the
     # four-CTA form and with the warp-specialized one (the module switch set before the harness runs)
     for ws in False True; do

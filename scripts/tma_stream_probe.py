@@ -7,7 +7,8 @@ tiles over K through a ring of ``stages`` slots of ``nbox`` adjacent [rows, 128]
 bytes of each row a slot), waiting for slot i - stages before reusing it. Whatever limits it here also limits
 the GEMMs, so it bounds what a different box or ring can buy them.
 
-Timing: CUDA events, 1 GiB L2 flush before each call, 3 warm-up calls, median of 20; fresh random bytes.
+Timing: the harness's CUDA-event timer (1 GiB L2 flush before each call), 3 warm-up calls, median of 20; fresh
+random bytes.
 Reports GB/s of B read and the ratio to torch's copy rate (read + write of a same-size tensor).
 
 Usage (GPU): PYTHONPATH=. python3 scripts/tma_stream_probe.py   (writes $OUT/tma_stream_probe.json)
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import sys
 
 import torch
@@ -26,6 +26,8 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+from finegemm.bench.timer import L2Flush, time_cuda
 
 # (label, N, K): the weight of dense 64x7168x16384, of 64x2112x7168, and 16 experts of (7168, 2048) (masked decode)
 SHAPES = [("7168x16384", 7168, 16384), ("2112x7168", 2112, 7168), ("16x7168x2048", 16 * 7168, 2048)]
@@ -79,19 +81,8 @@ def _descriptor(b: torch.Tensor, rows: int) -> TensorDescriptor:
     return TensorDescriptor.from_tensor(b, [rows, 128], layout)
 
 
-def _time(fn, flush: torch.Tensor, reps: int = 20, warm: int = 3) -> float:
-    for _ in range(warm):
-        fn()
-    times = []
-    for _ in range(reps):
-        flush.zero_()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)
-    return statistics.median(times)
+def _time(fn, flush: L2Flush) -> float:
+    return time_cuda(fn, flush, warmup=3, repeats=20).median_us
 
 
 def _launch(desc, out, num_tiles, k, stages, nbox, grid, skew=0):
@@ -117,7 +108,7 @@ def main() -> None:
         compile_only()
         return
     dev = torch.device("cuda")
-    flush = torch.empty(1 << 30, dtype=torch.uint8, device=dev)
+    flush = L2Flush(dev)
     result = dict(device=torch.cuda.get_device_name(), torch=torch.__version__, rows=[])
     out_dir = os.environ.get("OUT", ".")
     layouts = os.environ.get("PROBE_LAYOUTS") == "1"

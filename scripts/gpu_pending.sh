@@ -22,7 +22,8 @@
 #                                   head-split GEMM, einsum, the unaligned-d fallback), then the harness
 #                                   suites never run on a GPU: paged-mqa (DeepGEMM's paged anchors and short
 #                                   contexts) and k-grouped (DeepGEMM's total K), with --kernel-time
-#   The next GPU session's order (30 min of device time will not hold all): 8, 9, 11, 12, 10, 13, 14.
+#   (That order, 8, 9, 11, 12, 10, 13, 14, ran in sessions 13-14.) After session 16, in this order: 24 on an H200
+#   (the paged ws default at 128 rows has only H100 numbers), 25 (the probe's layout cases, PROBE_LAYOUTS=1), 22, 21.
 #   bash scripts/gpu_pending.sh 9   (after the 12th session; from branch wip/multicast-dense, whose scripts and tests it
 #                                   runs) the multicast probe, the cluster / multicast GPU tests (under a timeout and
 #                                   verbose: a deadlocked cluster hangs, the log names the test), then

@@ -23,7 +23,8 @@
 #                                   suites never run on a GPU: paged-mqa (DeepGEMM's paged anchors and short
 #                                   contexts) and k-grouped (DeepGEMM's total K), with --kernel-time
 #   (That order, 8, 9, 11, 12, 10, 13, 14, ran in sessions 13-14.) After session 16, in this order: 24 on an H200
-#   (the paged ws default at 128 rows has only H100 numbers), 25 (the probe's layout cases, PROBE_LAYOUTS=1), 22, 21.
+#   (the paged ws default at 128 rows has only H100 numbers), 27 (clocks, on an H200), 25 (the probe's layout
+#   cases, PROBE_LAYOUTS=1), 22, 21.
 #   bash scripts/gpu_pending.sh 9   (after the 12th session; from branch wip/multicast-dense, whose scripts and tests it
 #                                   runs) the multicast probe, the cluster / multicast GPU tests (under a timeout and
 #                                   verbose: a deadlocked cluster hangs, the log names the test), then
@@ -44,6 +45,8 @@
 #   bash scripts/gpu_pending.sh 22  (then) ncu of the masked 4 x 256 decode case against 1 x 1024 (issue 6)
 #   bash scripts/gpu_pending.sh 24  (session 16) the paged GPU tests, then part 17 (the harness paged-mqa suite with
 #                                   each form against DeepGEMM's anchors): decides ws_wanted on DeepGEMM's own cases
+#   bash scripts/gpu_pending.sh 27  (session 16) scripts/clock_probe.py: sustained SM clock, power and % of the clock's
+#                                   peak of finegemm and cuBLAS at M = 4096 (work per clock vs clock; NOTES v18)
 #   bash scripts/gpu_pending.sh 25  (session 16) scripts/tma_stream_probe.py: TMA's HBM read rate by box shape and ring
 #                                   (PROBE_LAYOUTS=1: the 117 MB weight with a padded row stride and as [57344, 2048])
 #   bash scripts/gpu_pending.sh 23  (session 16) A/B of a kernel change against the tree in ab_base/ (copy the base
@@ -167,6 +170,10 @@ elif [ "$PART" = 16 ]; then
     # (the four-CTA form against the warp-specialized one and the Triton kernel on DeepGEMM's paged anchors)
     PYTEST_TIMEOUT=240 pytest_gpu pytest-paged.log tests/test_sm90_paged_mqa.py
     OUT="$LOGS" timeout 240 python3 scripts/paged_mqa_sm90_probe.py 2>&1 | tee "$LOGS/paged_probe.log" | cut -c1-300
+    pack
+elif [ "$PART" = 27 ]; then
+    # the SM clock and power each M = 4096 GEMM runs at under sustained load (finegemm against the cuBLAS peers)
+    OUT="$LOGS" timeout 200 python3 scripts/clock_probe.py 2>&1 | tee "$LOGS/clock_probe.log" | cut -c1-200
     pack
 elif [ "$PART" = 25 ]; then
     # how fast TMA streams B from HBM by box rows, adjacent boxes a slot, ring depth and grid (no WGMMA)

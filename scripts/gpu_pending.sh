@@ -23,8 +23,9 @@
 #                                   suites never run on a GPU: paged-mqa (DeepGEMM's paged anchors and short
 #                                   contexts) and k-grouped (DeepGEMM's total K), with --kernel-time
 #   (That order, 8, 9, 11, 12, 10, 13, 14, ran in sessions 13-14.) After session 16, in this order: 24 on an H200
-#   (the paged ws default at 128 rows has only H100 numbers), 27 (clocks, on an H200), 25 (the probe's layout
-#   cases, PROBE_LAYOUTS=1), 22, 21.
+#   (the paged ws default at 128 rows has only H100 numbers), 27 (clocks, on an H200), then from branch
+#   wip/multicast-dense (d2d2b8e; check it out first): OUT=$OUT timeout 300 python3 scripts/multicast_tile_probe.py 2
+#   (adds 256x128 multicast with 4 stages), then 25 (the probe's layout cases, PROBE_LAYOUTS=1), 22, 21.
 #   bash scripts/gpu_pending.sh 9   (after the 12th session; from branch wip/multicast-dense, whose scripts and tests it
 #                                   runs) the multicast probe, the cluster / multicast GPU tests (under a timeout and
 #                                   verbose: a deadlocked cluster hangs, the log names the test), then

@@ -22,8 +22,8 @@
 #                                   head-split GEMM, einsum, the unaligned-d fallback), then the harness
 #                                   suites never run on a GPU: paged-mqa (DeepGEMM's paged anchors and short
 #                                   contexts) and k-grouped (DeepGEMM's total K), with --kernel-time
-#   (That order, 8, 9, 11, 12, 10, 13, 14, ran in sessions 13-14.) After session 16, in this order: 24 on an H200
-#   (the paged ws default at 128 rows has only H100 numbers), 27 (clocks, on an H200), then from branch
+#   (That order, 8, 9, 11, 12, 10, 13, 14, ran in sessions 13-14.) After session 16, in this order: 28 on an H200
+#   (27 then 24 in one call: clocks, and the paged ws default at 128 rows, which has only H100 numbers), then from branch
 #   wip/multicast-dense (d2d2b8e; check it out first): OUT=$OUT timeout 300 python3 scripts/multicast_tile_probe.py 2
 #   (adds 256x128 multicast with 4 stages), then 25 (the probe's layout cases, PROBE_LAYOUTS=1), 22, 21.
 #   bash scripts/gpu_pending.sh 9   (after the 12th session; from branch wip/multicast-dense, whose scripts and tests it
@@ -46,6 +46,7 @@
 #   bash scripts/gpu_pending.sh 22  (then) ncu of the masked 4 x 256 decode case against 1 x 1024 (issue 6)
 #   bash scripts/gpu_pending.sh 24  (session 16) the paged GPU tests, then part 17 (the harness paged-mqa suite with
 #                                   each form against DeepGEMM's anchors): decides ws_wanted on DeepGEMM's own cases
+#   bash scripts/gpu_pending.sh 28  (session 16) 27 then 24 in one call (one H200 start for both)
 #   bash scripts/gpu_pending.sh 27  (session 16) scripts/clock_probe.py: sustained SM clock, power and % of the clock's
 #                                   peak of finegemm and cuBLAS at M = 4096 (work per clock vs clock; NOTES v18)
 #   bash scripts/gpu_pending.sh 25  (session 16) scripts/tma_stream_probe.py: TMA's HBM read rate by box shape and ring
@@ -231,9 +232,14 @@ elif [ "$PART" = 18 ]; then
     pack
     OUT="$LOGS" timeout 200 python3 scripts/paged_mqa_sm90_probe.py 2>&1 | tee "$LOGS/paged_probe.log" | cut -c1-300
     pack
-elif [ "$PART" = 17 ] || [ "$PART" = 24 ]; then
+elif [ "$PART" = 17 ] || [ "$PART" = 24 ] || [ "$PART" = 28 ]; then
+    # 28: the clock probe (part 27) first, then part 24
+    if [ "$PART" = 28 ]; then
+        OUT="$LOGS" timeout 150 python3 scripts/clock_probe.py 2>&1 | tee "$LOGS/clock_probe.log" | cut -c1-200
+        pack
+    fi
     # 24: the paged GPU tests (both forms) first
-    if [ "$PART" = 24 ]; then PYTEST_TIMEOUT=200 pytest_gpu pytest-paged.log tests/test_sm90_paged_mqa.py; fi
+    if [ "$PART" != 17 ]; then PYTEST_TIMEOUT=200 pytest_gpu pytest-paged.log tests/test_sm90_paged_mqa.py; fi
     # the harness paged-mqa suite (DeepGEMM's paged anchors and the short cases), kernel time, with the
     # four-CTA form and with the warp-specialized one (the module switch set before the harness runs)
     for ws in False True; do

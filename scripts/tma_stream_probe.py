@@ -34,7 +34,10 @@ SHAPES = [("7168x16384", 7168, 16384), ("2112x7168", 2112, 7168), ("16x7168x2048
 # PROBE_LAYOUTS=1: the 117 MB weight with its rows 128 bytes further apart (row stride 16512: no power of two),
 # and the same bytes as [57344, 2048] (a 2 KB row stride): stride against size
 LAYOUT_SHAPES = [("7168x16384 stride 16512", 7168, 16384, 16512), ("57344x2048", 57344, 2048, 2048),
-                 ("7168x16384", 7168, 16384, 16384)]
+                 ("7168x16384", 7168, 16384, 16384), ("4x4096x7168", 4 * 4096, 7168, 7168)]
+# PROBE_LAYOUTS=1 also times the masked 4 x 256 x (4096, 7168) GEMM's B read at 256x128 tiles (NOTES v12: 165 us,
+# 0.7 TB/s, against 49 us for 1 x 1024): 128-row boxes, 3 slots (the GEMM's ring), one panel a CTA
+LAYOUT_CONFIGS = [(64, 1, 8, 132, 0), (16, 4, 8, 132, 0), (128, 1, 3, 132, 0), (128, 1, 8, 132, 0)]
 # (rows, nbox, stages, grid): bytes in flight a CTA = rows * 128 * nbox * stages
 # (rows, nbox, stages, grid, skew)
 CONFIGS = [(64, 1, 8, 132, 0), (64, 2, 8, 132, 0), (16, 4, 8, 132, 0), (64, 1, 8, 132, 1), (64, 1, 8, 132, 7),
@@ -112,7 +115,7 @@ def main() -> None:
     result = dict(device=torch.cuda.get_device_name(), torch=torch.__version__, rows=[])
     out_dir = os.environ.get("OUT", ".")
     layouts = os.environ.get("PROBE_LAYOUTS") == "1"
-    configs = [c for c in CONFIGS if c[4] == 0 and c[1] in (1, 4) and c[2] == 8] if layouts else CONFIGS
+    configs = LAYOUT_CONFIGS if layouts else CONFIGS
     for label, n, k, stride in (LAYOUT_SHAPES if layouts else [(*shape, shape[2]) for shape in SHAPES]):
         b = torch.randint(0, 256, (n, stride), dtype=torch.uint8, device=dev)[:, :k].view(torch.float8_e4m3fn)
         copy_us = _time(lambda b=b: b.clone(), flush)  # a strided b copies into a dense tensor

@@ -42,8 +42,7 @@ LAYOUT_SHAPES = [("7168x16384 stride 16512", 7168, 16384, 16512, 0), ("57344x204
 # PROBE_LAYOUTS=1 also times the masked 4 x 256 x (4096, 7168) GEMM's B read at 256x128 tiles (NOTES v12: 165 us,
 # 0.7 TB/s, against 49 us for 1 x 1024): 128-row boxes, 3 slots (the GEMM's ring), one panel a CTA
 LAYOUT_CONFIGS = [(64, 1, 8, 132, 0), (16, 4, 8, 132, 0), (128, 1, 3, 132, 0), (128, 1, 8, 132, 0)]
-# (rows, nbox, stages, grid): bytes in flight a CTA = rows * 128 * nbox * stages
-# (rows, nbox, stages, grid, skew)
+# (rows, nbox, stages, grid, skew): bytes in flight a CTA = rows * 128 * nbox * stages
 CONFIGS = [(64, 1, 8, 132, 0), (64, 2, 8, 132, 0), (16, 4, 8, 132, 0), (64, 1, 8, 132, 1), (64, 1, 8, 132, 7),
            (64, 1, 8, 132, 37), (64, 2, 8, 132, 5), (16, 4, 8, 132, 3), (16, 4, 8, 132, 13), (32, 1, 16, 132, 11)]
 
@@ -110,8 +109,8 @@ def compile_only() -> None:
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
-    for rows, nbox, stages, _, skew in CONFIGS + [(64, 1, 8, 132, 0)]:
-        a_div = 112 if (rows, nbox, stages, skew) == (64, 1, 8, 0) else 0
+    # every config without A, and the masked 16 x 64 case's one with A beside B
+    for rows, nbox, stages, skew, a_div in [(c[0], c[1], c[2], c[4], 0) for c in CONFIGS] + [(64, 1, 8, 0, 112)]:
         layout = gl.NVMMASharedLayout.get_default_for([rows, 128], gl.float8e4nv)
         box = f"tensordesc<fp8e4nv[{rows}, 128],{layout!r}>"
         sig = {"desc": box, "out_ptr": "*i32", "num_tiles": "i32", "K": "constexpr", "STAGES": "constexpr",
@@ -135,9 +134,10 @@ def main() -> None:
     configs = LAYOUT_CONFIGS if layouts else CONFIGS
     for label, n, k, stride, a_div in (LAYOUT_SHAPES if layouts else [(*shape, shape[2], 0) for shape in SHAPES]):
         b = torch.randint(0, 256, (n, stride), dtype=torch.uint8, device=dev)[:, :k].view(torch.float8_e4m3fn)
-        # A: one row panel a group of A_DIV tiles (n / rows / A_DIV groups of 64 rows, the largest box here)
-        a = (torch.randint(0, 256, (max(1, n // 64 // max(a_div, 1)) * 128, k), dtype=torch.uint8, device=dev)
-             .view(torch.float8_e4m3fn)) if a_div else None
+        # A: one box of rows per A_DIV tiles, n / rows / A_DIV boxes = n / A_DIV rows (the configs it runs with
+        # divide n / rows by A_DIV)
+        a = (torch.randint(0, 256, (n // a_div, k), dtype=torch.uint8, device=dev).view(torch.float8_e4m3fn)
+             if a_div else None)
         copy_us = _time(lambda b=b: b.clone(), flush)  # a strided b copies into a dense tensor
         copy_gbps = 2 * n * k / copy_us / 1e3
         print(f"{label}: {n * k / 1e6:.1f} MB, torch copy {copy_us:.1f} us = {copy_gbps:.0f} GB/s (read + write)",

@@ -79,6 +79,10 @@ pytest_gpu() {  # log name, then test paths
     [ "${PIPESTATUS[0]}" = 0 ] || status=1
     pack
 }
+clock_probe() {  # scripts/clock_probe.py (parts 27 and 28), seconds
+    OUT="$LOGS" timeout "$1" python3 scripts/clock_probe.py 2>&1 | tee "$LOGS/clock_probe.log" | cut -c1-200
+    pack
+}
 bench_suites() {  # seconds per suite, then suites: the finegemm-sm90 harness with --kernel-time, JSON per suite
     local limit="$1"; shift
     for suite in "$@"; do
@@ -175,8 +179,7 @@ elif [ "$PART" = 16 ]; then
     pack
 elif [ "$PART" = 27 ]; then
     # the SM clock and power each M = 4096 GEMM runs at under sustained load (finegemm against the cuBLAS peers)
-    OUT="$LOGS" timeout 200 python3 scripts/clock_probe.py 2>&1 | tee "$LOGS/clock_probe.log" | cut -c1-200
-    pack
+    clock_probe 200
 elif [ "$PART" = 25 ]; then
     # how fast TMA streams B from HBM by box rows, adjacent boxes a slot, ring depth and grid (no WGMMA)
     OUT="$LOGS" timeout 200 python3 scripts/tma_stream_probe.py 2>&1 | tee "$LOGS/tma_stream_probe.log" | cut -c1-200
@@ -234,10 +237,7 @@ elif [ "$PART" = 18 ]; then
     pack
 elif [ "$PART" = 17 ] || [ "$PART" = 24 ] || [ "$PART" = 28 ]; then
     # 28: the clock probe (part 27) first, then part 24
-    if [ "$PART" = 28 ]; then
-        OUT="$LOGS" timeout 150 python3 scripts/clock_probe.py 2>&1 | tee "$LOGS/clock_probe.log" | cut -c1-200
-        pack
-    fi
+    if [ "$PART" = 28 ]; then clock_probe 150; fi
     # 24: the paged GPU tests (both forms) first
     if [ "$PART" != 17 ]; then PYTEST_TIMEOUT=200 pytest_gpu pytest-paged.log tests/test_sm90_paged_mqa.py; fi
     # the harness paged-mqa suite (DeepGEMM's paged anchors and the short cases), kernel time, with the

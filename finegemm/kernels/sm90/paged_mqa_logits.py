@@ -595,8 +595,7 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, conte
             stages = ws_kv_stages(rows, head_dim)
             meta = dict(NEXT_N=next_n, HEADS=heads, PAGE=block_kv, CTX_2D=ctx_2d,
                         KV_STAGES=min(ws_stages, stages) if ws_stages else stages, MATH_REGS=WS_MATH_REGS,
-                        LOAD_REGS=WS_LOAD_REGS,
-                        num_warps=4)
+                        LOAD_REGS=WS_LOAD_REGS, num_warps=4)
             return [(paged_mqa_logits_ws_kernel, (num_slots,), args, meta)]
         ctas = subs or ctas_per_slot(rows)
         meta = dict(NEXT_N=next_n, HEADS=heads, PAGE=block_kv, SUBS_=ctas, CTX_2D=ctx_2d, num_warps=4)

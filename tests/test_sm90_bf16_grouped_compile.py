@@ -26,6 +26,7 @@ from finegemm.kernels.sm90.compile_check import (
     BF16_PTX_MUST_CONTAIN,
     assert_fast_path_kernel,
     compile_bf16_grouped_variant,
+    group_walk_starts,
     lowered_arg_names,
 )
 
@@ -214,12 +215,16 @@ VARIANTS = _variants()
     f"{d.layout[10:]}-g{d.num_groups}-m{d.m}-n{d.n}-k{d.k}-{'k' if d.a_k_major else 'm'}{'k' if d.b_k_major else 'n'}"
     f"-{c.block_m}x{c.block_n}st{c.stages}{'-psum' if p else ''}" for d, c, p in VARIANTS])
 def test_grouped_bf16_compiles_with_required_instructions(desc, cfg, psum):
-    ptx = assert_fast_path_kernel(compile_bf16_grouped_variant(desc, cfg, psum), H200.smem_per_block,
-                                  BF16_PTX_MUST_CONTAIN)
+    kernel = compile_bf16_grouped_variant(desc, cfg, psum)
+    ptx = assert_fast_path_kernel(kernel, H200.smem_per_block, BF16_PTX_MUST_CONTAIN)
     assert re.search(rf"wgmma\.mma_async\.sync\.aligned\.m64n{cfg.block_n}k16\.f32\.bf16\.bf16", ptx)
     if desc.layout == "m_grouped_masked":
         # partial 64-row waves are stored from registers with a row mask, full ones by TMA
         assert "st.global" in ptx
+    if desc.layout == "m_grouped_masked" and desc.num_groups > 1:
+        # each group's first tile follows the groups before it (not folded to CTA 0 by the compiler)
+        kept, folded = group_walk_starts(kernel)
+        assert kept and not folded, (kept, folded)
 
 
 def test_b_prefetch_variant():

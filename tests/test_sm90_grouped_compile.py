@@ -12,7 +12,7 @@ import pytest
 from finegemm.jit.device import H200
 from finegemm.jit.heuristics import GemmDesc
 from finegemm.jit.heuristics_sm90_grouped import get_sm90_grouped_config, make_grouped_config
-from finegemm.kernels.sm90.compile_check import assert_fast_path_kernel, compile_grouped_variant
+from finegemm.kernels.sm90.compile_check import assert_fast_path_kernel, compile_grouped_variant, group_walk_starts
 
 
 def _variants():
@@ -49,6 +49,9 @@ def _variants():
         d = GemmDesc("fp8_1d2d", 1024, 4096, 7168, layout="m_grouped_masked", num_groups=1, expected_m=1024,
                      sf_packed=packed)
         out.append((d, get_sm90_grouped_config(d, H200), False))
+    # 256-row masked tiles over four groups (the group walk's start carried across groups)
+    d = GemmDesc("fp8_1d2d", 256, 4096, 7168, layout="m_grouped_masked", num_groups=4, expected_m=256)
+    out.append((d, make_grouped_config(H200, 256, 128, True), False))
     # the 64-row decode pick (64x64 pipelined) with packed UE8M0 scales
     d = GemmDesc("fp8_1d2d", 64, 4096, 7168, layout="m_grouped_masked", num_groups=16, expected_m=64, sf_packed=True)
     out.append((d, get_sm90_grouped_config(d, H200), False))
@@ -64,7 +67,12 @@ VARIANTS = _variants()
                               f"{'-psum' if p else ''}"
                               f"{'-packed' if d.sf_packed else ''}" for d, c, p in VARIANTS])
 def test_grouped_compiles_with_required_instructions(desc, cfg, psum):
-    ptx = assert_fast_path_kernel(compile_grouped_variant(desc, cfg, psum), H200.smem_per_block)
+    kernel = compile_grouped_variant(desc, cfg, psum)
+    ptx = assert_fast_path_kernel(kernel, H200.smem_per_block)
     if desc.layout == "m_grouped_masked":
         # partial waves are stored from registers with a row mask, full ones by TMA
         assert "st.global" in ptx
+    if desc.layout == "m_grouped_masked" and desc.num_groups > 1:
+        # each group's first tile follows the groups before it (not folded to CTA 0 by the compiler)
+        kept, folded = group_walk_starts(kernel)
+        assert kept and not folded, (kept, folded)

@@ -228,6 +228,19 @@ def assert_fast_path_kernel(kernel, smem_per_block: int, must_contain: dict[str,
     return ptx
 
 
+def group_walk_starts(kernel) -> tuple[list[str], list[str]]:
+    """The masked group walk's ``g_start % num_programs`` ops in ``kernel``'s TTGIR
+    (:func:`.gemm_1d2d._first_local_unit`), as (ops whose dividend is a value, ops whose dividend was folded to a
+    constant). A folded one means every group's tiles start at CTA 0: Triton 3.6's SCCP folds a group-loop carry
+    that feeds an inner ``scf.for``'s bounds."""
+    ir = kernel.asm["ttgir"]
+    nprog = set(re.findall(r"(%[\w.]+) = tt\.get_num_programs", ir))
+    ops = [m for m in re.findall(r"arith\.remsi (%[\w.\-]+), (%[\w.]+) :", ir) if m[1] in nprog]
+    folded = [f"{a} % {b}" for a, b in ops if re.fullmatch(r"%c-?\d+_i32(_\d+)?", a)]
+    kept = [f"{a} % {b}" for a, b in ops if not re.fullmatch(r"%c-?\d+_i32(_\d+)?", a)]
+    return kept, folded
+
+
 def lowered_arg_names(kernel) -> list[str]:
     """The compiled kernel's arguments in their lowered order (a host TMA descriptor expands to the tensor map
     and its shape and stride arguments): what ``<kernel>_param_<i>`` names in inline PTX (:mod:`.l2_prefetch`)."""

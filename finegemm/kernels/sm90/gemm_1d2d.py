@@ -334,6 +334,12 @@ def _first_local_unit(g_start):
 
     The persistent CTAs stride over the concatenation of every group's *valid* tiles (units
     ``pid, pid + P, ...``), so the work is balanced over the valid rows and skipped rows cost nothing.
+
+    Callers walk a group's tiles with ``while local < tiles_g``, never ``range(_first_local_unit(g_start), ...)``:
+    Triton 3.6's Gluon pipeline (its SCCP pass) folds a value carried by the group loop to its initial value
+    when it feeds an inner ``scf.for``'s bounds, so ``g_start`` became 0 and every group started at CTA 0
+    (masked 4 x 256 x (4096, 7168) ran on 64 of 132 SMs; NOTES v19). ``tests/test_sm90_grouped_compile.py``
+    checks the compiled IR.
     """
     nprog = gl.num_programs(0)
     return (gl.program_id(0) + nprog - g_start % nprog) % nprog
@@ -408,12 +414,14 @@ def _grouped_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bar
         g_start = 0
         for g in range(NUM_GROUPS):
             valid_rows, num_pid_m, tiles_g = _masked_group_tiles(layout_ptr, g, GROUP_ROWS, BLOCK_M, num_pid_n)
-            for local in range(_first_local_unit(g_start), tiles_g, gl.num_programs(0)):
+            local = _first_local_unit(g_start)
+            while local < tiles_g:  # not range(): see _first_local_unit
                 pid_m, pid_n = _tile_coords(local, num_pid_m, num_pid_n, GROUP_M)
                 off_m = pid_m * BLOCK_M
                 it = _load_tile(a_desc, b_desc, sfa_desc, a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it,
                                 g * GROUP_ROWS + off_m, g * N + pid_n * BLOCK_N, g * SFK_ROWS, off_m, num_kb,
                                 STAGES, SFA_TMA, SF_PACKED, B_PREFETCH)
+                local += gl.num_programs(0)
             g_start += tiles_g
     else:
         num_pid_m = gl.cdiv(M, BLOCK_M)
@@ -1128,7 +1136,8 @@ def _grouped_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr
         g_start = 0
         for g in range(NUM_GROUPS):
             valid_rows, num_pid_m, tiles_g = _masked_group_tiles(layout_ptr, g, GROUP_ROWS, BLOCK_M, num_pid_n)
-            for local in range(_first_local_unit(g_start), tiles_g, gl.num_programs(0)):
+            local = _first_local_unit(g_start)
+            while local < tiles_g:  # not range(): see _first_local_unit
                 pid_m, pid_n = _tile_coords(local, num_pid_m, num_pid_n, GROUP_M)
                 off_m = pid_m * BLOCK_M
                 off_n = pid_n * BLOCK_N
@@ -1139,6 +1148,7 @@ def _grouped_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr
                     N, K, STAGES, SF_PACKED, SFA_TMA, WG, PIPE_MMA)
                 _store_masked_wave(acc, d_desc, d_sub, d_ptr, rows, off_m + WG * 64, cols, col_mask, valid_rows,
                                    g * GROUP_ROWS + off_m + WG * 64, off_n, N)
+                local += gl.num_programs(0)
             g_start += tiles_g
     else:
         num_pid_m = gl.cdiv(M, BLOCK_M)
@@ -1249,7 +1259,8 @@ def _masked_math_256(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_
     g_start = 0
     for g in range(NUM_GROUPS):
         valid_rows, num_pid_m, tiles_g = _masked_group_tiles(layout_ptr, g, GROUP_ROWS, BLOCK_M, num_pid_n)
-        for local in range(_first_local_unit(g_start), tiles_g, gl.num_programs(0)):
+        local = _first_local_unit(g_start)
+        while local < tiles_g:  # not range(): see _first_local_unit
             pid_m, pid_n = _tile_coords(local, num_pid_m, num_pid_n, GROUP_M)
             off_m = pid_m * BLOCK_M
             off_n = pid_n * BLOCK_N
@@ -1269,6 +1280,7 @@ def _masked_math_256(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_
                                       N, 0)
             _store_masked_wave_staged(acc1, d_desc, d_sub1, d_ptr, off_m + row1, valid_rows, out_row + row1, off_n,
                                       N, 1)
+            local += gl.num_programs(0)
         g_start += tiles_g
     tma.store_wait(0)
 

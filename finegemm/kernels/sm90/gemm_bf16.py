@@ -350,12 +350,14 @@ def _grouped_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bar
         g_start = 0
         for g in range(NUM_GROUPS):
             valid_rows, num_pid_m, tiles_g = _masked_group_tiles(layout_ptr, g, GROUP_ROWS, BLOCK_M, num_pid_n)
-            for local in range(_first_local_unit(g_start), tiles_g, gl.num_programs(0)):
+            local = _first_local_unit(g_start)
+            while local < tiles_g:  # not range(): see _first_local_unit
                 pid_m, pid_n = _tile_coords(local, num_pid_m, num_pid_n, GROUP_M)
                 b_row, b_k0 = _grouped_b_coords(g, pid_n * BLOCK_N, N, K, B_MN_MAJOR)
                 it = _load_k_range(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, it, 0, num_kb,
                                    g * GROUP_ROWS + pid_m * BLOCK_M, b_row, b_k0, BLOCK_K, STAGES,
                                    A_MN_MAJOR, B_MN_MAJOR, B_PREFETCH, GROUPED_B_MAP)
+                local += gl.num_programs(0)
             g_start += tiles_g
     else:
         num_pid_m = gl.cdiv(M, BLOCK_M)
@@ -426,13 +428,15 @@ def _grouped_math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_sme
         g_start = 0
         for g in range(NUM_GROUPS):
             valid_rows, num_pid_m, tiles_g = _masked_group_tiles(layout_ptr, g, GROUP_ROWS, BLOCK_M, num_pid_n)
-            for local in range(_first_local_unit(g_start), tiles_g, gl.num_programs(0)):
+            local = _first_local_unit(g_start)
+            while local < tiles_g:  # not range(): see _first_local_unit
                 pid_m, pid_n = _tile_coords(local, num_pid_m, num_pid_n, GROUP_M)
                 acc, it, off_m, off_n, rows, cols = _whole_k_wave(a_bufs, b_bufs, full_bars, empty_bars, it, pid_m,
                                                                   pid_n, num_kb, BLOCK_M, BLOCK_N, STAGES,
                                                                   A_MN_MAJOR, B_MN_MAJOR, WG)
                 _store_masked_wave(acc, d_desc, d_sub, d_ptr, rows, off_m + WG * 64, cols, cols < N, valid_rows,
                                    g * GROUP_ROWS + off_m + WG * 64, off_n, N)
+                local += gl.num_programs(0)
             g_start += tiles_g
     else:
         # head-batched: every group's tiles of [M, N], group g's D columns g * N + [0, N) (TMA clips rows >= M)

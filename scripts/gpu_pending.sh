@@ -53,6 +53,8 @@
 #                                   (PROBE_LAYOUTS=1: the 117 MB weight with a padded row stride and as [57344, 2048])
 #   bash scripts/gpu_pending.sh 23  (session 16) A/B of a kernel change against the tree in ab_base/ (copy the base
 #                                   commit's finegemm/ there first): harness dense and grouped suites, alternating
+#   bash scripts/gpu_pending.sh 29  (session 17) the masked group walk fix: masked GPU tests, masked config sweeps,
+#                                   the grouped harness suite (events, DeepGEMM's grouped anchors)
 #   bash scripts/gpu_pending.sh 16  (session 15) the warp-specialized paged MQA kernel: GPU tests, paged probe
 #   bash scripts/gpu_pending.sh 18  (session 15) the paged probe with L2-resident keys, then as stored
 #   bash scripts/gpu_pending.sh 19  (session 15) the paged GPU tests, then the probe with L2-resident keys
@@ -200,6 +202,28 @@ elif [ "$PART" = 23 ]; then
             done
         done
     done
+elif [ "$PART" = 29 ]; then
+    # session 17 (NOTES v19): the masked kernels' group walk fixed (every group started at CTA 0): their GPU tests,
+    # then the masked config sweep again (the rules were all swept under the bug), then the grouped harness suite
+    PYTEST_TIMEOUT=200 pytest_gpu pytest-masked.log tests/test_sm90_grouped_gpu.py tests/test_sm90_bf16_grouped_gpu.py \
+        -k masked
+    timeout 170 python3 scripts/grouped_sweep.py "$LOGS/masked-sweep-a.json" --commit "$commit" --budget-s 150 \
+        --masked-shapes '4,256,4096,7168;2,512,4096,7168;4,256,7168,2048;2,512,7168,2048;1,1024,4096,7168' \
+        --cfgs '64,128,1,1;128,128,1,0;128,128,1,1;256,128,1,0' > "$LOGS/masked-sweep-a.log" 2>&1 || status=1
+    pack
+    timeout 150 python3 scripts/grouped_sweep.py "$LOGS/masked-sweep-b.json" --commit "$commit" --budget-s 120 \
+        --masked-shapes '16,64,7168,2048;16,64,4096,7168;32,64,7168,2048' --cfgs '64,64,1,1;64,128,1,1;64,32,1,1' \
+        > "$LOGS/masked-sweep-b.log" 2>&1 || status=1
+    pack
+    python3 -c "import json, sys
+for line in open(sys.argv[1]).read().splitlines() + open(sys.argv[2]).read().splitlines():
+    if line.startswith('{'):
+        r = json.loads(line)
+        print(r['groups'], r['m_per_group'], r['N'], r['K'], f\"{r['block_m']}x{r['block_n']}\", 'pipe' * r['pipe_mma'],
+              r['us'], 'H' * r['heuristic'], f\"{r['calc_diff']:.1e}\")" "$LOGS/masked-sweep-a.log" "$LOGS/masked-sweep-b.log"
+    timeout 100 python3 -m finegemm.bench --plain --no-progress --suite grouped --peers finegemm-sm90 --commit "$commit" \
+        --json "$LOGS/bench-grouped.json" > "$LOGS/bench-grouped.log" 2>&1 || status=1
+    pack
 elif [ "$PART" = 22 ]; then
     # issue 6's masked 4 x 256 x (4096, 7168) gap (0.89x DeepGEMM): ncu of the pick (128x128, PIPE_MMA) beside the
     # same work as one group (1 x 1024) and the 256x128 tile, DRAM / L2 / tensor activity and stalls

@@ -82,7 +82,9 @@ def test_ws_kv_stages():
 
     assert [ws_kv_stages(r, 128) for r in (32, 64, 128)] == [6, 6, 5]
     assert ws_supported(128) and not ws_supported(256)
-    assert [ws_wanted(r) for r in (32, 64, 128, 256)] == [False, False, True, False]
+    assert [ws_wanted(r, 4096, 10650) for r in (32, 64, 128, 256)] == [False, False, True, False]
+    # at 128 rows only calls with many keys (batch x max_context_len) take it
+    assert ws_wanted(128, 256, 85000) and not ws_wanted(128, 256, 10650) and not ws_wanted(128, 8, 10650)
 
 
 def test_ctas_per_slot():

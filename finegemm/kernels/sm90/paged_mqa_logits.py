@@ -35,8 +35,9 @@ warp-specialized: four math warpgroups, warpgroup ``j`` taking tile ``j`` of eve
 own ring of key tiles, each ring filled by its own producer warp (page lookups, TMA) as far ahead as the ring
 allows; the query rows sit in a two-stage ring shared by the four. The math warps then run only the wait,
 the WGMMA, the release and the epilogue. H100 A/B (benchmarks/NOTES.md v17): 3-18 % faster than the four-CTA
-form where HBM is not the limit (keys L2-resident), up to 8 % slower where it is. It is :func:`launch`'s
-default at 128 rows (:func:`ws_wanted`); :data:`WARP_SPECIALIZED` forces either form.
+form where HBM is not the limit (keys L2-resident), up to 8 % slower where it is. H200 harness (v19): 8-14 %
+faster at 128 rows on calls of >= 2^23 keys (batch x max_context_len), a tie or 4-6 % slower on smaller ones.
+It is :func:`launch`'s default there (:func:`ws_wanted`); :data:`WARP_SPECIALIZED` forces either form.
 """
 
 from __future__ import annotations
@@ -502,13 +503,19 @@ def ws_supported(rows: int) -> bool:
     return rows <= 128
 
 
-def ws_wanted(rows: int) -> bool:
-    """Whether :func:`launch` takes the warp-specialized form by default: at 128 query rows, where the four-CTA
-    form is bound by each CTA's serial tile chain rather than by HBM (H200 ncu, NOTES v16: DRAM 62 %, tensor 40 %).
-    H100 A/B, us four-CTA / ws (NOTES v17): keys L2-resident 94.7 / 84.8, 670.0 / 583.2, 1376.4 / 1211.5; from
-    HBM 127.7 / 131.8, 876.6 / 871.4, 1754.4 / 1701.3. At 32 and 64 rows the four-CTA form streams HBM better
-    (up to 8 %) and stays."""
-    return rows == 128
+# batch x max_context_len (keys a call may score, per query row) from which the ws form is the default at 128 rows
+WS_MIN_KEYS = 1 << 23
+
+
+def ws_wanted(rows: int, batch: int, max_context_len: int) -> bool:
+    """Whether :func:`launch` takes the warp-specialized form by default: at 128 query rows with at least
+    :data:`WS_MIN_KEYS` keys in the call (``batch x max_context_len``, what the host knows without a sync), where
+    the four-CTA form is bound by each CTA's serial tile chain rather than by HBM (H200 ncu, NOTES v16: DRAM 62 %,
+    tensor 40 %). H200 harness, kernel us four-CTA / ws (NOTES v19): b4096 n2 h64 ctx8192 1539.0 / 1352.6,
+    b256 n2 h64 ctx65536 725.5 / 670.5 (bf16) and 714.9 / 648.8 (fp32); below the threshold the ws form ties or
+    loses: b256 ctx8192 101.6 / 101.8, b256 ctx2048 32.3 / 34.3, b32 ctx2048 10.1 / 10.5, b8 ctx8192 9.6 / 10.1.
+    At 32 and 64 rows the four-CTA form wins (ws 0.86-1.02x) and stays."""
+    return rows == 128 and batch * max_context_len >= WS_MIN_KEYS
 
 
 def ws_kv_stages(rows: int, head_dim: int) -> int:
@@ -560,7 +567,8 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, conte
     if num_slots <= 0 or batch == 0:
         return
     if ws is None:
-        ws = ws_wanted(rows) if WARP_SPECIALIZED is None else WARP_SPECIALIZED and ws_supported(rows)
+        ws = (ws_wanted(rows, batch, out.shape[1]) if WARP_SPECIALIZED is None
+              else WARP_SPECIALIZED and ws_supported(rows))
     elif ws and not ws_supported(rows):
         raise ValueError(f"the warp-specialized sm90 paged MQA kernel takes up to 128 query rows; got {rows}")
     key = (q.data_ptr(), q.shape, kv_cache.data_ptr(), kv_cache.shape, kv_cache.stride(), weights.data_ptr(),

@@ -1,6 +1,6 @@
 """Config sweep of the sm90 m-grouped BF16 kernel on the issue-6 shapes (H200), to set the rules by measurement.
 
-Usage: ``PYTHONPATH=. python3 scripts/bf16_grouped_sweep.py [--budget-s 150]``. Per shape fresh random
+Usage: ``PYTHONPATH=. python3 scripts/bf16_grouped_sweep.py [--budget-s 150] [--masked-only]``. Per shape fresh random
 normal bf16 inputs; every config launched through ``dispatch_bf16_grouped`` directly (the rules bypassed),
 checked against the cuBLAS loop's output (calc_diff) and timed with finegemm.bench.timer.time_cuda (CUDA
 events, 1 GiB L2 flush before each call, 3 warm-ups, median of 20). Also the dense BF16 kernel on the
@@ -108,6 +108,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--budget-s", type=float, default=150.0)
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--masked-only", action="store_true", help="the masked shapes only (no contiguous ones)")
     args = ap.parse_args()
     t0 = time.time()
     facts = device_facts(DEV)
@@ -122,7 +123,7 @@ def main() -> None:
         jobs.append(("m", (16, 64, n, k, DECODE_TILES)))
         jobs.append(("m", (4, 256, n, k, MASKED_TILES)))
         jobs.append(("m", (2, 512, n, k, MASKED_TILES)))
-    for n, k in ((4096, 7168), (7168, 2048)):
+    for n, k in () if args.masked_only else ((4096, 7168), (7168, 2048)):
         jobs.append(("c", (4, 8192, n, k, [(128, 256, 16, False), (128, 128, 8, False), (128, 256, 8, True)])))
     rows = []
     for kind, job in jobs:

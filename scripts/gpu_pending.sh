@@ -53,8 +53,9 @@
 #                                   (PROBE_LAYOUTS=1: the 117 MB weight with a padded row stride and as [57344, 2048])
 #   bash scripts/gpu_pending.sh 23  (session 16) A/B of a kernel change against the tree in ab_base/ (copy the base
 #                                   commit's finegemm/ there first): harness dense and grouped suites, alternating
-#   bash scripts/gpu_pending.sh 29  (session 17) the masked group walk fix: masked GPU tests, masked config sweeps,
-#                                   the grouped harness suite (events, DeepGEMM's grouped anchors)
+#   bash scripts/gpu_pending.sh 29  (session 17) the masked group walk fix: masked GPU tests, masked config sweeps
+#   bash scripts/gpu_pending.sh 30  (session 17, after 29 and the rules it sets) the masked BF16 sweep, then the
+#                                   grouped harness suite (events, DeepGEMM's grouped anchors)
 #   bash scripts/gpu_pending.sh 16  (session 15) the warp-specialized paged MQA kernel: GPU tests, paged probe
 #   bash scripts/gpu_pending.sh 18  (session 15) the paged probe with L2-resident keys, then as stored
 #   bash scripts/gpu_pending.sh 19  (session 15) the paged GPU tests, then the probe with L2-resident keys
@@ -204,7 +205,7 @@ elif [ "$PART" = 23 ]; then
     done
 elif [ "$PART" = 29 ]; then
     # session 17 (NOTES v19): the masked kernels' group walk fixed (every group started at CTA 0): their GPU tests,
-    # then the masked config sweep again (the rules were all swept under the bug), then the grouped harness suite
+    # then the masked config sweep again (the rules were all swept under the bug)
     PYTEST_TIMEOUT=200 pytest_gpu pytest-masked.log tests/test_sm90_grouped_gpu.py tests/test_sm90_bf16_grouped_gpu.py \
         -k masked
     timeout 170 python3 scripts/grouped_sweep.py "$LOGS/masked-sweep-a.json" --commit "$commit" --budget-s 150 \
@@ -221,9 +222,15 @@ for line in open(sys.argv[1]).read().splitlines() + open(sys.argv[2]).read().spl
         r = json.loads(line)
         print(r['groups'], r['m_per_group'], r['N'], r['K'], f\"{r['block_m']}x{r['block_n']}\", 'pipe' * r['pipe_mma'],
               r['us'], 'H' * r['heuristic'], f\"{r['calc_diff']:.1e}\")" "$LOGS/masked-sweep-a.log" "$LOGS/masked-sweep-b.log"
-    timeout 100 python3 -m finegemm.bench --plain --no-progress --suite grouped --peers finegemm-sm90 --commit "$commit" \
-        --json "$LOGS/bench-grouped.json" > "$LOGS/bench-grouped.log" 2>&1 || status=1
+elif [ "$PART" = 30 ]; then
+    # session 17: the masked BF16 sweep again (its cost model's HBM rates were measured under the walk bug), then the
+    # grouped harness suite (events, DeepGEMM's grouped anchors) at the re-swept FP8 masked rules
+    OUT="$LOGS" timeout 200 python3 scripts/bf16_grouped_sweep.py --masked-only --budget-s 170 2>&1 \
+        | tee "$LOGS/bf16_grouped_sweep.log" | cut -c1-250
     pack
+    timeout 120 python3 -m finegemm.bench --plain --no-progress --suite grouped --peers finegemm-sm90 --commit "$commit" \
+        --json "$LOGS/bench-grouped.json" > "$LOGS/bench-grouped.log" 2>&1 || status=1
+    tail -3 "$LOGS/bench-grouped.log"; pack
 elif [ "$PART" = 22 ]; then
     # issue 6's masked 4 x 256 x (4096, 7168) gap (0.89x DeepGEMM): ncu of the pick (128x128, PIPE_MMA) beside the
     # same work as one group (1 x 1024) and the 256x128 tile, DRAM / L2 / tensor activity and stalls

@@ -196,7 +196,9 @@ elif [ "$PART" = 23 ]; then
         for tree in base new; do
             root="$PWD"; [ "$tree" = base ] && root="$PWD/ab_base"
             for suite in ${AB_SUITES:-dense grouped}; do
-                PYTHONPATH="$root" timeout "${AB_TIMEOUT:-120}" python3 -m finegemm.bench --plain --no-progress \
+                # -P: `python3 -m` would put the working directory (the new tree) first on sys.path, and both
+                # trees' runs would import it (session 16's early-release A/B did exactly that; NOTES v19)
+                PYTHONPATH="$root" timeout "${AB_TIMEOUT:-120}" python3 -P -m finegemm.bench --plain --no-progress \
                     --kernel-time --suite "$suite" --peers finegemm-sm90 --commit "$commit-$tree" \
                     --json "$LOGS/ab-$suite-$tree-$round.json" > "$LOGS/ab-$suite-$tree-$round.log" 2>&1 || status=1
                 echo "$suite $tree $round: $(tail -1 "$LOGS/ab-$suite-$tree-$round.log" | cut -c1-150)"; pack

@@ -47,21 +47,23 @@ def test_tile_rules():
     decode = get_sm90_grouped_config(_masked(1024, 7168, 2048, 16, 64), H200)
     assert (decode.block_m, decode.block_n, decode.pipe_mma, decode.sfa_tma) == (64, 64, True, True)
     assert decode.stages == 13  # the shared memory of 64x64 stages beside the D tile
-    assert not get_sm90_grouped_config(_masked(1024, 7168, 2048, 4, 256), H200).pipe_mma
-    # K >= 4096: 64x128 pipelined up to 256 rows a group, 128x128 pipelined above
-    mid = get_sm90_grouped_config(_masked(256, 4096, 7168, 4, 256), H200)
-    assert (mid.block_m, mid.block_n, mid.pipe_mma) == (64, 128, True)
-    big = get_sm90_grouped_config(_masked(512, 4096, 7168, 2, 512), H200)
-    assert (big.block_m, big.block_n, big.pipe_mma) == (128, 128, True)
     assert not get_sm90_grouped_config(_contig(32768, 4096, 7168, 4), H200).pipe_mma
-    assert get_sm90_grouped_config(_masked(1024, 7168, 2048, 16, 512), H200).block_m == 256
-    # 256-row masked tiles from 1024 rows a group, or 512 at K < 4096; packed scales then from global memory
-    one = get_sm90_grouped_config(_masked(1024, 4096, 7168, 1, 1024), H200)
-    assert (one.block_m, one.block_n, one.pipe_mma, one.sfa_tma) == (256, 128, False, True)
+    # 256-row masked tiles from 256 rows a group when all groups' 256-row tiles fill ~a wave; packed scales then
+    # from global memory
+    for g, m, n, k in ((4, 256, 4096, 7168), (2, 512, 4096, 7168), (4, 256, 7168, 2048), (2, 512, 7168, 2048),
+                       (1, 1024, 4096, 7168), (16, 512, 7168, 2048)):
+        cfg = get_sm90_grouped_config(_masked(1024, n, k, g, m), H200)
+        assert (cfg.block_m, cfg.block_n, cfg.pipe_mma, cfg.sfa_tma) == (256, 128, False, True), (g, m, n, k)
     assert not get_sm90_grouped_config(_masked(1024, 4096, 7168, 1, 1024, sf_packed=True), H200).sfa_tma
-    assert get_sm90_grouped_config(_masked(512, 4096, 7168, 2, 512), H200).block_m == 128
-    assert get_sm90_grouped_config(_masked(512, 7168, 2048, 2, 512), H200).block_m == 256
-    assert get_sm90_grouped_config(_masked(256, 7168, 2048, 4, 256), H200).block_m == 128
+    # too few 256-row tiles to fill the SMs (1 x 256 x 4096: 32): K >= 4096 64x128 pipelined, else 128x128
+    mid = get_sm90_grouped_config(_masked(256, 4096, 7168, 1, 256), H200)
+    assert (mid.block_m, mid.block_n, mid.pipe_mma) == (64, 128, True)
+    assert get_sm90_grouped_config(_masked(256, 7168, 2048, 1, 256), H200).block_m == 128
+    # 65-255 rows a group: K >= 4096 64x128 pipelined, else 128x128 plain
+    mid = get_sm90_grouped_config(_masked(256, 4096, 7168, 8, 128), H200)
+    assert (mid.block_m, mid.block_n, mid.pipe_mma) == (64, 128, True)
+    small = get_sm90_grouped_config(_masked(1024, 7168, 2048, 8, 192), H200)
+    assert (small.block_m, small.pipe_mma) == (128, False)
     assert get_sm90_grouped_config(_masked(256, 64, 2048, 4, 256), H200).block_n == 64
     few = dataclasses.replace(H200, num_sms=8)
     assert get_sm90_grouped_config(_contig(32768, 4096, 7168, 4), few).num_sms == 8

@@ -38,11 +38,16 @@ configs on all 9 issue shapes):
   up to 256 rows a group 64x128 pipelined (4 x 256 x (4096, 7168) 103.2 -> 68.8 us; 128x64 pipelined
   72.7), above 128x128 pipelined (2 x 512 58.0 -> 55.2, 1 x 1024 54.9 -> 54.6). At K = 2048 the plain
   128x128 tile stays (4 x 256 x (7168, 2048) 38.1 vs 38.4 pipelined and 43.6 for 64x128 pipelined).
-- Masked 256-row tiles (``_masked_math_256``; results/grouped-sm90-masked-256-h200-2026-12-04.json, us, 256 rows
-  against the 128-row pick) where each group has >= 1024 rows, or >= 512 at K < 4096: 1 x 1024 x (4096, 7168)
-  49.3 vs 54.7, x (7168, 2048) 32.8 vs 34.3, 2 x 512 x (7168, 2048) 33.4 vs 35.5. With fewer M tiles a group
-  sharing each B tile they lose badly, B then streams from HBM once per tile in 128-byte rows: 2 x 512 x
-  (4096, 7168) 88.7 vs 55.4, 4 x 256 165.3 vs 69.0 (64x128) and 56.7 vs 37.2 at (7168, 2048).
+- Masked 256-row tiles (``_masked_math_256``) from 256 rows a group, where the 256-row tiles of all groups
+  fill at least :data:`MASKED_256_MIN_FILL` of the SMs. Until the group walk fix (benchmarks/NOTES.md v19) every
+  group's tiles started at CTA 0, so these tiles ran on one group's worth of CTAs and "lost badly" (4 x 256 x
+  (4096, 7168) 165.3 us on the H200); the rules above this one were swept under that bug too, and the masked
+  256-row rule was only where one group fills the SMs (1 x 1024 x (4096, 7168) 49.3 vs 54.7 us). After the fix
+  (H100 sweep, results/grouped-masked-sweep-h100-2026-12-05-d1a0bc0.json, us, 256x128 / 128x128 / 128x128
+  pipelined / 64x128 pipelined): 4 x 256 x (4096, 7168) 65.5 / 67.4 / 69.0 / 74.8, 2 x 512 x (4096, 7168) 53.8 /
+  61.9 / 58.8 / 68.7, 4 x 256 x (7168, 2048) 42.0 / 42.6 / 43.7 / 44.5, 2 x 512 x (7168, 2048) 34.7 / 37.4 / 37.7 /
+  39.1, 1 x 1024 x (4096, 7168) 50.0 / 56.0 / 55.2 / 68.3. The 64-row rule held (16 x 64: 64x64 and 64x128 within
+  1.5 %).
 """
 
 from __future__ import annotations
@@ -60,6 +65,8 @@ GROUPED_BLOCK_M = (64, 128, 256)
 # Contiguous 256-row tiles from this many rows a group: a tile whose halves hold two groups runs twice
 # (fp8_gemm_kernel's _contiguous_math_256), at most G - 1 such tiles against M_total / 256 in all.
 CONTIGUOUS_256_MIN_ROWS = 512
+# Masked 256-row tiles from 256 rows a group when their count fills this share of the SMs (one wave or close)
+MASKED_256_MIN_FILL = 0.9
 
 
 def block_n_for(n: int) -> int:
@@ -111,10 +118,11 @@ def get_sm90_grouped_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Config:
     rows = rows_per_group(desc)
     if rows <= 64:
         return make_grouped_config(facts, 64, min(bn, 64), sfa_tma=True, pipe_mma=True)
+    tiles_256 = desc.num_groups * math.ceil(rows / 256) * math.ceil(desc.n / bn)
+    if bn == 128 and rows >= 256 and tiles_256 >= MASKED_256_MIN_FILL * facts.num_sms:
+        # packed UE8M0 scales from global memory at 256 rows (in the ring they spill 88 bytes, CPU compile)
+        return make_grouped_config(facts, 256, bn, sfa_tma=not desc.sf_packed)
     long_k = desc.k >= 4096
     if rows <= 256 and long_k:
         return make_grouped_config(facts, 64, bn, sfa_tma=True, pipe_mma=True)
-    if bn == 128 and (rows >= 1024 or (rows >= 512 and not long_k)):
-        # packed UE8M0 scales from global memory at 256 rows (in the ring they spill 88 bytes, CPU compile)
-        return make_grouped_config(facts, 256, bn, sfa_tma=not desc.sf_packed)
     return make_grouped_config(facts, 128, bn, sfa_tma=True, pipe_mma=long_k)

@@ -577,18 +577,6 @@ def _promote_rows(acc, part, s0, s1, second_col, SFB_UNIFORM: gl.constexpr):
 
 
 @gluon.jit
-def _wait_release_promote(acc, tok, PENDING: gl.constexpr, empty_bars, s, sa, sb0, sb1, second_col,
-                          SFB_UNIFORM: gl.constexpr):
-    """Recipe (1, 128, 128), unfenced ring: the row products first (they consume the slot's ring scales), then the
-    wait for the WGMMA of ``tok`` (``PENDING`` later ones stay in flight), slot ``s`` back to the producer, and the
-    promotion after it. Returns (accumulator, the waited partial)."""
-    s0, s1 = _row_scales(sa, sb0, sb1, SFB_UNIFORM)
-    part = warpgroup_mma_wait(PENDING, deps=(tok,))
-    _release(empty_bars, s, False)
-    return _promote_rows(acc, part, s0, s1, second_col, SFB_UNIFORM), part
-
-
-@gluon.jit
 def _a_rows(a_bufs, s, row0: gl.constexpr, STAGES: gl.constexpr = 0):
     """Rows ``row0 + [0, 64)`` (one WGMMA wave) of the A tile in ring slot ``s``: a slice of the slot's box,
     or with several boxes a slot (BLOCK_M 192: ``a_bufs`` [STAGES * 3, 64, 128]; pass ``STAGES``) the box
@@ -631,7 +619,10 @@ def _retire_block(acc, tok, s, kb, PENDING: gl.constexpr, sfa_bufs, sfb_bufs, em
     if EARLY:
         sa, sb0, sb1 = _ring_scales(sfa_bufs, sfb_bufs, s, kb, row0, row_layout, col_layout, sa, sb0, sb1, PACKED,
                                     SFA_TMA, SFB_TMA)
-        acc, part = _wait_release_promote(acc, tok, PENDING, empty_bars, s, sa, sb0, sb1, second_col, SFB_UNIFORM)
+        s0, s1 = _row_scales(sa, sb0, sb1, SFB_UNIFORM)
+        part = warpgroup_mma_wait(PENDING, deps=(tok,))
+        _release(empty_bars, s, False)
+        acc = _promote_rows(acc, part, s0, s1, second_col, SFB_UNIFORM)
     else:
         part = warpgroup_mma_wait(PENDING, deps=(tok,))
         sa, sb0, sb1 = _ring_scales(sfa_bufs, sfb_bufs, s, kb, row0, row_layout, col_layout, sa, sb0, sb1, PACKED,
@@ -712,7 +703,10 @@ def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
                                       nkb, stride_sfa_k, stride_sfb, NUM_NB,
                                       SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA, SFB_TMA)
             if EARLY:
-                acc, part = _wait_release_promote(acc, part, 0, empty_bars, s, sa, sb0, sb1, second_col, SFB_UNIFORM)
+                s0, s1 = _row_scales(sa, sb0, sb1, SFB_UNIFORM)
+                part = warpgroup_mma_wait(0, deps=(part,))
+                _release(empty_bars, s, False)
+                acc = _promote_rows(acc, part, s0, s1, second_col, SFB_UNIFORM)
             else:
                 part = warpgroup_mma_wait(0, deps=(part,))
                 acc = _promote(acc, part, sa, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
@@ -783,7 +777,10 @@ def _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
         if not SFA_TMA:
             nsa1 = _load_scale(sfa_ptr, rows1, nkb, stride_sfa_k, mask1, SF_PACKED)
         if EARLY:
-            acc1, part = _wait_release_promote(acc1, part, 0, empty_bars, s, sa1, sb0, sb1, second_col, SFB_UNIFORM)
+            s0, s1 = _row_scales(sa1, sb0, sb1, SFB_UNIFORM)
+            part = warpgroup_mma_wait(0, deps=(part,))
+            _release(empty_bars, s, False)
+            acc1 = _promote_rows(acc1, part, s0, s1, second_col, SFB_UNIFORM)
         else:
             part = warpgroup_mma_wait(0, deps=(part,))
             if SFB_TMA:

@@ -554,29 +554,6 @@ def _promote(acc, part, sa, sb0, sb1, second_col,
 
 
 @gluon.jit
-def _row_scales(sa, sb0, sb1, SFB_UNIFORM: gl.constexpr):
-    """The per-row products ``sa * sb`` that :func:`_promote` multiplies a partial by (recipe (1, 128, 128)): one
-    vector, or two when the tile's columns straddle two weight-scale blocks. Computed before the WGMMA wait, they
-    consume the slot's ring scales, so the slot can be released right after the wait, before the promotion (as
-    DeepGEMM does). That is done for recipe (1, 128, 128) with no fenced ring (:func:`_release`): its only
-    ``ld.shared`` of the slot is the per-token ring scales these products consume before the wait."""
-    if SFB_UNIFORM:
-        return sa * sb0, sa * sb0
-    else:
-        return sa * sb0, sa * sb1
-
-
-@gluon.jit
-def _promote_rows(acc, part, s0, s1, second_col, SFB_UNIFORM: gl.constexpr):
-    """:func:`_promote` of recipe (1, 128, 128) with the products of :func:`_row_scales` (the same FP32 operations
-    in the same order: bitwise the same result)."""
-    if SFB_UNIFORM:
-        return acc + part * s0[:, None]
-    else:
-        return acc + part * gl.where(second_col[None, :], s1[:, None], s0[:, None])
-
-
-@gluon.jit
 def _a_rows(a_bufs, s, row0: gl.constexpr, STAGES: gl.constexpr = 0):
     """Rows ``row0 + [0, 64)`` (one WGMMA wave) of the A tile in ring slot ``s``: a slice of the slot's box,
     or with several boxes a slot (BLOCK_M 192: ``a_bufs`` [STAGES * 3, 64, 128]; pass ``STAGES``) the box
@@ -615,21 +592,12 @@ def _retire_block(acc, tok, s, kb, PENDING: gl.constexpr, sfa_bufs, sfb_bufs, em
                   SFB_PER_CHANNEL: gl.constexpr, SFB_UNIFORM: gl.constexpr, FENCE_RING: gl.constexpr = False):
     """Wait for K block ``kb``'s WGMMA (``PENDING`` later ones stay in flight), release its slot ``s`` and
     promote it into ``acc`` with its scales (ring ones read here, the others passed in)."""
-    EARLY: gl.constexpr = not SFB_PER_CHANNEL and not SFB_TMA and not FENCE_RING  # see _row_scales
-    if EARLY:
-        sa, sb0, sb1 = _ring_scales(sfa_bufs, sfb_bufs, s, kb, row0, row_layout, col_layout, sa, sb0, sb1, PACKED,
-                                    SFA_TMA, SFB_TMA)
-        s0, s1 = _row_scales(sa, sb0, sb1, SFB_UNIFORM)
-        part = warpgroup_mma_wait(PENDING, deps=(tok,))
-        _release(empty_bars, s, False)
-        acc = _promote_rows(acc, part, s0, s1, second_col, SFB_UNIFORM)
-    else:
-        part = warpgroup_mma_wait(PENDING, deps=(tok,))
-        sa, sb0, sb1 = _ring_scales(sfa_bufs, sfb_bufs, s, kb, row0, row_layout, col_layout, sa, sb0, sb1, PACKED,
-                                    SFA_TMA, SFB_TMA)
-        acc = _promote(acc, part, sa, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
-        # after the promotion has consumed the slot's ring scales (see _release)
-        _release(empty_bars, s, SFB_TMA or FENCE_RING)
+    part = warpgroup_mma_wait(PENDING, deps=(tok,))
+    sa, sb0, sb1 = _ring_scales(sfa_bufs, sfb_bufs, s, kb, row0, row_layout, col_layout, sa, sb0, sb1, PACKED,
+                                SFA_TMA, SFB_TMA)
+    acc = _promote(acc, part, sa, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
+    # after the promotion has consumed the slot's ring scales (see _release)
+    _release(empty_bars, s, SFB_TMA or FENCE_RING)
     return acc
 
 
@@ -650,7 +618,6 @@ def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
     ``FENCE_RING``: every slot is released behind the proxy fence (as with ``SFB_TMA``), see :func:`_release`.
     """
     gl.static_assert(PIPE_MMA or not C_LATE, "C_LATE: the paired PIPE_MMA loop only")
-    EARLY: gl.constexpr = not SFB_PER_CHANNEL and not SFB_TMA and not FENCE_RING  # see _row_scales
     BLOCK_N: gl.constexpr = b_bufs.shape[1]
     row_layout: gl.constexpr = gl.SliceLayout(1, mma_layout)
     col_layout: gl.constexpr = gl.SliceLayout(0, mma_layout)
@@ -702,15 +669,9 @@ def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
             nsa, nsb0, nsb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col,
                                       nkb, stride_sfa_k, stride_sfb, NUM_NB,
                                       SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA, SFB_TMA)
-            if EARLY:
-                s0, s1 = _row_scales(sa, sb0, sb1, SFB_UNIFORM)
-                part = warpgroup_mma_wait(0, deps=(part,))
-                _release(empty_bars, s, False)
-                acc = _promote_rows(acc, part, s0, s1, second_col, SFB_UNIFORM)
-            else:
-                part = warpgroup_mma_wait(0, deps=(part,))
-                acc = _promote(acc, part, sa, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
-                _release(empty_bars, s, SFB_TMA or FENCE_RING)
+            part = warpgroup_mma_wait(0, deps=(part,))
+            acc = _promote(acc, part, sa, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
+            _release(empty_bars, s, SFB_TMA or FENCE_RING)
             sa = nsa
             sb0 = nsb0
             sb1 = nsb1
@@ -736,7 +697,6 @@ def _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
     Returns (acc0, acc1, ring counter).
     """
     BLOCK_N: gl.constexpr = b_bufs.shape[1]
-    EARLY: gl.constexpr = not SFB_PER_CHANNEL and not SFB_TMA  # see _row_scales
     row_layout: gl.constexpr = gl.SliceLayout(1, mma_layout)
     col_layout: gl.constexpr = gl.SliceLayout(0, mma_layout)
     zero = gl.zeros([64, BLOCK_N], gl.float32, mma_layout)
@@ -776,18 +736,12 @@ def _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
         nsa1 = nsa0
         if not SFA_TMA:
             nsa1 = _load_scale(sfa_ptr, rows1, nkb, stride_sfa_k, mask1, SF_PACKED)
-        if EARLY:
-            s0, s1 = _row_scales(sa1, sb0, sb1, SFB_UNIFORM)
-            part = warpgroup_mma_wait(0, deps=(part,))
-            _release(empty_bars, s, False)
-            acc1 = _promote_rows(acc1, part, s0, s1, second_col, SFB_UNIFORM)
-        else:
-            part = warpgroup_mma_wait(0, deps=(part,))
-            if SFB_TMA:
-                sb0 = _ring_scale(sfb_bufs, s, kb0 + kk, 0, col_layout, SF_PACKED, BLOCK_N)
-                sb1 = sb0
-            acc1 = _promote(acc1, part, sa1, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
-            _release(empty_bars, s, SFB_TMA)
+        part = warpgroup_mma_wait(0, deps=(part,))
+        if SFB_TMA:
+            sb0 = _ring_scale(sfb_bufs, s, kb0 + kk, 0, col_layout, SF_PACKED, BLOCK_N)
+            sb1 = sb0
+        acc1 = _promote(acc1, part, sa1, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
+        _release(empty_bars, s, SFB_TMA)
         sa0 = nsa0
         sa1 = nsa1
         sb0 = nsb0

@@ -22,10 +22,10 @@
 #                                   head-split GEMM, einsum, the unaligned-d fallback), then the harness
 #                                   suites never run on a GPU: paged-mqa (DeepGEMM's paged anchors and short
 #                                   contexts) and k-grouped (DeepGEMM's total K), with --kernel-time
-#   (That order, 8, 9, 11, 12, 10, 13, 14, ran in sessions 13-14.) After session 16, in this order: 28 on an H200
-#   (27 then 24 in one call: clocks, and the paged ws default at 128 rows, which has only H100 numbers), then from branch
-#   wip/multicast-dense (d2d2b8e; check it out first): OUT=$OUT timeout 300 python3 scripts/multicast_tile_probe.py 2
-#   (adds 256x128 multicast with 4 stages), then 25 (the probe's layout cases, PROBE_LAYOUTS=1), 22, 21.
+#   (That order, 8, 9, 11, 12, 10, 13, 14, ran in sessions 13-14; session 16's 28, the multicast probe, 25 and 22 ran
+#   in session 17.) After session 17, in this order, on an H200: 30 (the masked BF16 sweep after the walk fix, then
+#   the grouped harness suite: issue 6's masked targets against DeepGEMM's anchors at the new 256-row rule), then
+#   29 (the FP8 masked sweep, so far on an H100 only), then 21.
 #   bash scripts/gpu_pending.sh 9   (after the 12th session; from branch wip/multicast-dense, whose scripts and tests it
 #                                   runs) the multicast probe, the cluster / multicast GPU tests (under a timeout and
 #                                   verbose: a deadlocked cluster hangs, the log names the test), then

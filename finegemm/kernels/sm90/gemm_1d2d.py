@@ -338,8 +338,9 @@ def _first_local_unit(g_start):
     Callers walk a group's tiles with ``while local < tiles_g``, never ``range(_first_local_unit(g_start), ...)``:
     Triton 3.6's Gluon pipeline (its SCCP pass) folds a value carried by the group loop to its initial value
     when it feeds an inner ``scf.for``'s bounds, so ``g_start`` became 0 and every group started at CTA 0
-    (masked 4 x 256 x (4096, 7168) ran on 64 of 132 SMs; NOTES v19). ``tests/test_sm90_grouped_compile.py``
-    checks the compiled IR.
+    (masked 4 x 256 x (4096, 7168) at 128x128 tiles ran on 64 of 132 SMs; NOTES v19).
+    ``tests/test_sm90_grouped_compile.py`` checks the compiled IR, ``tests/test_kernel_loop_carries.py`` the source
+    of every Gluon kernel for the pattern.
     """
     nprog = gl.num_programs(0)
     return (gl.program_id(0) + nprog - g_start % nprog) % nprog

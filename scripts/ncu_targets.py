@@ -6,7 +6,8 @@ harness's fresh random data. Targets: dense 1d2d 4096x7168x16384 (compute-bound 
 variants), paged MQA B=256 ctx 8192 next_n 2 H64 (0.79x; ``paged_n1h32``, next_n 1 H32 at 95 % of HBM, beside it;
 ``paged_b8``, 8 sequences, the small-batch case), masked decode 16 groups x 64 rows x (7168, 2048)
 (0.98x); masked 4 x 256 and 1 x 1024 x (4096, 7168) at explicit 256x128 / 128x128 tiles (``masked4x256_256``,
-``masked1x1024_256``, ``masked4x256_128``: why one CTA a B panel streams B so slowly, NOTES v13).
+``masked1x1024_256``, ``masked4x256_128``: NOTES v13 asked why one CTA a B panel streamed B so slowly; their
+profile answered it in v19: every group's walk started at CTA 0, so a quarter of the CTAs did all the work).
 Usage: PYTHONPATH=. python3 scripts/ncu_targets.py [target ...]
 """
 
@@ -65,8 +66,8 @@ def masked() -> None:
 
 
 def masked_tile(groups: int, rows: int, bm: int, bn: int, pipe: bool) -> None:
-    """Masked ``groups`` x ``rows`` x (4096, 7168) at an explicit tile: NOTES v13's open question, why 256x128
-    reads B so slowly when each B panel has one CTA (4 x 256: 165 us) and not with four (1 x 1024: 49 us)."""
+    """Masked ``groups`` x ``rows`` x (4096, 7168) at an explicit tile (NOTES v13's question, why 4 x 256 at 256x128
+    took 165 us against 49 for 1 x 1024; answered in v19: the group walk started every group at CTA 0)."""
     from finegemm.jit.device import device_facts
     from finegemm.jit.heuristics import GemmDesc
     from finegemm.jit.heuristics_sm90_grouped import make_grouped_config

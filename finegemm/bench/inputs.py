@@ -234,11 +234,15 @@ def _k_grouped(case: Case, inp: Inputs, randn) -> None:
     # Stored [K_sum, MN] with scales [sum_g ceil(k_g/128), MN], as the tn k-grouped layout takes them.
     a = (torch.cat([p[0] for p in a_parts]), torch.cat([p[1] for p in a_parts]))
     b = (torch.cat([p[0] for p in b_parts]), torch.cat([p[1] for p in b_parts]))
+    # The nt layout (what DeepGEMM's k-grouped anchors time): each group's K-major [MN, k_g] block back to back, the
+    # same values and scales; the scales MN-major [MN, K_sum/128] (the tn scales seen transposed, read in place).
+    a_nt = (torch.cat([x.t().contiguous().flatten() for x, _ in a_parts]), a[1].t())
+    b_nt = (torch.cat([x.t().contiguous().flatten() for x, _ in b_parts]), b[1].t())
     a_t, b_t = per_tensor_cast_to_fp8(a_bf), per_tensor_cast_to_fp8(b_bf)
     c = torch.randn(g, m, n, device=inp.device, dtype=torch.float32)
     ks_tensor = torch.tensor(case.ks, dtype=torch.int32, device=inp.device)
-    inp.t.update(a_bf=a_bf, b_bf=b_bf, a=a, b=b, a_parts=a_parts, b_parts=b_parts, bounds=bounds, a_t=a_t, b_t=b_t,
-                 c=c, ks=list(case.ks), ks_tensor=ks_tensor)
+    inp.t.update(a_bf=a_bf, b_bf=b_bf, a=a, b=b, a_nt=a_nt, b_nt=b_nt, a_parts=a_parts, b_parts=b_parts,
+                 bounds=bounds, a_t=a_t, b_t=b_t, c=c, ks=list(case.ks), ks_tensor=ks_tensor)
 
     def ref(a64: Callable[[int], torch.Tensor], b64: Callable[[int], torch.Tensor], with_c: bool) -> torch.Tensor:
         out = c.double().clone() if with_c else torch.zeros((g, m, n), dtype=torch.float64, device=inp.device)

@@ -114,7 +114,7 @@ def _api_call(mod: Any, case: Case, inp: Inputs) -> Prepared:
     if kind == "k_grouped":
         c0 = t["c"]
         d = c0.clone()
-        return Prepared(lambda: fn_op(t["a"], t["b"], d, t["ks"], t["ks_tensor"], c=d), lambda: d, "block",
+        return Prepared(lambda: fn_op(t["a_nt"], t["b_nt"], d, t["ks"], t["ks_tensor"], c=d), lambda: d, "block",
                         reset=lambda: d.copy_(c0))
     if kind == "mqa_logits":
         held: dict[str, torch.Tensor] = {}

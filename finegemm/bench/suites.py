@@ -95,7 +95,9 @@ OP_OF_KIND = {
     "bf16_gemm": "bf16_gemm_nt",
     "m_grouped_contiguous": "m_grouped_fp8_gemm_nt_contiguous",
     "m_grouped_masked": "m_grouped_fp8_gemm_nt_masked",
-    "k_grouped": "k_grouped_fp8_gemm_tn_contiguous",
+    # the nt form, K-major groups (DeepGEMM's k-grouped anchors time k_grouped_fp8_gemm_nt_contiguous; the tn form on
+    # MN-major operands adds two transpose launches, benchmarks/NOTES.md v19)
+    "k_grouped": "k_grouped_fp8_gemm_nt_contiguous",
     "mqa_logits": "fp8_mqa_logits",
     "paged_mqa_logits": "fp8_paged_mqa_logits",
 }

@@ -24,8 +24,8 @@
 #                                   contexts) and k-grouped (DeepGEMM's total K), with --kernel-time
 #   (That order, 8, 9, 11, 12, 10, 13, 14, ran in sessions 13-14; session 16's 28, the multicast probe, 25 and 22 ran
 #   in session 17.) After session 17, in this order, on an H200: 30 (the masked BF16 sweep after the walk fix, then
-#   the grouped harness suite: issue 6's masked targets against DeepGEMM's anchors at the new 256-row rule), then
-#   29 (the FP8 masked sweep, so far on an H100 only), then 21.
+#   the grouped harness suite: issue 6's masked targets against DeepGEMM's anchors at the new 256-row rule, and the
+#   k-grouped suite in the nt form), then 29 (the FP8 masked sweep, so far on an H100 only), then 21.
 #   bash scripts/gpu_pending.sh 9   (after the 12th session; from branch wip/multicast-dense, whose scripts and tests it
 #                                   runs) the multicast probe, the cluster / multicast GPU tests (under a timeout and
 #                                   verbose: a deadlocked cluster hangs, the log names the test), then
@@ -54,8 +54,8 @@
 #   bash scripts/gpu_pending.sh 23  (session 16) A/B of a kernel change against the tree in ab_base/ (copy the base
 #                                   commit's finegemm/ there first): harness dense and grouped suites, alternating
 #   bash scripts/gpu_pending.sh 29  (session 17) the masked group walk fix: masked GPU tests, masked config sweeps
-#   bash scripts/gpu_pending.sh 30  (session 17, after 29 and the rules it sets) the masked BF16 sweep, then the
-#                                   grouped harness suite (events, DeepGEMM's grouped anchors)
+#   bash scripts/gpu_pending.sh 30  (session 17) the masked BF16 sweep, the grouped harness suite (events, DeepGEMM's
+#                                   grouped anchors, the new 256-row masked rule), the k-grouped suite (nt form)
 #   bash scripts/gpu_pending.sh 16  (session 15) the warp-specialized paged MQA kernel: GPU tests, paged probe
 #   bash scripts/gpu_pending.sh 18  (session 15) the paged probe with L2-resident keys, then as stored
 #   bash scripts/gpu_pending.sh 19  (session 15) the paged GPU tests, then the probe with L2-resident keys
@@ -225,14 +225,16 @@ for line in open(sys.argv[1]).read().splitlines() + open(sys.argv[2]).read().spl
         print(r['groups'], r['m_per_group'], r['N'], r['K'], f\"{r['block_m']}x{r['block_n']}\", 'pipe' * r['pipe_mma'],
               r['us'], 'H' * r['heuristic'], f\"{r['calc_diff']:.1e}\")" "$LOGS/masked-sweep-a.log" "$LOGS/masked-sweep-b.log"
 elif [ "$PART" = 30 ]; then
-    # session 17: the masked BF16 sweep again (its cost model's HBM rates were measured under the walk bug), then the
-    # grouped harness suite (events, DeepGEMM's grouped anchors) at the re-swept FP8 masked rules
+    # session 17: the masked BF16 sweep again (its cost model's HBM rates were measured under the walk bug), the
+    # grouped harness suite (events, DeepGEMM's grouped anchors) at the new 256-row masked rule, the k-grouped suite
     OUT="$LOGS" timeout 200 python3 scripts/bf16_grouped_sweep.py --masked-only --budget-s 170 2>&1 \
         | tee "$LOGS/bf16_grouped_sweep.log" | cut -c1-250
     pack
     timeout 120 python3 -m finegemm.bench --plain --no-progress --suite grouped --peers finegemm-sm90 --commit "$commit" \
         --json "$LOGS/bench-grouped.json" > "$LOGS/bench-grouped.log" 2>&1 || status=1
     tail -3 "$LOGS/bench-grouped.log"; pack
+    # the k-grouped suite in the nt form (what DeepGEMM's anchors time), kernel time
+    bench_suites 150 k-grouped
 elif [ "$PART" = 22 ]; then
     # issue 6's masked 4 x 256 x (4096, 7168) gap (0.89x DeepGEMM): ncu of the pick (128x128, PIPE_MMA) beside the
     # same work as one group (1 x 1024) and the 256x128 tile, DRAM / L2 / tensor activity and stalls

@@ -25,7 +25,8 @@
 #   (That order, 8, 9, 11, 12, 10, 13, 14, ran in sessions 13-14; session 16's 28, the multicast probe, 25 and 22 ran
 #   in session 17.) After session 17, in this order, on an H200: 30 (the masked BF16 sweep after the walk fix, then
 #   the grouped harness suite: issue 6's masked targets against DeepGEMM's anchors at the new 256-row rule, and the
-#   k-grouped suite in the nt form), then 29 (the FP8 masked sweep, so far on an H100 only), then 21.
+#   k-grouped suite in the nt form), then 29 (the FP8 masked sweep, so far on an H100 only), then from branch
+#   wip/per-warp-release (ee62c49; check it out first) its part 31 (per-warp slot release, NOTES v19), then 21.
 #   bash scripts/gpu_pending.sh 9   (after the 12th session; from branch wip/multicast-dense, whose scripts and tests it
 #                                   runs) the multicast probe, the cluster / multicast GPU tests (under a timeout and
 #                                   verbose: a deadlocked cluster hangs, the log names the test), then

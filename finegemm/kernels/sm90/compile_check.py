@@ -235,10 +235,19 @@ def group_walk_starts(kernel) -> tuple[list[str], list[str]]:
     that feeds an inner ``scf.for``'s bounds."""
     ir = kernel.asm["ttgir"]
     nprog = set(re.findall(r"(%[\w.]+) = tt\.get_num_programs", ir))
-    ops = [m for m in re.findall(r"arith\.remsi (%[\w.\-]+), (%[\w.]+) :", ir) if m[1] in nprog]
-    folded = [f"{a} % {b}" for a, b in ops if re.fullmatch(r"%c-?\d+_i32(_\d+)?", a)]
-    kept = [f"{a} % {b}" for a, b in ops if not re.fullmatch(r"%c-?\d+_i32(_\d+)?", a)]
+    kept: list[str] = []
+    folded: list[str] = []
+    for a, b in re.findall(r"arith\.remsi (%[\w.\-]+), (%[\w.]+) :", ir):
+        if b in nprog:
+            (folded if re.fullmatch(r"%c-?\d+_i32(_\d+)?", a) else kept).append(f"{a} % {b}")
     return kept, folded
+
+
+def assert_group_walk_carried(kernel) -> None:
+    """Assert that a masked kernel of more than one group starts each group's walk after the groups before it:
+    :func:`group_walk_starts` finds the walk's ops and none folded to a constant."""
+    kept, folded = group_walk_starts(kernel)
+    assert kept and not folded, (kept, folded)
 
 
 def lowered_arg_names(kernel) -> list[str]:

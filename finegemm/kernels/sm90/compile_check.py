@@ -21,6 +21,7 @@ from ...jit.heuristics import GemmDesc
 from ...jit.heuristics_sm90 import Sm90Config
 from ...jit.interpret import restore_language
 from . import gemm_1d2d, layouts
+from .dispatch import sfb_ring_mode
 
 TARGET = GPUTarget("cuda", 90, 32)
 # fp8_gemm_kernel's m-grouped constexprs at their dense (GROUPING 0) defaults
@@ -59,8 +60,8 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32", p
                               None, gemm_1d2d.sfa_desc_layout()),
     }
     if config.sfb_tma:
-        sig["sfb_desc"] = _desc_sig("i32" if desc.sf_packed else "fp32", layouts.sfb_box(bn), None,
-                                    gemm_1d2d.sfa_desc_layout())
+        box = layouts.sfb_box(bn) if desc.kind == "fp8_1d1d" else layouts.sfb_block_box(bn)
+        sig["sfb_desc"] = _desc_sig("i32" if desc.sf_packed else "fp32", box, None, gemm_1d2d.sfa_desc_layout())
     constexprs = dict(
         N=desc.n, K=layouts.BLOCK_K if config.k_dynamic else desc.k, BLOCK_M=bm, BLOCK_N=bn, STAGES=config.stages,
         GROUP_M=config.group_m, SPLIT_K=split,
@@ -68,7 +69,7 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32", p
         PIPE_MMA=config.pipe_mma, PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.math_regs(bm),
         SMALL_EPI=config.small_epi, SFA_TMA=config.sfa_tma,
         # ASTSource applies no defaults: the dense form names every grouped parameter's default
-        layout_ptr=None, d_ptr=None, **DENSE_GROUPING, SFB_TMA=config.sfb_tma,
+        layout_ptr=None, d_ptr=None, **DENSE_GROUPING, SFB_TMA=sfb_ring_mode(desc, config),
         K_DYN=config.k_dynamic,
     )
     if not config.sfb_tma:
@@ -248,6 +249,31 @@ def assert_group_walk_carried(kernel) -> None:
     :func:`group_walk_starts` finds the walk's ops and none folded to a constant."""
     kept, folded = group_walk_starts(kernel)
     assert kept and not folded, (kept, folded)
+
+
+def barrier_inits(kernel) -> list[tuple[int, int]]:
+    """(byte offset from ``global_smem``, arrival count) of every ``mbarrier.init`` in ``kernel``'s PTX, in program
+    order (the address is an ``add`` of a constant to ``global_smem``'s)."""
+    ptx = kernel.asm["ptx"]
+    base = set(re.findall(r"mov\.b32\s+(%r\d+), global_smem;", ptx))
+    offsets = {reg: int(off) for reg, src, off in re.findall(r"add\.s32\s+(%r\d+), (%r\d+), (\d+);", ptx)
+               if src in base}
+    return [(offsets[reg], int(count))
+            for reg, count in re.findall(r"mbarrier\.init\.shared::cta\.b64 \[(%r\d+)\], (\d+);", ptx)]
+
+
+def empty_barrier_offset(desc: GemmDesc, config: Sm90Config) -> int:
+    """Byte offset from ``global_smem`` of the dense FP8 kernel's first empty ring barrier under ``config`` (what
+    ``FINEGEMM_PROBE_EMPTY_SMEM`` must hold for that variant, scripts/warp_release_probe.py). ``ring_barriers``
+    initializes full[i] then empty[i] for each stage before any other barrier; the switch moves nothing (inline
+    PTX allocates no shared memory)."""
+    kernel = compile_variant(desc, config)
+    inits = barrier_inits(kernel)[:2 * config.stages]
+    empty = [offset for offset, _ in inits[1::2]]
+    wg = gemm_1d2d.num_math_warpgroups(config.block_m)
+    assert len(empty) == config.stages and all(count in (wg, 4 * wg) for _, count in inits[1::2]), inits
+    assert empty == [empty[0] + 8 * i for i in range(config.stages)], empty
+    return empty[0]
 
 
 def lowered_arg_names(kernel) -> list[str]:

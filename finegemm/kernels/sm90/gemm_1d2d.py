@@ -47,6 +47,8 @@ NOTES:
 
 from __future__ import annotations
 
+import os
+
 import triton
 import triton.language as tl
 from triton.experimental import gluon
@@ -63,8 +65,25 @@ from triton.language.extra.cuda import gdc_wait
 from .l2_prefetch import prefetch_tile_l2, tensor_map_param
 
 BLOCK_K: tl.constexpr = tl.constexpr(128)
+# SFB_TMA values: the RHS scales ride in the ring, per channel (recipe (1, 1, 128): a [1, BLOCK_N] box of the
+# [K/128, N] view a stage) or per 128x128 block (recipe (1, 128, 128): a [1 or 2, 4] box of the row-major
+# [ceil(N/128), K/128] scales from the stage's K block on, of which words 0 and 4 are used)
+SFB_RING_CHANNELS: gl.constexpr = gl.constexpr(1)
+SFB_RING_BLOCKS: gl.constexpr = gl.constexpr(2)
 # B's tensor map as fp8_gemm_kernel's lowered parameter (a_desc takes 0-4): for the L2 prefetch's inline PTX
 B_TENSOR_MAP: gl.constexpr = gl.constexpr(tensor_map_param("fp8_gemm_kernel", 5))
+# Probe only (scripts/warp_release_probe.py; never set by the library): the byte offset from ``global_smem`` of
+# the ring's empty barriers in the one FP8 kernel variant this process compiles (read from a CPU compile of the
+# same variant by ``compile_check.empty_barrier_offset``). Nonzero: lane 0 of every math warp releases a slot by
+# inline PTX and the empty barriers count one arrive per math warp, instead of Triton's arrive, which puts a
+# warpgroup-wide named barrier before thread 0's arrive (NOTES v19, "The 256x128 K-block in SASS").
+PROBE_EMPTY_SMEM: gl.constexpr = gl.constexpr(int(os.environ.get("FINEGEMM_PROBE_EMPTY_SMEM", "0")))
+# its arrive: a warp barrier orders the other lanes' shared-memory reads of the slot (ring scales) before lane 0's
+# release; $1 is the slot
+_WARP_RELEASE_ASM: gl.constexpr = gl.constexpr(
+    "{ .reg .pred p; .reg .b32 a; bar.warp.sync 0xffffffff; mov.u32 a, %laneid; setp.eq.u32 p, a, 0; "
+    "mov.u32 a, global_smem; mad.lo.u32 a, $1, 8, a; "
+    f"@p mbarrier.arrive.shared::cta.b64 _, [a+{PROBE_EMPTY_SMEM.value}]; mov.u32 $0, 0; }}")
 
 
 def sfa_desc_layout() -> gl.NVMMASharedLayout:
@@ -240,7 +259,10 @@ def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars,
                     else:
                         sfa_dst = sfa_bufs.index(s).slice(i * A_ROWS, A_ROWS, dim=1)
                     tma.async_copy_global_to_shared(sfa_desc, [krow, off_m + i * A_ROWS], bar, sfa_dst)
-            if SFB_TMA:
+            if SFB_TMA == SFB_RING_BLOCKS:
+                # the tile's 128x128-block scale row(s) from K block kb on: [off_n / 128 + (0, 1), kb + [0, 4)]
+                tma.async_copy_global_to_shared(sfb_desc, [off_n // 128, kb], bar, sfb_bufs.index(s))
+            elif SFB_TMA:
                 tma.async_copy_global_to_shared(sfb_desc, [krow, off_n], bar, sfb_bufs.index(s))
             for i in gl.static_range(BOXES):
                 tma.async_copy_global_to_shared(a_desc, [off_m + i * A_ROWS, kb * BLOCK_K], bar,
@@ -458,6 +480,9 @@ def _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col, k
         else:
             sb = _load_scale(sfb_ptr, cols, kb, stride_sfb, col_mask, SF_PACKED)
         return sa, sb, sb
+    elif SFB_TMA:
+        one = gl.to_tensor(1.0)  # SFB_RING_BLOCKS: read from the ring (_ring_block_scales)
+        return sa, one, one
     else:
         # per-block RHS scales: row-major [ceil(N/128), SFK] (packed: [ceil(N/128), ceil(SFK/4)])
         if SF_PACKED:
@@ -506,10 +531,35 @@ def _ring_scales(sfa_bufs, sfb_bufs, s, kb, row0: gl.constexpr, row_layout: gl.c
     ``s`` (``SFA_TMA`` / ``SFB_TMA``) read from it, the others (``sa``, ``sb0``, ``sb1``) passed through."""
     if SFA_TMA:
         sa = _ring_scale(sfa_bufs, s, kb, row0, row_layout, PACKED)
-    if SFB_TMA:
+    if SFB_TMA == SFB_RING_BLOCKS:
+        sb0, sb1 = _ring_block_scales(sfb_bufs, s)
+    elif SFB_TMA:
         sb0 = _ring_scale(sfb_bufs, s, kb, 0, col_layout, PACKED, sfb_bufs.shape[2])
         sb1 = sb0
     return sa, sb0, sb1
+
+
+@gluon.jit
+def _ring_block_scales(sfb_bufs, s):
+    """(scale of the tile's first 128-column block, of its second) for the K block of ring slot ``s``
+    (``SFB_RING_BLOCKS``): words 0 and 4 of the slot's [rows, 4] box (one row: the first twice). Every thread
+    reads the whole box (one broadcast ``ld.shared``) and picks its words in registers."""
+    ROWS: gl.constexpr = sfb_bufs.shape[1]
+    flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
+    whole: gl.constexpr = gl.BlockedLayout([ROWS * 4], [32], [4], [0])
+    v = sfb_bufs.index(s)._reinterpret(sfb_bufs.dtype, [ROWS * 4], flat).load(whole)
+    idx = gl.arange(0, ROWS * 4, layout=whole)
+    sb0 = gl.reduce(gl.where(idx == 0, v, 0.0), 0, _add)
+    if ROWS == 1:
+        return sb0, sb0
+    else:
+        return sb0, gl.reduce(gl.where(idx == 4, v, 0.0), 0, _add)
+
+
+@gluon.jit
+def _add(a, b):
+    # the reduction's own combine function (gl.sum's is interpreted where finegemm enabled the interpreter)
+    return a + b
 
 
 @gluon.jit
@@ -529,7 +579,16 @@ def _release(empty_bars, s, READ_RING: gl.constexpr):
     """
     if READ_RING:
         fence_async_shared()
-    mbarrier.arrive(empty_bars.index(s), count=1)
+    if PROBE_EMPTY_SMEM != 0:
+        _warp_release(s)
+    else:
+        mbarrier.arrive(empty_bars.index(s), count=1)
+
+
+@gluon.jit
+def _warp_release(s):
+    """``PROBE_EMPTY_SMEM``: lane 0 of this warp arrives on empty barrier ``s`` (``_WARP_RELEASE_ASM``)."""
+    gl.inline_asm_elementwise(_WARP_RELEASE_ASM, "=r,r", [s], dtype=gl.int32, is_pure=False, pack=1)
 
 
 @gluon.jit
@@ -598,7 +657,7 @@ def _retire_block(acc, tok, s, kb, PENDING: gl.constexpr, sfa_bufs, sfb_bufs, em
                                 SFA_TMA, SFB_TMA)
     acc = _promote(acc, part, sa, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
     # after the promotion has consumed the slot's ring scales (see _release)
-    _release(empty_bars, s, SFB_TMA or FENCE_RING)
+    _release(empty_bars, s, SFB_TMA == SFB_RING_CHANNELS or FENCE_RING)
     return acc
 
 
@@ -672,7 +731,7 @@ def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
                                       SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA, SFB_TMA)
             part = warpgroup_mma_wait(0, deps=(part,))
             acc = _promote(acc, part, sa, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
-            _release(empty_bars, s, SFB_TMA or FENCE_RING)
+            _release(empty_bars, s, SFB_TMA == SFB_RING_CHANNELS or FENCE_RING)
             sa = nsa
             sb0 = nsb0
             sb1 = nsb1
@@ -721,7 +780,9 @@ def _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
         if SFA_TMA:
             sa0 = _ring_scale(sfa_bufs, s, kb0 + kk, row0, row_layout, SF_PACKED)
         part = warpgroup_mma_wait(0, deps=(part,))
-        if SFB_TMA:
+        if SFB_TMA == SFB_RING_BLOCKS:
+            sb0, sb1 = _ring_block_scales(sfb_bufs, s)
+        elif SFB_TMA:
             sb0 = _ring_scale(sfb_bufs, s, kb0 + kk, 0, col_layout, SF_PACKED, BLOCK_N)
             sb1 = sb0
         acc0 = _promote(acc0, part, sa0, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
@@ -738,11 +799,11 @@ def _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
         if not SFA_TMA:
             nsa1 = _load_scale(sfa_ptr, rows1, nkb, stride_sfa_k, mask1, SF_PACKED)
         part = warpgroup_mma_wait(0, deps=(part,))
-        if SFB_TMA:
+        if SFB_TMA == SFB_RING_CHANNELS:
             sb0 = _ring_scale(sfb_bufs, s, kb0 + kk, 0, col_layout, SF_PACKED, BLOCK_N)
             sb1 = sb0
         acc1 = _promote(acc1, part, sa1, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
-        _release(empty_bars, s, SFB_TMA)
+        _release(empty_bars, s, SFB_TMA == SFB_RING_CHANNELS)
         sa0 = nsa0
         sa1 = nsa1
         sb0 = nsb0
@@ -1287,14 +1348,15 @@ def _masked_math_256(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_
 
 
 @gluon.jit
-def ring_barriers(STAGES: gl.constexpr, NUM_WG: gl.constexpr):
+def ring_barriers(STAGES: gl.constexpr, NUM_WG: gl.constexpr, PER_WARP: gl.constexpr = False):
     """The ring's full barriers (one producer arrive plus the TMA bytes) and empty barriers (one arrive
-    per math warpgroup), ``STAGES`` each, initialized and fenced for the async proxy."""
+    per math warpgroup, or with ``PER_WARP`` per math warp), ``STAGES`` each, initialized and fenced for the
+    async proxy."""
     full_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
         mbarrier.init(full_bars.index(i), count=1)
-        mbarrier.init(empty_bars.index(i), count=NUM_WG)
+        mbarrier.init(empty_bars.index(i), count=NUM_WG * 4 if PER_WARP else NUM_WG)
     fence_async_shared()
     return full_bars, empty_bars
 
@@ -1411,7 +1473,9 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
     # K_DYN: K comes from a_desc at run time (the host checks it is a multiple of 128); ``K`` is unused
     gl.static_assert(not K_DYN or (SPLIT_K == 1 and GROUPING == 0), "K_DYN: dense tiles without split-K")
     gl.static_assert(BLOCK_N % 8 == 0, "BLOCK_N must be a multiple of 8")
-    gl.static_assert(SFB_PER_CHANNEL or not SFB_TMA, "SFB_TMA: recipe (1, 1, 128) only")
+    gl.static_assert(SFB_TMA == (SFB_RING_CHANNELS if SFB_PER_CHANNEL else SFB_RING_BLOCKS) or not SFB_TMA,
+                     "SFB_TMA: 1 (per-channel ring scales) for recipe (1, 1, 128), 2 (block ones) for (1, 128, 128)")
+    gl.static_assert(SFB_TMA != SFB_RING_BLOCKS or GROUPING == 0, "SFB_TMA 2: dense tiles only")
     gl.static_assert(not SPLITK_FUSED or (SPLIT_K > 1 and GROUPING == 0 and BLOCK_M <= 128),
                      "SPLITK_FUSED: dense split-K tiles of BLOCK_M 64/128")
     gl.static_assert(not C_TMA or SPLIT_K == 1 or SPLIT_TAIL, "C_TMA: whole-K tiles (split ones add C themselves)")
@@ -1449,7 +1513,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
     else:
         d_smem = gl.allocate_shared_memory(d_desc.dtype, [d_staging_rows(BLOCK_M, SMALL_EPI), BLOCK_N],
                                            d_desc.layout)
-    full_bars, empty_bars = ring_barriers(STAGES, NUM_WG)
+    full_bars, empty_bars = ring_barriers(STAGES, NUM_WG, PROBE_EMPTY_SMEM != 0)
     # one C-arrival barrier per math warpgroup; without C_TMA never waited on, and d_desc stands in for c_desc
     c_bars = gl.allocate_shared_memory(gl.int64, [NUM_WG, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(NUM_WG):

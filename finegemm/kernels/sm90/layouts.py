@@ -47,12 +47,21 @@ def sfa_ring_row(block_m: int) -> int:
     return 256 if block_m == 192 else block_m
 
 
-def stage_bytes(block_m: int, block_n: int, sfa_tma: bool = False, sfb_tma: bool = False) -> int:
+def stage_bytes(block_m: int, block_n: int, sfa_tma: bool = False, sfb_tma: bool = False,
+                sfb_blocks: bool = False) -> int:
     """Shared memory of one pipeline stage: an e4m3 A tile and an e4m3 B tile of 128 K each, plus the
-    tile's BLOCK_M 4-byte per-token scales when they ride in the ring (``sfa_tma``) and its BLOCK_N
-    per-channel RHS scales (``sfb_tma``, recipe (1, 1, 128)); the scales' row is :func:`sfa_ring_row` long."""
-    return ((block_m + block_n) * BLOCK_K + (4 * sfa_ring_row(block_m) if sfa_tma else 0)
-            + (4 * block_n if sfb_tma else 0))
+    tile's BLOCK_M 4-byte per-token scales when they ride in the ring (``sfa_tma``; the row is
+    :func:`sfa_ring_row` long) and its RHS scales (``sfb_tma``): BLOCK_N per-channel ones (recipe (1, 1, 128)),
+    or with ``sfb_blocks`` (recipe (1, 128, 128)) the :func:`sfb_block_box`."""
+    return (block_m + block_n) * BLOCK_K + (4 * sfa_ring_row(block_m) if sfa_tma else 0) + \
+        _sfb_ring_bytes(block_n, sfb_tma, sfb_blocks)
+
+
+def _sfb_ring_bytes(block_n: int, sfb_tma: bool, sfb_blocks: bool) -> int:
+    if not sfb_tma:
+        return 0
+    rows, words = sfb_block_box(block_n) if sfb_blocks else sfb_box(block_n)
+    return 4 * rows * words
 
 
 def epilogue_bytes(block_m: int, block_n: int, out_fp32: bool, small_epi: bool = False) -> int:
@@ -62,12 +71,12 @@ def epilogue_bytes(block_m: int, block_n: int, out_fp32: bool, small_epi: bool =
 
 
 def max_stages(block_m: int, block_n: int, out_fp32: bool, smem_per_block: int, small_epi: bool = False,
-               sfa_tma: bool = False, sfb_tma: bool = False) -> int:
+               sfa_tma: bool = False, sfb_tma: bool = False, sfb_blocks: bool = False) -> int:
     """How many stages fit next to the epilogue tile (and the 16-byte scale slot when scales are not in the ring)."""
     budget = smem_per_block - SMEM_RESERVED - epilogue_bytes(block_m, block_n, out_fp32, small_epi)
     if not sfa_tma:
         budget -= 16
-    return budget // stage_bytes(block_m, block_n, sfa_tma, sfb_tma)
+    return budget // stage_bytes(block_m, block_n, sfa_tma, sfb_tma, sfb_blocks)
 
 
 def full_barrier_arrivals() -> int:
@@ -80,9 +89,11 @@ def empty_barrier_arrivals(block_m: int) -> int:
     return math_warpgroups(block_m)
 
 
-def stage_tx_bytes(block_m: int, block_n: int, sfa_tma: bool = False, sfb_tma: bool = False) -> int:
+def stage_tx_bytes(block_m: int, block_n: int, sfa_tma: bool = False, sfb_tma: bool = False,
+                   sfb_blocks: bool = False) -> int:
     """Bytes the TMA loads of one stage deliver (boxes past the edge still count in full)."""
-    return (block_m + block_n) * BLOCK_K + (4 * block_m if sfa_tma else 0) + (4 * block_n if sfb_tma else 0)
+    return (block_m + block_n) * BLOCK_K + (4 * block_m if sfa_tma else 0) + \
+        _sfb_ring_bytes(block_n, sfb_tma, sfb_blocks)
 
 
 def accumulator_regs(block_m: int, block_n: int, pipelined: bool) -> int:
@@ -114,3 +125,11 @@ def sfb_box(block_n: int) -> list[int]:
     """TMA box of the per-channel RHS-scale descriptor over the [K/128, N] view (``sfb_tma``): one K
     block's BLOCK_N scales."""
     return [1, block_n]
+
+
+def sfb_block_box(block_n: int) -> list[int]:
+    """TMA box of the 128x128-block RHS-scale descriptor over the row-major [ceil(N/128), K/128] scales
+    (``sfb_tma`` under recipe (1, 128, 128)): the tile's first scale row (and, when BLOCK_N does not divide 128
+    so that a tile may reach into a second 128-column block, the next), 4 K blocks from the stage's on (16
+    bytes, the smallest box row; the kernel uses the first word of each)."""
+    return [1 if 128 % block_n == 0 else 2, 4]

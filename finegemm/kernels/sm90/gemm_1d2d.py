@@ -66,8 +66,8 @@ from .l2_prefetch import prefetch_tile_l2, tensor_map_param
 
 BLOCK_K: tl.constexpr = tl.constexpr(128)
 # SFB_TMA values: the RHS scales ride in the ring, per channel (recipe (1, 1, 128): a [1, BLOCK_N] box of the
-# [K/128, N] view a stage) or per 128x128 block (recipe (1, 128, 128): a [1 or 2, 4] box of the row-major
-# [ceil(N/128), K/128] scales from the stage's K block on, of which words 0 and 4 are used)
+# [K/128, N] view a stage) or per 128x128 block (recipe (1, 128, 128): an [8, 4] box of the row-major
+# [ceil(N/128), K/128] scales from the tile's block row and the stage's K block on, of which words 0 and 4 are used)
 SFB_RING_CHANNELS: gl.constexpr = gl.constexpr(1)
 SFB_RING_BLOCKS: gl.constexpr = gl.constexpr(2)
 # B's tensor map as fp8_gemm_kernel's lowered parameter (a_desc takes 0-4): for the L2 prefetch's inline PTX
@@ -260,7 +260,7 @@ def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars,
                         sfa_dst = sfa_bufs.index(s).slice(i * A_ROWS, A_ROWS, dim=1)
                     tma.async_copy_global_to_shared(sfa_desc, [krow, off_m + i * A_ROWS], bar, sfa_dst)
             if SFB_TMA == SFB_RING_BLOCKS:
-                # the tile's 128x128-block scale row(s) from K block kb on: [off_n / 128 + (0, 1), kb + [0, 4)]
+                # the tile's 128x128-block scale rows from K block kb on: [off_n / 128 + [0, 8), kb + [0, 4)]
                 tma.async_copy_global_to_shared(sfb_desc, [off_n // 128, kb], bar, sfb_bufs.index(s))
             elif SFB_TMA:
                 tma.async_copy_global_to_shared(sfb_desc, [krow, off_n], bar, sfb_bufs.index(s))
@@ -542,18 +542,14 @@ def _ring_scales(sfa_bufs, sfb_bufs, s, kb, row0: gl.constexpr, row_layout: gl.c
 @gluon.jit
 def _ring_block_scales(sfb_bufs, s):
     """(scale of the tile's first 128-column block, of its second) for the K block of ring slot ``s``
-    (``SFB_RING_BLOCKS``): words 0 and 4 of the slot's [rows, 4] box (one row: the first twice). Every thread
-    reads the whole box (one broadcast ``ld.shared``) and picks its words in registers."""
-    ROWS: gl.constexpr = sfb_bufs.shape[1]
+    (``SFB_RING_BLOCKS``): words 0 and 4 of the slot's [8, 4] box (layouts.sfb_block_box). Every thread reads the
+    box's first 8 words (broadcast ``ld.shared``) and picks its two in registers."""
     flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
-    whole: gl.constexpr = gl.BlockedLayout([ROWS * 4], [32], [4], [0])
-    v = sfb_bufs.index(s)._reinterpret(sfb_bufs.dtype, [ROWS * 4], flat).load(whole)
-    idx = gl.arange(0, ROWS * 4, layout=whole)
-    sb0 = gl.reduce(gl.where(idx == 0, v, 0.0), 0, _add)
-    if ROWS == 1:
-        return sb0, sb0
-    else:
-        return sb0, gl.reduce(gl.where(idx == 4, v, 0.0), 0, _add)
+    words: gl.constexpr = gl.BlockedLayout([8], [32], [4], [0])
+    box = sfb_bufs.index(s)._reinterpret(sfb_bufs.dtype, [sfb_bufs.shape[1] * sfb_bufs.shape[2]], flat)
+    v = box.slice(0, 8).load(words)
+    idx = gl.arange(0, 8, layout=words)
+    return gl.reduce(gl.where(idx == 0, v, 0.0), 0, _add), gl.reduce(gl.where(idx == 4, v, 0.0), 0, _add)
 
 
 @gluon.jit

@@ -129,7 +129,8 @@ def sfb_box(block_n: int) -> list[int]:
 
 def sfb_block_box(block_n: int) -> list[int]:
     """TMA box of the 128x128-block RHS-scale descriptor over the row-major [ceil(N/128), K/128] scales
-    (``sfb_tma`` under recipe (1, 128, 128)): the tile's first scale row (and, when BLOCK_N does not divide 128
-    so that a tile may reach into a second 128-column block, the next), 4 K blocks from the stage's on (16
-    bytes, the smallest box row; the kernel uses the first word of each)."""
-    return [1 if 128 % block_n == 0 else 2, 4]
+    (``sfb_tma`` under recipe (1, 128, 128)): 8 scale rows from the tile's first 128-column block, 4 K blocks from
+    the stage's on. The kernel uses the first word of the first two rows (a tile spans at most two blocks); the
+    box is 128 bytes because a TMA load's shared-memory destination must be 128-byte aligned (16-byte slots ran
+    into an illegal-instruction fault on the H100)."""
+    return [8, 4]

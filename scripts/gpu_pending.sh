@@ -230,7 +230,7 @@ for line in open(sys.argv[1]).read().splitlines() + open(sys.argv[2]).read().spl
 elif [ "$PART" = 31 ]; then
     # session 18 (NOTES v20): the weight scales by TMA in the ring (FINEGEMM_SFB_RING) and the per-warp slot release
     # (FINEGEMM_PROBE_EMPTY_SMEM), each and both, against main's kernel in alternating processes, bitwise checked
-    OUT="$LOGS" timeout 560 python3 -P scripts/warp_release_probe.py --rounds 2 \
+    OUT="$LOGS" timeout 560 python3 -P scripts/warp_release_probe.py --rounds 2 --variants "${PROBE_VARIANTS:-base,ring,warp,ringwarp}" \
         --shapes "${PROBE_SHAPES:-4096,7168,16384;4096,4096,7168;4096,2112,7168;4096,24576,1536;128,4096,7168}" \
         2>&1 | tee "$LOGS/warp_release_probe.log" | cut -c1-300
     pack

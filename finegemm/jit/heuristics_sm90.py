@@ -38,7 +38,7 @@ class Sm90Config:
     sfa_tma: bool = False
     # the RHS scales ride in the ring too, read from shared memory at each promotion instead of loaded from
     # global memory a K block ahead: recipe (1, 1, 128)'s per-channel ones, or (1, 128, 128)'s per-block ones
-    # (layouts.sfb_block_box; with_sfb_ring)
+    # (layouts.SFB_BLOCK_WORDS; with_sfb_ring)
     sfb_tma: bool = False
     # K read from the A descriptor at run time instead of compiled in (no split-K): one kernel for every K
     # of a shape's N (the k-grouped per-group launches); ``K`` constexpr then a placeholder
@@ -304,16 +304,15 @@ def head_split_config(desc: GemmDesc, facts: DeviceFacts, cfg: Sm90Config) -> Sm
 
 def sfb_ring_ok(desc: GemmDesc, split: int = 1) -> bool:
     """Whether recipe (1, 128, 128)'s block weight scales can ride in the ring (``Sm90Config.sfb_tma``): FP32 ones
-    (the packed UE8M0 words keep their global loads), dense tiles, and K / 128 a multiple of 4 (the scales' rows
-    must be 16-byte aligned for TMA; the dispatch checks the tensor itself)."""
-    return (desc.kind == "fp8_1d2d" and not desc.sf_packed and desc.layout == "normal" and desc.k % 512 == 0
-            and split == 1)
+    (the packed UE8M0 words keep their global loads) of dense unsplit tiles; the dispatch checks the tensor's
+    layout (contiguous rows)."""
+    return desc.kind == "fp8_1d2d" and not desc.sf_packed and desc.layout == "normal" and split == 1
 
 
 def with_sfb_ring(desc: GemmDesc, facts: DeviceFacts, cfg: Sm90Config) -> Sm90Config:
     """``cfg`` with recipe (1, 128, 128)'s block weight scales in the ring where :func:`sfb_ring_ok` (stages
     recounted; ``FINEGEMM_SFB_RING``, under measurement), else ``cfg``."""
-    if cfg.sfb_tma or not sfb_ring_ok(desc, cfg.split_k):
+    if cfg.sfb_tma or cfg.k_dynamic or not sfb_ring_ok(desc, cfg.split_k):
         return cfg
     out_fp32 = desc.out_fp32 or cfg.split_k > 1
     stages = min(MAX_STAGES, layouts.max_stages(cfg.block_m, cfg.block_n, out_fp32, facts.smem_per_block,

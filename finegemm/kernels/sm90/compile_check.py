@@ -59,9 +59,10 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32", p
         "sfa_desc": _desc_sig("i32" if desc.sf_packed else "fp32", layouts.sfa_box(bm, config.sfa_tma),
                               None, gemm_1d2d.sfa_desc_layout()),
     }
-    if config.sfb_tma:
-        box = layouts.sfb_box(bn) if desc.kind == "fp8_1d1d" else layouts.sfb_block_box(bn)
-        sig["sfb_desc"] = _desc_sig("i32" if desc.sf_packed else "fp32", box, None, gemm_1d2d.sfa_desc_layout())
+    per_channel_ring = config.sfb_tma and desc.kind == "fp8_1d1d"
+    if per_channel_ring:
+        sig["sfb_desc"] = _desc_sig("i32" if desc.sf_packed else "fp32", layouts.sfb_box(bn), None,
+                                    gemm_1d2d.sfa_desc_layout())
     constexprs = dict(
         N=desc.n, K=layouts.BLOCK_K if config.k_dynamic else desc.k, BLOCK_M=bm, BLOCK_N=bn, STAGES=config.stages,
         GROUP_M=config.group_m, SPLIT_K=split,
@@ -72,7 +73,7 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32", p
         layout_ptr=None, d_ptr=None, **DENSE_GROUPING, SFB_TMA=sfb_ring_mode(desc, config),
         K_DYN=config.k_dynamic,
     )
-    if not config.sfb_tma:
+    if not per_channel_ring:
         constexprs["sfb_desc"] = None
     c_tma = c_tma_effective(desc, config, c_dtype)
     constexprs["C_TMA"] = c_tma

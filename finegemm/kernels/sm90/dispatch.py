@@ -127,15 +127,11 @@ def _scale_desc(sfa: torch.Tensor, bm: int, tma: bool) -> TensorDescriptor | Non
     return TensorDescriptor(sfa, [sfk, m], [stride_k, 1], layouts.sfa_box(bm, True), gemm_1d2d.sfa_desc_layout())
 
 
-def _block_scale_desc(sfb: torch.Tensor, bn: int) -> TensorDescriptor | None:
-    """TMA descriptor of recipe (1, 128, 128)'s FP32 weight scales ``[ceil(N/128), K/128]`` with box
-    :func:`.layouts.sfb_block_box` (``Sm90Config.sfb_tma``); None when they cannot be a TMA source (not FP32, K
-    not contiguous, base or row stride not 16-byte aligned)."""
-    if (sfb.dtype != torch.float32 or sfb.dim() != 2 or sfb.stride(1) != 1 or sfb.data_ptr() % 16
-            or (sfb.stride(0) * 4) % 16):
-        return None
-    return TensorDescriptor(sfb, list(sfb.shape), list(sfb.stride()), layouts.sfb_block_box(bn),
-                            gemm_1d2d.sfa_desc_layout())
+def block_scales_ringable(sfb: torch.Tensor, k: int) -> bool:
+    """Whether recipe (1, 128, 128)'s weight scales can be read by the producer for the ring
+    (``Sm90Config.sfb_tma``; gemm_1d2d._block_scale_words): FP32 ``[ceil(N/128), K/128]`` with contiguous rows."""
+    return (sfb.dtype == torch.float32 and sfb.dim() == 2 and sfb.stride(1) == 1
+            and (sfb.shape[0] == 1 or sfb.stride(0) == k // 128))
 
 
 def sfb_ring_mode(desc: GemmDesc, config: Sm90Config) -> int:
@@ -193,9 +189,9 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c, chain:
         config = dataclasses.replace(config, sfa_tma=False)
         sfa_desc = _scale_desc(sfa, bm, False)
     sfb_desc = None
-    if config.sfb_tma:
-        sfb_desc = _scale_desc(sfb, bn, True) if per_channel else _block_scale_desc(sfb, bn)
-    if sfb_desc is None:
+    if config.sfb_tma and per_channel:
+        sfb_desc = _scale_desc(sfb, bn, True)
+    if sfb_desc is None and not (config.sfb_tma and not per_channel and block_scales_ringable(sfb, k)):
         config = dataclasses.replace(config, sfb_tma=False)
     c_desc = _desc(c, [64, bn]) if config.c_tma and c_tma_ok(config, c, d) else None
     if c_desc is None:

@@ -65,9 +65,10 @@ from triton.language.extra.cuda import gdc_wait
 from .l2_prefetch import prefetch_tile_l2, tensor_map_param
 
 BLOCK_K: tl.constexpr = tl.constexpr(128)
-# SFB_TMA values: the RHS scales ride in the ring, per channel (recipe (1, 1, 128): a [1, BLOCK_N] box of the
-# [K/128, N] view a stage) or per 128x128 block (recipe (1, 128, 128): an [8, 4] box of the row-major
-# [ceil(N/128), K/128] scales from the tile's block row and the stage's K block on, of which words 0 and 4 are used)
+# SFB_TMA values: the RHS scales ride in the ring, per channel (recipe (1, 1, 128): a [1, BLOCK_N] TMA box of the
+# [K/128, N] view a stage) or per 128x128 block (recipe (1, 128, 128): the producer stores the stage's K-block scale
+# of the tile's first 128-column block into words 0-3 of an 8-word slot and that of the next block into words 4-7;
+# a TMA box of the tiny scale tensor faulted with an illegal instruction on the H100, NOTES v20)
 SFB_RING_CHANNELS: gl.constexpr = gl.constexpr(1)
 SFB_RING_BLOCKS: gl.constexpr = gl.constexpr(2)
 # B's tensor map as fp8_gemm_kernel's lowered parameter (a_desc takes 0-4): for the L2 prefetch's inline PTX
@@ -227,7 +228,7 @@ def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars,
     BOXES: gl.constexpr = BLOCK_M // A_ROWS
     nbytes: gl.constexpr = (BOXES * a_desc.block_type.nbytes + b_desc.block_type.nbytes
                             + (BOXES * sfa_desc.block_type.nbytes if SFA_TMA else 0)
-                            + (sfb_desc.block_type.nbytes if SFB_TMA else 0))
+                            + (sfb_desc.block_type.nbytes if SFB_TMA == SFB_RING_CHANNELS else 0))
     kb_per_split = num_kb // SPLIT_K
     num_pid_m = gl.cdiv(M, BLOCK_M)
     num_pid_n: gl.constexpr = (N + BLOCK_N - 1) // BLOCK_N
@@ -246,9 +247,15 @@ def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars,
         for kk in range(kb_count):
             s = it % STAGES
             phase = (it // STAGES) & 1
+            kb = kb0 + kk
+            if SFB_TMA == SFB_RING_BLOCKS:
+                # sfb_desc is the scales' pointer here; loaded before the wait, which covers the load's latency
+                words = _block_scale_words(sfb_desc, off_n, kb, N, K)
             mbarrier.wait(empty_bars.index(s), phase ^ 1)
             bar = full_bars.index(s)
-            kb = kb0 + kk
+            if SFB_TMA == SFB_RING_BLOCKS:
+                # generic stores, ordered before the arrive below (a warp barrier, then lane 0's release)
+                sfb_bufs.index(s)._reinterpret(gl.float32, [8], gl.SwizzledSharedLayout(1, 1, 1, [0])).store(words)
             mbarrier.expect(bar, nbytes)
             # the MN-major scale tensors are [K/128 (packed: /4), M or N]: one row of the tile per stage
             krow = kb // 4 if SF_PACKED else kb
@@ -259,10 +266,7 @@ def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars,
                     else:
                         sfa_dst = sfa_bufs.index(s).slice(i * A_ROWS, A_ROWS, dim=1)
                     tma.async_copy_global_to_shared(sfa_desc, [krow, off_m + i * A_ROWS], bar, sfa_dst)
-            if SFB_TMA == SFB_RING_BLOCKS:
-                # the tile's 128x128-block scale rows from K block kb on: [off_n / 128 + [0, 8), kb + [0, 4)]
-                tma.async_copy_global_to_shared(sfb_desc, [off_n // 128, kb], bar, sfb_bufs.index(s))
-            elif SFB_TMA:
+            if SFB_TMA == SFB_RING_CHANNELS:
                 tma.async_copy_global_to_shared(sfb_desc, [krow, off_n], bar, sfb_bufs.index(s))
             for i in gl.static_range(BOXES):
                 tma.async_copy_global_to_shared(a_desc, [off_m + i * A_ROWS, kb * BLOCK_K], bar,
@@ -272,6 +276,17 @@ def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars,
                 if kk + B_PREFETCH < kb_count:
                     prefetch_tile_l2((kb + B_PREFETCH) * BLOCK_K, off_n, B_TENSOR_MAP)
             it += 1
+
+
+@gluon.jit
+def _block_scale_words(sfb_ptr, off_n, kb, N: gl.constexpr, K: gl.constexpr):
+    """The producer's 8 words of a ``SFB_RING_BLOCKS`` slot: K block ``kb``'s scale of the tile's first 128-column
+    block in words 0-3, of the next block (clamped to the last) in words 4-7; the scales are row-major
+    [ceil(N/128), K/128] with contiguous rows (the dispatch checks)."""
+    words_layout: gl.constexpr = gl.BlockedLayout([8], [32], [1], [0])  # every lane all 8: plain stores
+    idx = gl.arange(0, 8, layout=words_layout)
+    nb = gl.minimum(off_n // 128 + idx // 4, (N + 127) // 128 - 1)
+    return gl.load(sfb_ptr + nb * (K // 128) + kb)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -542,12 +557,11 @@ def _ring_scales(sfa_bufs, sfb_bufs, s, kb, row0: gl.constexpr, row_layout: gl.c
 @gluon.jit
 def _ring_block_scales(sfb_bufs, s):
     """(scale of the tile's first 128-column block, of its second) for the K block of ring slot ``s``
-    (``SFB_RING_BLOCKS``): words 0 and 4 of the slot's [8, 4] box (layouts.sfb_block_box). Every thread reads the
-    box's first 8 words (broadcast ``ld.shared``) and picks its two in registers."""
+    (``SFB_RING_BLOCKS``): words 0 and 4 of the slot's 8 (:func:`_block_scale_words`). Every thread reads all 8
+    (broadcast ``ld.shared``) and picks its two in registers."""
     flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
     words: gl.constexpr = gl.BlockedLayout([8], [32], [4], [0])
-    box = sfb_bufs.index(s)._reinterpret(sfb_bufs.dtype, [sfb_bufs.shape[1] * sfb_bufs.shape[2]], flat)
-    v = box.slice(0, 8).load(words)
+    v = sfb_bufs.index(s)._reinterpret(sfb_bufs.dtype, [8], flat).load(words)
     idx = gl.arange(0, 8, layout=words)
     return gl.reduce(gl.where(idx == 0, v, 0.0), 0, _add), gl.reduce(gl.where(idx == 4, v, 0.0), 0, _add)
 
@@ -1471,7 +1485,8 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
     gl.static_assert(BLOCK_N % 8 == 0, "BLOCK_N must be a multiple of 8")
     gl.static_assert(SFB_TMA == (SFB_RING_CHANNELS if SFB_PER_CHANNEL else SFB_RING_BLOCKS) or not SFB_TMA,
                      "SFB_TMA: 1 (per-channel ring scales) for recipe (1, 1, 128), 2 (block ones) for (1, 128, 128)")
-    gl.static_assert(SFB_TMA != SFB_RING_BLOCKS or GROUPING == 0, "SFB_TMA 2: dense tiles only")
+    gl.static_assert(SFB_TMA != SFB_RING_BLOCKS or (GROUPING == 0 and not K_DYN and not SF_PACKED),
+                     "SFB_TMA 2: dense FP32-scale tiles of compiled K only")
     gl.static_assert(not SPLITK_FUSED or (SPLIT_K > 1 and GROUPING == 0 and BLOCK_M <= 128),
                      "SPLITK_FUSED: dense split-K tiles of BLOCK_M 64/128")
     gl.static_assert(not C_TMA or SPLIT_K == 1 or SPLIT_TAIL, "C_TMA: whole-K tiles (split ones add C themselves)")
@@ -1498,7 +1513,10 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
     sfa_bufs = gl.allocate_shared_memory(sfa_desc.dtype, [SFA_SLOTS, 1, SFA_ROW], sfa_desc.layout)
     # warp_specialize takes no None argument: without SFB_TMA a 16-byte placeholder buffer and the LHS
     # scale descriptor stand in (never read)
-    if SFB_TMA:
+    if SFB_TMA == SFB_RING_BLOCKS:  # the producer stores them (_block_scale_words): it gets the pointer
+        sfb_tma_desc = sfb_ptr
+        sfb_bufs = gl.allocate_shared_memory(gl.float32, [STAGES, 1, 8], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
+    elif SFB_TMA:
         sfb_tma_desc = sfb_desc
         sfb_bufs = gl.allocate_shared_memory(sfb_desc.dtype, [STAGES] + sfb_desc.block_type.shape, sfb_desc.layout)
     else:

@@ -52,16 +52,14 @@ def stage_bytes(block_m: int, block_n: int, sfa_tma: bool = False, sfb_tma: bool
     """Shared memory of one pipeline stage: an e4m3 A tile and an e4m3 B tile of 128 K each, plus the
     tile's BLOCK_M 4-byte per-token scales when they ride in the ring (``sfa_tma``; the row is
     :func:`sfa_ring_row` long) and its RHS scales (``sfb_tma``): BLOCK_N per-channel ones (recipe (1, 1, 128)),
-    or with ``sfb_blocks`` (recipe (1, 128, 128)) the :func:`sfb_block_box`."""
+    or with ``sfb_blocks`` (recipe (1, 128, 128)) a :data:`SFB_BLOCK_WORDS` slot."""
     return (block_m + block_n) * BLOCK_K + (4 * sfa_ring_row(block_m) if sfa_tma else 0) + \
-        _sfb_ring_bytes(block_n, sfb_tma, sfb_blocks)
+        (0 if not sfb_tma else 4 * SFB_BLOCK_WORDS if sfb_blocks else 4 * block_n)
 
 
-def _sfb_ring_bytes(block_n: int, sfb_tma: bool, sfb_blocks: bool) -> int:
-    if not sfb_tma:
-        return 0
-    rows, words = sfb_block_box(block_n) if sfb_blocks else sfb_box(block_n)
-    return 4 * rows * words
+# words of a stage's recipe (1, 128, 128) weight-scale slot (``sfb_tma``): the tile's first block's scale in 0-3,
+# the next block's in 4-7, stored by the producer (gemm_1d2d._block_scale_words)
+SFB_BLOCK_WORDS = 8
 
 
 def epilogue_bytes(block_m: int, block_n: int, out_fp32: bool, small_epi: bool = False) -> int:
@@ -91,9 +89,10 @@ def empty_barrier_arrivals(block_m: int) -> int:
 
 def stage_tx_bytes(block_m: int, block_n: int, sfa_tma: bool = False, sfb_tma: bool = False,
                    sfb_blocks: bool = False) -> int:
-    """Bytes the TMA loads of one stage deliver (boxes past the edge still count in full)."""
+    """Bytes the TMA loads of one stage deliver (boxes past the edge still count in full); recipe (1, 128, 128)'s
+    weight scales (``sfb_blocks``) are stored by the producer, not loaded by TMA."""
     return (block_m + block_n) * BLOCK_K + (4 * block_m if sfa_tma else 0) + \
-        _sfb_ring_bytes(block_n, sfb_tma, sfb_blocks)
+        (4 * block_n if sfb_tma and not sfb_blocks else 0)
 
 
 def accumulator_regs(block_m: int, block_n: int, pipelined: bool) -> int:
@@ -125,12 +124,3 @@ def sfb_box(block_n: int) -> list[int]:
     """TMA box of the per-channel RHS-scale descriptor over the [K/128, N] view (``sfb_tma``): one K
     block's BLOCK_N scales."""
     return [1, block_n]
-
-
-def sfb_block_box(block_n: int) -> list[int]:
-    """TMA box of the 128x128-block RHS-scale descriptor over the row-major [ceil(N/128), K/128] scales
-    (``sfb_tma`` under recipe (1, 128, 128)): 8 scale rows from the tile's first 128-column block, 4 K blocks from
-    the stage's on. The kernel uses the first word of the first two rows (a tile spans at most two blocks); the
-    box is 128 bytes because a TMA load's shared-memory destination must be 128-byte aligned (16-byte slots ran
-    into an illegal-instruction fault on the H100)."""
-    return [8, 4]

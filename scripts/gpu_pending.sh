@@ -55,8 +55,8 @@
 #   bash scripts/gpu_pending.sh 23  (session 16) A/B of a kernel change against the tree in ab_base/ (copy the base
 #                                   commit's finegemm/ there first): harness dense and grouped suites, alternating
 #   bash scripts/gpu_pending.sh 29  (session 17) the masked group walk fix: masked GPU tests, masked config sweeps
-#   bash scripts/gpu_pending.sh 31  (session 18) scripts/warp_release_probe.py: weight scales in the ring, per-warp
-#                                   slot release, both, against main's kernel (M = 4096 and one small shape)
+#   bash scripts/gpu_pending.sh 31  (session 18) scripts/warp_release_probe.py: the per-warp slot release against
+#                                   main's kernel (M = 4096 and one small shape; ran on an H100 in session 18)
 #   bash scripts/gpu_pending.sh 30  (session 17) the masked BF16 sweep, the grouped harness suite (events, DeepGEMM's
 #                                   grouped anchors, the new 256-row masked rule), the k-grouped suite (nt form)
 #   bash scripts/gpu_pending.sh 16  (session 15) the warp-specialized paged MQA kernel: GPU tests, paged probe
@@ -228,9 +228,9 @@ for line in open(sys.argv[1]).read().splitlines() + open(sys.argv[2]).read().spl
         print(r['groups'], r['m_per_group'], r['N'], r['K'], f\"{r['block_m']}x{r['block_n']}\", 'pipe' * r['pipe_mma'],
               r['us'], 'H' * r['heuristic'], f\"{r['calc_diff']:.1e}\")" "$LOGS/masked-sweep-a.log" "$LOGS/masked-sweep-b.log"
 elif [ "$PART" = 31 ]; then
-    # session 18 (NOTES v20): the weight scales by TMA in the ring (FINEGEMM_SFB_RING) and the per-warp slot release
-    # (FINEGEMM_PROBE_EMPTY_SMEM), each and both, against main's kernel in alternating processes, bitwise checked
-    OUT="$LOGS" timeout 560 python3 -P scripts/warp_release_probe.py --rounds 2 --variants "${PROBE_VARIANTS:-base,ring,warp,ringwarp}" \
+    # session 18 (NOTES v20): the per-warp slot release (FINEGEMM_PROBE_EMPTY_SMEM) against main's kernel in
+    # alternating processes, bitwise checked
+    OUT="$LOGS" timeout 560 python3 -P scripts/warp_release_probe.py --rounds 2 \
         --shapes "${PROBE_SHAPES:-4096,7168,16384;4096,4096,7168;4096,2112,7168;4096,24576,1536;128,4096,7168}" \
         2>&1 | tee "$LOGS/warp_release_probe.log" | cut -c1-300
     pack

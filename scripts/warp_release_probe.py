@@ -1,14 +1,11 @@
-"""A/B of two changes to the dense FP8 kernel's K block (NOTES v19-v20), in alternating processes, bitwise checked.
+"""A/B of the per-warp slot release of the dense FP8 kernel (NOTES v19-v20), in alternating processes, bitwise
+checked.
 
-Variants (each process compiles one of them; the kernel reads the switches at import):
+Variants (each process compiles one of them; the kernel reads the switch at import):
   base      the dispatched config as main runs it
-  ring      ``FINEGEMM_SFB_RING=1``: each K block's weight scales by TMA in the ring (``Sm90Config.sfb_tma``,
-            read with ``ld.shared``) instead of a scalar global load a block ahead, which ptxas waits for with an
-            ``R2UR`` right after wave 1's issue (v19's SASS reading)
   warp      ``FINEGEMM_PROBE_EMPTY_SMEM``: lane 0 of every math warp releases a ring slot by inline PTX, without
             Triton's warpgroup-wide ``BAR.SYNC`` before thread 0's arrive (offset read from a CPU compile of the
             same config by ``compile_check.empty_barrier_offset``; a wrong one would hang, hence the timeout)
-  ringwarp  both
 
 Per shape and variant: events around each call with L2 flushed (the harness timer), median of ``REPEATS``;
 the output's bytes hashed (every variant must give the same bits: same WGMMAs, same promotion order) and its
@@ -29,7 +26,7 @@ import sys
 
 SHAPES = "4096,7168,16384;4096,4096,7168;4096,7168,2048;4096,24576,1536;4096,2112,7168;128,4096,7168;64,7168,2048"
 REPEATS = 30
-ENV_KEYS = ("FINEGEMM_SFB_RING", "FINEGEMM_PROBE_EMPTY_SMEM")
+ENV_KEYS = ("FINEGEMM_PROBE_EMPTY_SMEM",)
 
 
 def parse_shapes(text: str) -> list[tuple[int, int, int]]:
@@ -41,18 +38,15 @@ def variant_env(variant: str, m: int, n: int, k: int) -> dict[str, str]:
     that process will dispatch."""
     from finegemm.jit.device import H200
     from finegemm.jit.heuristics import GemmDesc
-    from finegemm.jit.heuristics_sm90 import with_sfb_ring
     from finegemm.kernels.sm90 import compile_check
     from finegemm.kernels.sm90.dispatch import get_config
 
-    env = {"FINEGEMM_SFB_RING": "1" if "ring" in variant else "0", "FINEGEMM_PROBE_EMPTY_SMEM": "0"}
-    if "warp" in variant:
-        desc = GemmDesc("fp8_1d2d", m, n, k)
-        config = get_config(desc, H200)
-        if "ring" in variant:
-            config = with_sfb_ring(desc, H200, config)
-        env["FINEGEMM_PROBE_EMPTY_SMEM"] = str(compile_check.empty_barrier_offset(desc, config))
-    return env
+    if variant == "base":
+        return {"FINEGEMM_PROBE_EMPTY_SMEM": "0"}
+    if variant != "warp":
+        raise ValueError(f"variant must be base or warp, got {variant!r}")
+    desc = GemmDesc("fp8_1d2d", m, n, k)
+    return {"FINEGEMM_PROBE_EMPTY_SMEM": str(compile_check.empty_barrier_offset(desc, get_config(desc, H200)))}
 
 
 def child(shape: tuple[int, int, int]) -> None:
@@ -83,7 +77,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--child", default="")
     parser.add_argument("--shapes", default=SHAPES)
-    parser.add_argument("--variants", default="base,ring,warp,ringwarp")
+    parser.add_argument("--variants", default="base,warp")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--timeout", type=int, default=90)
     args = parser.parse_args()

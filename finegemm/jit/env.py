@@ -71,15 +71,7 @@ PDL = EnvSwitch(
     "once the GEMM has finished, as ordinary stream order); read when a shape's launch plan is built",
 )
 
-SFB_RING = EnvSwitch(
-    "FINEGEMM_SFB_RING",
-    "0",
-    "1: on sm90, dense FP8 GEMMs of recipe (1, 128, 128) take each K block's weight scales by TMA in the "
-    "pipeline ring (read from shared memory) instead of a global load a K block ahead; under measurement "
-    "(benchmarks/NOTES.md v20), read when a shape's config is chosen",
-)
-
-ALL_SWITCHES = (PRINT_CONFIGS, BACKEND, CACHE_DIR, DEBUG, MQA_FP32_SUM, PDL, SFB_RING)
+ALL_SWITCHES = (PRINT_CONFIGS, BACKEND, CACHE_DIR, DEBUG, MQA_FP32_SUM, PDL)
 BACKENDS = ("auto", "sm90", "portable")
 
 

@@ -36,9 +36,8 @@ class Sm90Config:
     small_epi: bool = False
     # the per-token LHS scales ride in the ring by TMA instead of global loads in the math warps
     sfa_tma: bool = False
-    # the RHS scales ride in the ring too, read from shared memory at each promotion instead of loaded from
-    # global memory a K block ahead: recipe (1, 1, 128)'s per-channel ones, or (1, 128, 128)'s per-block ones
-    # (layouts.SFB_BLOCK_WORDS; with_sfb_ring)
+    # recipe (1, 1, 128): the per-channel RHS scales ride in the ring too, read from shared memory at
+    # each promotion instead of held in registers a K block ahead
     sfb_tma: bool = False
     # K read from the A descriptor at run time instead of compiled in (no split-K): one kernel for every K
     # of a shape's N (the k-grouped per-group launches); ``K`` constexpr then a placeholder
@@ -302,24 +301,6 @@ def head_split_config(desc: GemmDesc, facts: DeviceFacts, cfg: Sm90Config) -> Sm
     return make_config(desc, facts, bm, bn, sfa_tma=cfg.sfa_tma)
 
 
-def sfb_ring_ok(desc: GemmDesc, split: int = 1) -> bool:
-    """Whether recipe (1, 128, 128)'s block weight scales can ride in the ring (``Sm90Config.sfb_tma``): FP32 ones
-    (the packed UE8M0 words keep their global loads) of dense unsplit tiles; the dispatch checks the tensor's
-    layout (contiguous rows)."""
-    return desc.kind == "fp8_1d2d" and not desc.sf_packed and desc.layout == "normal" and split == 1
-
-
-def with_sfb_ring(desc: GemmDesc, facts: DeviceFacts, cfg: Sm90Config) -> Sm90Config:
-    """``cfg`` with recipe (1, 128, 128)'s block weight scales in the ring where :func:`sfb_ring_ok` (stages
-    recounted; ``FINEGEMM_SFB_RING``, under measurement), else ``cfg``."""
-    if cfg.sfb_tma or cfg.k_dynamic or not sfb_ring_ok(desc, cfg.split_k):
-        return cfg
-    out_fp32 = desc.out_fp32 or cfg.split_k > 1
-    stages = min(MAX_STAGES, layouts.max_stages(cfg.block_m, cfg.block_n, out_fp32, facts.smem_per_block,
-                                                cfg.small_epi, cfg.sfa_tma, True, True))
-    return dataclasses.replace(cfg, sfb_tma=True, stages=min(stages, cfg.stages))
-
-
 def make_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int = 1,
                 small_epi: bool = False, sfa_tma: bool = False, sfb_tma: bool = False) -> Sm90Config:
     """A config for explicit tiles: stages from the shared-memory budget, PIPE_MMA where registers allow.
@@ -335,10 +316,9 @@ def make_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int
     # CPU compile check: packed UE8M0 scales from the ring at BLOCK_M 256 spill 112 bytes (the decode
     # splits the partial's register block); keep those on global loads.
     sfa_tma = sfa_tma and not (bm == 256 and desc.sf_packed)
-    sfb_blocks = desc.kind == "fp8_1d2d"
-    sfb_tma = sfb_tma and (not sfb_blocks or sfb_ring_ok(desc, split))
+    sfb_tma = sfb_tma and desc.kind == "fp8_1d1d"
     stages = min(MAX_STAGES, layouts.max_stages(bm, bn, out_fp32, facts.smem_per_block, small_epi, sfa_tma,
-                                                sfb_tma, sfb_tma and sfb_blocks))
+                                                sfb_tma))
     # Two partials in flight need 3 accumulators of registers; per-channel RHS scales from global
     # memory add two column vectors (current and next K block), from the ring one transient vector.
     # 192 leaves ~40 of the 232 for addresses.

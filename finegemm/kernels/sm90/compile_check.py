@@ -21,7 +21,6 @@ from ...jit.heuristics import GemmDesc
 from ...jit.heuristics_sm90 import Sm90Config
 from ...jit.interpret import restore_language
 from . import gemm_1d2d, layouts
-from .dispatch import sfb_ring_mode
 
 TARGET = GPUTarget("cuda", 90, 32)
 # fp8_gemm_kernel's m-grouped constexprs at their dense (GROUPING 0) defaults
@@ -59,8 +58,7 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32", p
         "sfa_desc": _desc_sig("i32" if desc.sf_packed else "fp32", layouts.sfa_box(bm, config.sfa_tma),
                               None, gemm_1d2d.sfa_desc_layout()),
     }
-    per_channel_ring = config.sfb_tma and desc.kind == "fp8_1d1d"
-    if per_channel_ring:
+    if config.sfb_tma:
         sig["sfb_desc"] = _desc_sig("i32" if desc.sf_packed else "fp32", layouts.sfb_box(bn), None,
                                     gemm_1d2d.sfa_desc_layout())
     constexprs = dict(
@@ -70,10 +68,10 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32", p
         PIPE_MMA=config.pipe_mma, PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.math_regs(bm),
         SMALL_EPI=config.small_epi, SFA_TMA=config.sfa_tma,
         # ASTSource applies no defaults: the dense form names every grouped parameter's default
-        layout_ptr=None, d_ptr=None, **DENSE_GROUPING, SFB_TMA=sfb_ring_mode(desc, config),
+        layout_ptr=None, d_ptr=None, **DENSE_GROUPING, SFB_TMA=config.sfb_tma,
         K_DYN=config.k_dynamic,
     )
-    if not per_channel_ring:
+    if not config.sfb_tma:
         constexprs["sfb_desc"] = None
     c_tma = c_tma_effective(desc, config, c_dtype)
     constexprs["C_TMA"] = c_tma

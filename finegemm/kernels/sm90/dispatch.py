@@ -20,13 +20,7 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 from ...jit import env
 from ...jit.device import DeviceFacts
 from ...jit.heuristics import GemmDesc, get_portable_config
-from ...jit.heuristics_sm90 import (
-    HEAD_SPLIT_BLOCK_NS,
-    Sm90Config,
-    get_sm90_config,
-    head_split_config,
-    with_sfb_ring,
-)
+from ...jit.heuristics_sm90 import HEAD_SPLIT_BLOCK_NS, Sm90Config, get_sm90_config, head_split_config
 from ..portable.gemm_fp8 import launch_fp8_gemm
 from . import gemm_1d2d, launcher, layouts
 from .dispatch_bf16 import _facts_of, _tma_ready
@@ -77,9 +71,7 @@ def unsupported_reason(desc: GemmDesc, facts: DeviceFacts) -> str | None:
 
 def get_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Config:
     config = get_sm90_config(desc, facts)
-    if desc.head_splits is not None:
-        config = head_split_config(desc, facts, config)
-    return with_sfb_ring(desc, facts, config) if env.flag(env.SFB_RING) else config
+    return config if desc.head_splits is None else head_split_config(desc, facts, config)
 
 
 # split-K buffers per (device, current stream, size): launcher.stream_scratch
@@ -125,21 +117,6 @@ def _scale_desc(sfa: torch.Tensor, bm: int, tma: bool) -> TensorDescriptor | Non
     if sfa.data_ptr() % 16 or (stride_k * 4) % 16 or (m > 1 and sfa.stride(0) != 1):
         return None
     return TensorDescriptor(sfa, [sfk, m], [stride_k, 1], layouts.sfa_box(bm, True), gemm_1d2d.sfa_desc_layout())
-
-
-def block_scales_ringable(sfb: torch.Tensor, k: int) -> bool:
-    """Whether recipe (1, 128, 128)'s weight scales can be read by the producer for the ring
-    (``Sm90Config.sfb_tma``; gemm_1d2d._block_scale_words): FP32 ``[ceil(N/128), K/128]`` with contiguous rows."""
-    return (sfb.dtype == torch.float32 and sfb.dim() == 2 and sfb.stride(1) == 1
-            and (sfb.shape[0] == 1 or sfb.stride(0) == k // 128))
-
-
-def sfb_ring_mode(desc: GemmDesc, config: Sm90Config) -> int:
-    """The kernel's ``SFB_TMA``: 0, or with ``config.sfb_tma`` 1 (per-channel scales, recipe (1, 1, 128)) or
-    2 (per-block ones, recipe (1, 128, 128))."""
-    if not config.sfb_tma:
-        return 0
-    return gemm_1d2d.SFB_RING_CHANNELS.value if desc.kind == "fp8_1d1d" else gemm_1d2d.SFB_RING_BLOCKS.value
 
 
 def c_tma_ok(config: Sm90Config, c: torch.Tensor | None, d: torch.Tensor) -> bool:
@@ -188,10 +165,8 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c, chain:
     if sfa_desc is None:  # scales not TMA-addressable (unaligned view): load them from global memory
         config = dataclasses.replace(config, sfa_tma=False)
         sfa_desc = _scale_desc(sfa, bm, False)
-    sfb_desc = None
-    if config.sfb_tma and per_channel:
-        sfb_desc = _scale_desc(sfb, bn, True)
-    if sfb_desc is None and not (config.sfb_tma and not per_channel and block_scales_ringable(sfb, k)):
+    sfb_desc = _scale_desc(sfb, bn, True) if per_channel and config.sfb_tma else None
+    if sfb_desc is None:
         config = dataclasses.replace(config, sfb_tma=False)
     c_desc = _desc(c, [64, bn]) if config.c_tma and c_tma_ok(config, c, d) else None
     if c_desc is None:
@@ -202,8 +177,7 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c, chain:
         GROUP_M=config.group_m, SPLIT_K=split,
         SF_PACKED=sfa.dtype == torch.int32, SFB_PER_CHANNEL=per_channel, HAS_C=c is not None,
         PIPE_MMA=config.pipe_mma, PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.math_regs(bm),
-        SMALL_EPI=config.small_epi, SFA_TMA=config.sfa_tma, sfb_desc=sfb_desc,
-        SFB_TMA=sfb_ring_mode(desc, config),
+        SMALL_EPI=config.small_epi, SFA_TMA=config.sfa_tma, sfb_desc=sfb_desc, SFB_TMA=config.sfb_tma,
         K_DYN=config.k_dynamic, c_desc=c_desc, C_TMA=config.c_tma,
         C_TMA_LATE=config.c_tma and config.c_tma_late and not (fused and config.split_tail),
         num_warps=config.num_warps, SPLITK_FUSED=fused, SPLIT_TAIL=fused and config.split_tail,

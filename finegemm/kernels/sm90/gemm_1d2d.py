@@ -65,19 +65,14 @@ from triton.language.extra.cuda import gdc_wait
 from .l2_prefetch import prefetch_tile_l2, tensor_map_param
 
 BLOCK_K: tl.constexpr = tl.constexpr(128)
-# SFB_TMA values: the RHS scales ride in the ring, per channel (recipe (1, 1, 128): a [1, BLOCK_N] TMA box of the
-# [K/128, N] view a stage) or per 128x128 block (recipe (1, 128, 128): the producer stores the stage's K-block scale
-# of the tile's first 128-column block into words 0-3 of an 8-word slot and that of the next block into words 4-7;
-# a TMA box of the tiny scale tensor faulted with an illegal instruction on the H100, NOTES v20)
-SFB_RING_CHANNELS: gl.constexpr = gl.constexpr(1)
-SFB_RING_BLOCKS: gl.constexpr = gl.constexpr(2)
 # B's tensor map as fp8_gemm_kernel's lowered parameter (a_desc takes 0-4): for the L2 prefetch's inline PTX
 B_TENSOR_MAP: gl.constexpr = gl.constexpr(tensor_map_param("fp8_gemm_kernel", 5))
 # Probe only (scripts/warp_release_probe.py; never set by the library): the byte offset from ``global_smem`` of
 # the ring's empty barriers in the one FP8 kernel variant this process compiles (read from a CPU compile of the
 # same variant by ``compile_check.empty_barrier_offset``). Nonzero: lane 0 of every math warp releases a slot by
 # inline PTX and the empty barriers count one arrive per math warp, instead of Triton's arrive, which puts a
-# warpgroup-wide named barrier before thread 0's arrive (NOTES v19, "The 256x128 K-block in SASS").
+# warpgroup-wide named barrier before thread 0's arrive (NOTES v19, "The 256x128 K-block in SASS"; measured in
+# v20: 1.002-1.017x on the H100, not adopted).
 PROBE_EMPTY_SMEM: gl.constexpr = gl.constexpr(int(os.environ.get("FINEGEMM_PROBE_EMPTY_SMEM", "0")))
 # its arrive: a warp barrier orders the other lanes' shared-memory reads of the slot (ring scales) before lane 0's
 # release; $1 is the slot
@@ -228,7 +223,7 @@ def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars,
     BOXES: gl.constexpr = BLOCK_M // A_ROWS
     nbytes: gl.constexpr = (BOXES * a_desc.block_type.nbytes + b_desc.block_type.nbytes
                             + (BOXES * sfa_desc.block_type.nbytes if SFA_TMA else 0)
-                            + (sfb_desc.block_type.nbytes if SFB_TMA == SFB_RING_CHANNELS else 0))
+                            + (sfb_desc.block_type.nbytes if SFB_TMA else 0))
     kb_per_split = num_kb // SPLIT_K
     num_pid_m = gl.cdiv(M, BLOCK_M)
     num_pid_n: gl.constexpr = (N + BLOCK_N - 1) // BLOCK_N
@@ -247,15 +242,9 @@ def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars,
         for kk in range(kb_count):
             s = it % STAGES
             phase = (it // STAGES) & 1
-            kb = kb0 + kk
-            if SFB_TMA == SFB_RING_BLOCKS:
-                # sfb_desc is the scales' pointer here; loaded before the wait, which covers the load's latency
-                words = _block_scale_words(sfb_desc, off_n, kb, N, K)
             mbarrier.wait(empty_bars.index(s), phase ^ 1)
             bar = full_bars.index(s)
-            if SFB_TMA == SFB_RING_BLOCKS:
-                # generic stores, ordered before the arrive below (a warp barrier, then lane 0's release)
-                sfb_bufs.index(s)._reinterpret(gl.float32, [8], gl.SwizzledSharedLayout(1, 1, 1, [0])).store(words)
+            kb = kb0 + kk
             mbarrier.expect(bar, nbytes)
             # the MN-major scale tensors are [K/128 (packed: /4), M or N]: one row of the tile per stage
             krow = kb // 4 if SF_PACKED else kb
@@ -266,7 +255,7 @@ def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars,
                     else:
                         sfa_dst = sfa_bufs.index(s).slice(i * A_ROWS, A_ROWS, dim=1)
                     tma.async_copy_global_to_shared(sfa_desc, [krow, off_m + i * A_ROWS], bar, sfa_dst)
-            if SFB_TMA == SFB_RING_CHANNELS:
+            if SFB_TMA:
                 tma.async_copy_global_to_shared(sfb_desc, [krow, off_n], bar, sfb_bufs.index(s))
             for i in gl.static_range(BOXES):
                 tma.async_copy_global_to_shared(a_desc, [off_m + i * A_ROWS, kb * BLOCK_K], bar,
@@ -276,17 +265,6 @@ def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars,
                 if kk + B_PREFETCH < kb_count:
                     prefetch_tile_l2((kb + B_PREFETCH) * BLOCK_K, off_n, B_TENSOR_MAP)
             it += 1
-
-
-@gluon.jit
-def _block_scale_words(sfb_ptr, off_n, kb, N: gl.constexpr, K: gl.constexpr):
-    """The producer's 8 words of a ``SFB_RING_BLOCKS`` slot: K block ``kb``'s scale of the tile's first 128-column
-    block in words 0-3, of the next block (clamped to the last) in words 4-7; the scales are row-major
-    [ceil(N/128), K/128] with contiguous rows (the dispatch checks)."""
-    words_layout: gl.constexpr = gl.BlockedLayout([8], [32], [1], [0])  # every lane all 8: plain stores
-    idx = gl.arange(0, 8, layout=words_layout)
-    nb = gl.minimum(off_n // 128 + idx // 4, (N + 127) // 128 - 1)
-    return gl.load(sfb_ptr + nb * (K // 128) + kb)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -495,9 +473,6 @@ def _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col, k
         else:
             sb = _load_scale(sfb_ptr, cols, kb, stride_sfb, col_mask, SF_PACKED)
         return sa, sb, sb
-    elif SFB_TMA:
-        one = gl.to_tensor(1.0)  # SFB_RING_BLOCKS: read from the ring (_ring_block_scales)
-        return sa, one, one
     else:
         # per-block RHS scales: row-major [ceil(N/128), SFK] (packed: [ceil(N/128), ceil(SFK/4)])
         if SF_PACKED:
@@ -546,30 +521,10 @@ def _ring_scales(sfa_bufs, sfb_bufs, s, kb, row0: gl.constexpr, row_layout: gl.c
     ``s`` (``SFA_TMA`` / ``SFB_TMA``) read from it, the others (``sa``, ``sb0``, ``sb1``) passed through."""
     if SFA_TMA:
         sa = _ring_scale(sfa_bufs, s, kb, row0, row_layout, PACKED)
-    if SFB_TMA == SFB_RING_BLOCKS:
-        sb0, sb1 = _ring_block_scales(sfb_bufs, s)
-    elif SFB_TMA:
+    if SFB_TMA:
         sb0 = _ring_scale(sfb_bufs, s, kb, 0, col_layout, PACKED, sfb_bufs.shape[2])
         sb1 = sb0
     return sa, sb0, sb1
-
-
-@gluon.jit
-def _ring_block_scales(sfb_bufs, s):
-    """(scale of the tile's first 128-column block, of its second) for the K block of ring slot ``s``
-    (``SFB_RING_BLOCKS``): words 0 and 4 of the slot's 8 (:func:`_block_scale_words`). Every thread reads all 8
-    (broadcast ``ld.shared``) and picks its two in registers."""
-    flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
-    words: gl.constexpr = gl.BlockedLayout([8], [32], [4], [0])
-    v = sfb_bufs.index(s)._reinterpret(sfb_bufs.dtype, [8], flat).load(words)
-    idx = gl.arange(0, 8, layout=words)
-    return gl.reduce(gl.where(idx == 0, v, 0.0), 0, _add), gl.reduce(gl.where(idx == 4, v, 0.0), 0, _add)
-
-
-@gluon.jit
-def _add(a, b):
-    # the reduction's own combine function (gl.sum's is interpreted where finegemm enabled the interpreter)
-    return a + b
 
 
 @gluon.jit
@@ -667,7 +622,7 @@ def _retire_block(acc, tok, s, kb, PENDING: gl.constexpr, sfa_bufs, sfb_bufs, em
                                 SFA_TMA, SFB_TMA)
     acc = _promote(acc, part, sa, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
     # after the promotion has consumed the slot's ring scales (see _release)
-    _release(empty_bars, s, SFB_TMA == SFB_RING_CHANNELS or FENCE_RING)
+    _release(empty_bars, s, SFB_TMA or FENCE_RING)
     return acc
 
 
@@ -741,7 +696,7 @@ def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
                                       SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA, SFB_TMA)
             part = warpgroup_mma_wait(0, deps=(part,))
             acc = _promote(acc, part, sa, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
-            _release(empty_bars, s, SFB_TMA == SFB_RING_CHANNELS or FENCE_RING)
+            _release(empty_bars, s, SFB_TMA or FENCE_RING)
             sa = nsa
             sb0 = nsb0
             sb1 = nsb1
@@ -790,9 +745,7 @@ def _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
         if SFA_TMA:
             sa0 = _ring_scale(sfa_bufs, s, kb0 + kk, row0, row_layout, SF_PACKED)
         part = warpgroup_mma_wait(0, deps=(part,))
-        if SFB_TMA == SFB_RING_BLOCKS:
-            sb0, sb1 = _ring_block_scales(sfb_bufs, s)
-        elif SFB_TMA:
+        if SFB_TMA:
             sb0 = _ring_scale(sfb_bufs, s, kb0 + kk, 0, col_layout, SF_PACKED, BLOCK_N)
             sb1 = sb0
         acc0 = _promote(acc0, part, sa0, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
@@ -809,11 +762,11 @@ def _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
         if not SFA_TMA:
             nsa1 = _load_scale(sfa_ptr, rows1, nkb, stride_sfa_k, mask1, SF_PACKED)
         part = warpgroup_mma_wait(0, deps=(part,))
-        if SFB_TMA == SFB_RING_CHANNELS:
+        if SFB_TMA:
             sb0 = _ring_scale(sfb_bufs, s, kb0 + kk, 0, col_layout, SF_PACKED, BLOCK_N)
             sb1 = sb0
         acc1 = _promote(acc1, part, sa1, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
-        _release(empty_bars, s, SFB_TMA == SFB_RING_CHANNELS)
+        _release(empty_bars, s, SFB_TMA)
         sa0 = nsa0
         sa1 = nsa1
         sb0 = nsb0
@@ -1483,10 +1436,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
     # K_DYN: K comes from a_desc at run time (the host checks it is a multiple of 128); ``K`` is unused
     gl.static_assert(not K_DYN or (SPLIT_K == 1 and GROUPING == 0), "K_DYN: dense tiles without split-K")
     gl.static_assert(BLOCK_N % 8 == 0, "BLOCK_N must be a multiple of 8")
-    gl.static_assert(SFB_TMA == (SFB_RING_CHANNELS if SFB_PER_CHANNEL else SFB_RING_BLOCKS) or not SFB_TMA,
-                     "SFB_TMA: 1 (per-channel ring scales) for recipe (1, 1, 128), 2 (block ones) for (1, 128, 128)")
-    gl.static_assert(SFB_TMA != SFB_RING_BLOCKS or (GROUPING == 0 and not K_DYN and not SF_PACKED),
-                     "SFB_TMA 2: dense FP32-scale tiles of compiled K only")
+    gl.static_assert(SFB_PER_CHANNEL or not SFB_TMA, "SFB_TMA: recipe (1, 1, 128) only")
     gl.static_assert(not SPLITK_FUSED or (SPLIT_K > 1 and GROUPING == 0 and BLOCK_M <= 128),
                      "SPLITK_FUSED: dense split-K tiles of BLOCK_M 64/128")
     gl.static_assert(not C_TMA or SPLIT_K == 1 or SPLIT_TAIL, "C_TMA: whole-K tiles (split ones add C themselves)")
@@ -1513,10 +1463,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
     sfa_bufs = gl.allocate_shared_memory(sfa_desc.dtype, [SFA_SLOTS, 1, SFA_ROW], sfa_desc.layout)
     # warp_specialize takes no None argument: without SFB_TMA a 16-byte placeholder buffer and the LHS
     # scale descriptor stand in (never read)
-    if SFB_TMA == SFB_RING_BLOCKS:  # the producer stores them (_block_scale_words): it gets the pointer
-        sfb_tma_desc = sfb_ptr
-        sfb_bufs = gl.allocate_shared_memory(gl.float32, [STAGES, 1, 8], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
-    elif SFB_TMA:
+    if SFB_TMA:
         sfb_tma_desc = sfb_desc
         sfb_bufs = gl.allocate_shared_memory(sfb_desc.dtype, [STAGES] + sfb_desc.block_type.shape, sfb_desc.layout)
     else:

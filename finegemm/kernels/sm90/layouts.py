@@ -47,19 +47,12 @@ def sfa_ring_row(block_m: int) -> int:
     return 256 if block_m == 192 else block_m
 
 
-def stage_bytes(block_m: int, block_n: int, sfa_tma: bool = False, sfb_tma: bool = False,
-                sfb_blocks: bool = False) -> int:
+def stage_bytes(block_m: int, block_n: int, sfa_tma: bool = False, sfb_tma: bool = False) -> int:
     """Shared memory of one pipeline stage: an e4m3 A tile and an e4m3 B tile of 128 K each, plus the
-    tile's BLOCK_M 4-byte per-token scales when they ride in the ring (``sfa_tma``; the row is
-    :func:`sfa_ring_row` long) and its RHS scales (``sfb_tma``): BLOCK_N per-channel ones (recipe (1, 1, 128)),
-    or with ``sfb_blocks`` (recipe (1, 128, 128)) a :data:`SFB_BLOCK_WORDS` slot."""
-    return (block_m + block_n) * BLOCK_K + (4 * sfa_ring_row(block_m) if sfa_tma else 0) + \
-        (0 if not sfb_tma else 4 * SFB_BLOCK_WORDS if sfb_blocks else 4 * block_n)
-
-
-# words of a stage's recipe (1, 128, 128) weight-scale slot (``sfb_tma``): the tile's first block's scale in 0-3,
-# the next block's in 4-7, stored by the producer (gemm_1d2d._block_scale_words)
-SFB_BLOCK_WORDS = 8
+    tile's BLOCK_M 4-byte per-token scales when they ride in the ring (``sfa_tma``) and its BLOCK_N
+    per-channel RHS scales (``sfb_tma``, recipe (1, 1, 128)); the scales' row is :func:`sfa_ring_row` long."""
+    return ((block_m + block_n) * BLOCK_K + (4 * sfa_ring_row(block_m) if sfa_tma else 0)
+            + (4 * block_n if sfb_tma else 0))
 
 
 def epilogue_bytes(block_m: int, block_n: int, out_fp32: bool, small_epi: bool = False) -> int:
@@ -69,12 +62,12 @@ def epilogue_bytes(block_m: int, block_n: int, out_fp32: bool, small_epi: bool =
 
 
 def max_stages(block_m: int, block_n: int, out_fp32: bool, smem_per_block: int, small_epi: bool = False,
-               sfa_tma: bool = False, sfb_tma: bool = False, sfb_blocks: bool = False) -> int:
+               sfa_tma: bool = False, sfb_tma: bool = False) -> int:
     """How many stages fit next to the epilogue tile (and the 16-byte scale slot when scales are not in the ring)."""
     budget = smem_per_block - SMEM_RESERVED - epilogue_bytes(block_m, block_n, out_fp32, small_epi)
     if not sfa_tma:
         budget -= 16
-    return budget // stage_bytes(block_m, block_n, sfa_tma, sfb_tma, sfb_blocks)
+    return budget // stage_bytes(block_m, block_n, sfa_tma, sfb_tma)
 
 
 def full_barrier_arrivals() -> int:
@@ -87,12 +80,9 @@ def empty_barrier_arrivals(block_m: int) -> int:
     return math_warpgroups(block_m)
 
 
-def stage_tx_bytes(block_m: int, block_n: int, sfa_tma: bool = False, sfb_tma: bool = False,
-                   sfb_blocks: bool = False) -> int:
-    """Bytes the TMA loads of one stage deliver (boxes past the edge still count in full); recipe (1, 128, 128)'s
-    weight scales (``sfb_blocks``) are stored by the producer, not loaded by TMA."""
-    return (block_m + block_n) * BLOCK_K + (4 * block_m if sfa_tma else 0) + \
-        (4 * block_n if sfb_tma and not sfb_blocks else 0)
+def stage_tx_bytes(block_m: int, block_n: int, sfa_tma: bool = False, sfb_tma: bool = False) -> int:
+    """Bytes the TMA loads of one stage deliver (boxes past the edge still count in full)."""
+    return (block_m + block_n) * BLOCK_K + (4 * block_m if sfa_tma else 0) + (4 * block_n if sfb_tma else 0)
 
 
 def accumulator_regs(block_m: int, block_n: int, pipelined: bool) -> int:

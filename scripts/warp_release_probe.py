@@ -87,7 +87,14 @@ def main() -> None:
     variants = args.variants.split(",")
     path = os.path.join(os.environ.get("OUT", "."), "warp_release_probe.json")
     commit = open(".commit").read().strip() if os.path.exists(".commit") else "unknown"
-    result: dict = dict(commit=commit, repeats=REPEATS, rows=[])
+    import datetime
+
+    import torch
+    import triton
+
+    result: dict = dict(commit=commit, gpu=torch.cuda.get_device_name() if torch.cuda.is_available() else "none",
+                        torch=torch.__version__, triton=triton.__version__,
+                        date=datetime.datetime.now(datetime.timezone.utc).isoformat(), repeats=REPEATS, rows=[])
     for m, n, k in parse_shapes(args.shapes):
         envs = {v: variant_env(v, m, n, k) for v in variants}
         times: dict[str, list[float]] = {v: [] for v in variants}

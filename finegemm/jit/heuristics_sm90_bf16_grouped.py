@@ -22,12 +22,14 @@ memory) applied to the grouped work, with the memory term measured for this kern
   rows at 4096 x 7168: 128x256 (3 stages) 273.9 us = 0.86 TB/s, 128x128 143.6, 64x128 100.8 us; 16 x 64
   rows: 64x256 621.8, 64x128 483.3, 64x64 351.9 us.
 
-On the 8 swept masked shapes this picks the measured best on 6 and a config within 15 % of it on the
+On the 8 swept masked shapes this picked the measured best on 6 and a config within 15 % of it on the
 other two (4 x 256 at 7168 x 2048: 64x128 61.9 us against 128x128 53.8; 1 x 1024 was not swept beyond
-the rule's 128x256). Contiguous: 128x256 (compute-bound, 3 stages) with GROUP_M 16 (2810.6 / 1356.1 us
-against 128x128's 3304.4 / 1515.2 at 4 x 8192 x (4096, 7168) / (7168, 2048); GROUP_M 8 measured 2829.3 /
-1435.2 in the run before). Ties go to the earlier candidate in (BLOCK_M 64, 128) x (BLOCK_N 64, 128,
-256) order.
+the rule's 128x256). After the walk fix (H100, 6 masked shapes): the measured best on 5, within 1 % on the
+sixth (4 x 256 at 7168 x 2048: 128x128 66.6 us against 64x128 66.0).
+
+Contiguous: 128x256 (compute-bound, 3 stages) with GROUP_M 16 (2810.6 / 1356.1 us against 128x128's
+3304.4 / 1515.2 at 4 x 8192 x (4096, 7168) / (7168, 2048); GROUP_M 8 measured 2829.3 / 1435.2 in the run
+before). Ties go to the earlier candidate in (BLOCK_M 64, 128) x (BLOCK_N 64, 128, 256) order.
 """
 
 from __future__ import annotations
@@ -50,8 +52,13 @@ GROUPED_BLOCK_M = (64, 128)
 GROUPED_BLOCK_N = (64, 128, 256)
 # Memory rate (TB/s) the grouped kernel reached per tile when B streamed from HBM at K >= 4096 (H200 sweep,
 # 2026-12-03: 16 x 64 and 4 x 256 rows at 4096 x 7168, memory-bound runs; 128x64 bounded from below by a
-# compute-bound run). Stages: as many as fit (8 / 8 / 8 / 6 / 4 / 3).
-GROUPED_HBM_TBPS = {(64, 64): 2.7, (64, 128): 2.1, (128, 64): 2.1, (128, 128): 1.65, (64, 256): 1.5,
+# compute-bound run). Stages: as many as fit (8 / 8 / 8 / 6 / 4 / 3). That sweep ran under the masked walk bug
+# (every group's tiles started at CTA 0, NOTES v19), which held the multi-group rates down; (128, 128) is the
+# H100's after the fix (4 x 256 x (4096, 7168): 108.8 us = 2.37 TB/s, the measured best, which the old 1.65
+# priced out; benchmarks/results/bf16-grouped-sweep-masked-h100-2026-12-05-f03df06.json, NOTES v20). The others
+# wait for an H200 sweep after the fix (`scripts/gpu_pending.sh 30`): on the H100 the 64-row tiles stream at
+# 2.7-2.8 TB/s alike, but raising them alone moves picks to 128x256, which measured slower.
+GROUPED_HBM_TBPS = {(64, 64): 2.7, (64, 128): 2.1, (128, 64): 2.1, (128, 128): 2.4, (64, 256): 1.5,
                     (128, 256): 0.9}
 # At K < 4096 every tile streamed about 1.4x faster (7168 x 2048: 64x64 3.56, 64x128 3.0, 128x128 2.5,
 # 64x256 1.8, 128x256 1.27 TB/s).

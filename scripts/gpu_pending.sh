@@ -23,10 +23,10 @@
 #                                   suites never run on a GPU: paged-mqa (DeepGEMM's paged anchors and short
 #                                   contexts) and k-grouped (DeepGEMM's total K), with --kernel-time
 #   (That order, 8, 9, 11, 12, 10, 13, 14, ran in sessions 13-14; session 16's 28, the multicast probe, 25 and 22 ran
-#   in session 17.) After session 17, in this order, on an H200: 30 (the masked BF16 sweep after the walk fix, then
-#   the grouped harness suite: issue 6's masked targets against DeepGEMM's anchors at the new 256-row rule, and the
-#   k-grouped suite in the nt form), then 29 (the FP8 masked sweep, so far on an H100 only), then from branch
-#   wip/per-warp-release (ee62c49; check it out first) its part 31 (per-warp slot release, NOTES v19), then 21.
+#   in session 17; 31 and 30 ran on an H100 in session 18.) After session 18, in this order, on an H200: 30 (the
+#   masked BF16 sweep after the walk fix, then the grouped harness suite: issue 6's masked targets against DeepGEMM's
+#   anchors at the new 256-row rule, and the k-grouped suite in the nt form), then 32 (the per-wave timeline at
+#   M = 4096), then 29 (the FP8 masked sweep, so far on an H100 only), then 21.
 #   bash scripts/gpu_pending.sh 9   (after the 12th session; from branch wip/multicast-dense, whose scripts and tests it
 #                                   runs) the multicast probe, the cluster / multicast GPU tests (under a timeout and
 #                                   verbose: a deadlocked cluster hangs, the log names the test), then
@@ -55,6 +55,8 @@
 #   bash scripts/gpu_pending.sh 23  (session 16) A/B of a kernel change against the tree in ab_base/ (copy the base
 #                                   commit's finegemm/ there first): harness dense and grouped suites, alternating
 #   bash scripts/gpu_pending.sh 29  (session 17) the masked group walk fix: masked GPU tests, masked config sweeps
+#   bash scripts/gpu_pending.sh 32  (session 18) scripts/trace_probe.py --waves: per-wave SM-clock timeline of the
+#                                   256-row tiles at M = 4096 (wave in flight share, K-block period, promotions)
 #   bash scripts/gpu_pending.sh 31  (session 18) scripts/warp_release_probe.py: the per-warp slot release against
 #                                   main's kernel (M = 4096 and one small shape; ran on an H100 in session 18)
 #   bash scripts/gpu_pending.sh 30  (session 17) the masked BF16 sweep, the grouped harness suite (events, DeepGEMM's
@@ -227,6 +229,12 @@ for line in open(sys.argv[1]).read().splitlines() + open(sys.argv[2]).read().spl
         r = json.loads(line)
         print(r['groups'], r['m_per_group'], r['N'], r['K'], f\"{r['block_m']}x{r['block_n']}\", 'pipe' * r['pipe_mma'],
               r['us'], 'H' * r['heuristic'], f\"{r['calc_diff']:.1e}\")" "$LOGS/masked-sweep-a.log" "$LOGS/masked-sweep-b.log"
+elif [ "$PART" = 32 ]; then
+    # session 18 (NOTES v20): the per-wave timeline of the 256-row tiles (TRACE 2): does the pair of math warpgroups
+    # keep a wave in flight all the time, and where does a K block's period go (M = 4096, issue 5's gap)
+    OUT="$LOGS" timeout 300 python3 scripts/trace_probe.py --waves 4096x7168x16384 4096x4096x7168 4096x7168x2048 \
+        2>&1 | tee "$LOGS/trace_waves.log" | cut -c1-400
+    pack
 elif [ "$PART" = 31 ]; then
     # session 18 (NOTES v20): the per-warp slot release (FINEGEMM_PROBE_EMPTY_SMEM) against main's kernel in
     # alternating processes, bitwise checked

@@ -11,6 +11,12 @@ Summary per case (us, relative to the earliest entry stamp of the launch): when 
 last), when their first unit's main loop ends, the main-loop and epilogue time of each unit (median, and
 by round: the n-th unit of every CTA), when the CTAs finish their last unit, and the span. Writes
 ``$OUT/trace_probe.json`` (or ./).
+
+``--waves`` (256-row tiles only: ``TRACE`` 2, ``gemm_1d2d._wave_stamp``): each math warpgroup also stamps the SM's
+clock at five points of its first unit's first ``TRACE_KB`` K blocks, and the summary adds, in SM clocks: the K
+block's period per warpgroup, each wave's issue-to-done time, the promotions between, the wait for the next full
+slot, and per SM the share of the stamped span in which at least one of the two warpgroups had a wave in flight
+(an upper bound on the tensor pipe's busy share: whether the two warpgroups' WGMMAs keep it fed).
 """
 
 from __future__ import annotations
@@ -47,6 +53,8 @@ def cases():
         ("4096x2112x7168 tail s2", big, tail),
         ("4096x2112x7168 tail s7", big, dataclasses.replace(tail, split_k=7)),
         ("4096x7168x16384", (4096, 7168, 16384, "1d2d", torch.bfloat16, False), None),
+        ("4096x4096x7168", (4096, 4096, 7168, "1d2d", torch.bfloat16, False), None),
+        ("4096x7168x2048", (4096, 7168, 2048, "1d2d", torch.bfloat16, False), None),
         ("64x2112x7168", (64, 2112, 7168, "1d2d", torch.bfloat16, False), None),
         ("64x7168x2048", (64, 7168, 2048, "1d2d", torch.bfloat16, False), None),
         ("128x4096x7168", (128, 4096, 7168, "1d2d", torch.bfloat16, False), None),
@@ -98,8 +106,49 @@ def summarize(stamps: torch.Tensor, num_wg: int) -> dict:
     return out
 
 
+def summarize_waves(stamps: torch.Tensor, grid: int, num_wg: int) -> dict:
+    """The ``--waves`` summary (module doc) of int64 %clock64 stamps [grid, num_wg, TRACE_KB, 5] (0 = unwritten)."""
+    kb, ev = int(gemm_1d2d.TRACE_KB), int(gemm_1d2d.WAVE_EVENTS)
+    s = stamps.view(grid, num_wg, kb, ev).cpu().double()
+    period, wave0, wave1, promote0, promote1, slot_wait, busy = [], [], [], [], [], [], []
+    for c in range(grid):
+        written = (s[c] > 0).all(dim=2).all(dim=0)  # K blocks both warpgroups stamped
+        n = int(written.sum())
+        if n < 4:
+            continue
+        t = s[c, :, :n]
+        for w in range(num_wg):
+            e = t[w]
+            period += (e[1:, 0] - e[:-1, 0]).tolist()
+            wave0 += (e[:, 1] - e[:, 0]).tolist()
+            wave1 += (e[:, 3] - e[:, 2]).tolist()
+            promote0 += (e[:, 2] - e[:, 1]).tolist()
+            promote1 += (e[:, 4] - e[:, 3]).tolist()
+            slot_wait += (e[1:, 0] - e[:-1, 4]).tolist()
+        # union of the in-flight intervals of both warpgroups over the stamped span
+        spans = sorted([(float(t[w, i, 0]), float(t[w, i, 1])) for w in range(num_wg) for i in range(n)]
+                       + [(float(t[w, i, 2]), float(t[w, i, 3])) for w in range(num_wg) for i in range(n)])
+        covered, end = 0.0, -1.0
+        for a, b in spans:
+            if b <= end:
+                continue
+            covered += b - max(a, end)
+            end = b
+        total = float(t[:, n - 1, 4].max() - t[:, 0, 0].min())
+        busy.append(covered / total if total > 0 else 0.0)
+
+    def med(v):
+        return statistics.median(v) if v else None
+
+    return dict(ctas=len(busy), kb_period_clk=med(period), wave0_clk=med(wave0), wave1_clk=med(wave1),
+                promote0_clk=med(promote0), promote1_release_clk=med(promote1), slot_wait_clk=med(slot_wait),
+                wave_in_flight_share=dict(median=med(busy), min=min(busy) if busy else None,
+                                          max=max(busy) if busy else None))
+
+
 def main() -> None:
-    wanted = set(sys.argv[1:])
+    waves = "--waves" in sys.argv[1:]
+    wanted = set(a for a in sys.argv[1:] if a != "--waves")
     flush = torch.empty(1 << 30, dtype=torch.uint8, device=DEV)
     sm90_dev.FLUSH = flush
     facts = device_facts(DEV)
@@ -117,8 +166,12 @@ def main() -> None:
         a, sfa, sfa_k, b, sfb, sfb_k, c, d = t
         grid, args, meta, reduce = dispatch._build_plan(desc, cfg, a, sfa_k, b, sfb_k, d, c)
         num_wg = gemm_1d2d.num_math_warpgroups(cfg.block_m)
-        buf = torch.zeros(grid[0] * UNITS * num_wg * 3, dtype=torch.int64, device=DEV)
-        traced = dict(meta, TRACE=True, trace_ptr=buf)
+        if waves and cfg.block_m != 256:
+            continue  # the wave stamps live in the 256-row loop only
+        unit_words = grid[0] * UNITS * num_wg * 3
+        wave_words = grid[0] * num_wg * int(gemm_1d2d.TRACE_KB) * int(gemm_1d2d.WAVE_EVENTS) if waves else 0
+        buf = torch.zeros(unit_words + wave_words, dtype=torch.int64, device=DEV)
+        traced = dict(meta, TRACE=2 if waves else True, trace_ptr=buf)
 
         def launch(m_=traced, grid=grid, args=args, reduce=reduce):
             gemm_1d2d.fp8_gemm_kernel[grid](*args, **m_)
@@ -133,7 +186,9 @@ def main() -> None:
             launch()
             torch.cuda.synchronize()
             if i >= 2:
-                runs.append(summarize(buf, num_wg))
+                runs.append(summarize(buf[:unit_words], num_wg))
+                if waves:
+                    runs[-1]["waves"] = summarize_waves(buf[unit_words:], grid[0], num_wg)
         runs.sort(key=lambda r: r["span"])
         summary = runs[len(runs) // 2]
         untraced_us = sm90_dev.time_fn(lambda meta=meta: launch(meta))
@@ -149,6 +204,8 @@ def main() -> None:
               f"{sm['entry_first_last'][1]:.1f} first loop end {sm['first_loop_end_median']:.1f} | main "
               f"{sm['main_median']:.1f} [{sm['main_p10_p90'][0]:.1f}, {sm['main_p10_p90'][1]:.1f}] epi "
               f"{sm['epi_median']:.2f} | CTA end {sm['cta_end_min_median_max']}", flush=True)
+        if waves:
+            print(f"{'':>26} waves (SM clocks): {sm['waves']}", flush=True)
         for r in sm["rounds"]:
             print(f"{'':>26} round {r['round']}: {r['ctas']:3d} CTAs start {r['start_min']:.1f}-{r['start_max']:.1f} "
                   f"main {r['main_median']:.1f} epi {r['epi_median']:.2f} end<= {r['end_max']:.1f}", flush=True)

@@ -21,6 +21,7 @@ from finegemm.kernels.sm90.compile_check import (
     c_tma_effective,
     compile_variant,
     lowered_arg_names,
+    resource_usage,
 )
 
 NK = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]
@@ -281,3 +282,19 @@ def test_b_prefetch_grouped_variant():
     cfg = dataclasses.replace(make_grouped_config(H200, 128, 128, True), b_prefetch=6)
     ptx = assert_fast_path_kernel(compile_grouped_variant(d, cfg), H200.smem_per_block)
     assert "cp.async.bulk.prefetch.tensor.2d.L2.global.tile" in ptx
+
+
+def test_timing_probe_variants_compile_without_spills():
+    """``TRACE`` (scripts/trace_probe.py): unit stamps (1) and, at 256-row tiles, the per-wave clock stamps (2) that
+    its ``--waves`` reads; the dispatched kernel (0) has neither."""
+    desc = GemmDesc("fp8_1d2d", 4096, 7168, 16384)
+    cfg = get_sm90_config(desc, H200)
+    assert cfg.block_m == 256
+    clocks = {}
+    for trace in (False, True, 2):
+        kernel = compile_variant(desc, cfg, trace=trace)
+        usage = resource_usage(kernel)
+        assert usage["LOCAL"] == 0 and usage["STACK"] == 0, (trace, usage)
+        clocks[trace] = kernel.asm["ptx"].count("%clock64")
+    # five stamps a K block in each of the two math warpgroups' loops
+    assert clocks == {False: 0, True: 0, 2: 5 * gemm_1d2d.num_math_warpgroups(256)}

@@ -710,7 +710,8 @@ def _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
                    second_col, stride_sfa_k, stride_sfb,
                    mma_layout: gl.constexpr, NUM_NB: gl.constexpr, KB, STAGES: gl.constexpr,
                    SF_PACKED: gl.constexpr, SFB_PER_CHANNEL: gl.constexpr, SFB_UNIFORM: gl.constexpr,
-                   SFA_TMA: gl.constexpr, sfb_bufs=None, SFB_TMA: gl.constexpr = False):
+                   SFA_TMA: gl.constexpr, sfb_bufs=None, SFB_TMA: gl.constexpr = False, trace_ptr=None,
+                   TRACE: gl.constexpr = 0, trace_row=-1):
     """Two 64-row waves (tile rows ``row0`` and ``row1`` + [0, 64)) over ``KB`` K blocks, BLOCK_M 256.
 
     Per K block: WGMMA wave 0 into the one partial, promote it into ``acc0``, then wave 1 into the same
@@ -719,6 +720,8 @@ def _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
     math warpgroup's WGMMAs keep the tensor cores busy while this one promotes.
     With ``SFB_TMA`` the per-channel scales are read from the ring before each wave's promotion (twice
     per K block) rather than kept live across the second wave's WGMMA.
+    ``TRACE`` 2 with ``trace_row`` >= 0 (a timing probe): :func:`_wave_stamp` at five points of each of the
+    first ``TRACE_KB`` K blocks.
     Returns (acc0, acc1, ring counter).
     """
     BLOCK_N: gl.constexpr = b_bufs.shape[1]
@@ -740,16 +743,19 @@ def _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
     for kk in range(KB):
         s = it % STAGES
         mbarrier.wait(full_bars.index(s), (it // STAGES) & 1)
+        _wave_stamp(trace_ptr, trace_row, kk, 0, TRACE)
         b_tile = b_bufs.index(s).permute((1, 0))
         part = warpgroup_mma(_a_rows(a_bufs, s, row0), b_tile, part, use_acc=False, is_async=True)
         if SFA_TMA:
             sa0 = _ring_scale(sfa_bufs, s, kb0 + kk, row0, row_layout, SF_PACKED)
         part = warpgroup_mma_wait(0, deps=(part,))
+        _wave_stamp(trace_ptr, trace_row, kk, 1, TRACE)
         if SFB_TMA:
             sb0 = _ring_scale(sfb_bufs, s, kb0 + kk, 0, col_layout, SF_PACKED, BLOCK_N)
             sb1 = sb0
         acc0 = _promote(acc0, part, sa0, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
         part = warpgroup_mma(_a_rows(a_bufs, s, row1), b_tile, part, use_acc=False, is_async=True)
+        _wave_stamp(trace_ptr, trace_row, kk, 2, TRACE)
         if SFA_TMA:
             sa1 = _ring_scale(sfa_bufs, s, kb0 + kk, row1, row_layout, SF_PACKED)
         # Next block's scales load while the second wave's WGMMA runs (after wave 0's promotion, so
@@ -762,11 +768,13 @@ def _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
         if not SFA_TMA:
             nsa1 = _load_scale(sfa_ptr, rows1, nkb, stride_sfa_k, mask1, SF_PACKED)
         part = warpgroup_mma_wait(0, deps=(part,))
+        _wave_stamp(trace_ptr, trace_row, kk, 3, TRACE)
         if SFB_TMA:
             sb0 = _ring_scale(sfb_bufs, s, kb0 + kk, 0, col_layout, SF_PACKED, BLOCK_N)
             sb1 = sb0
         acc1 = _promote(acc1, part, sa1, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
         _release(empty_bars, s, SFB_TMA)
+        _wave_stamp(trace_ptr, trace_row, kk, 4, TRACE)
         sa0 = nsa0
         sa1 = nsa1
         sb0 = nsb0
@@ -857,6 +865,24 @@ def _stamp(trace_ptr, unit, wg: gl.constexpr, event: gl.constexpr, NUM_WG: gl.co
                                           pack=1)
             slot = ((gl.program_id(0) * TRACE_UNITS + unit) * NUM_WG + wg) * 3 + event
             gl.store(trace_ptr + slot, t)
+
+
+# ``TRACE`` 2: K blocks of each CTA's first unit that each 256-row math warpgroup stamps (_wave_stamp), five times
+# each: full barrier passed (wave 0 issued next), wave 0 done, wave 1 issued, wave 1 done, slot released and wave 1
+# promoted; int64 %clock64 at trace_ptr[grid * TRACE_UNITS * NUM_WG * 3 + ((program * NUM_WG + wg) * TRACE_KB + kb)
+# * 5 + event], after the unit stamps
+TRACE_KB: tl.constexpr = tl.constexpr(64)
+WAVE_EVENTS: tl.constexpr = tl.constexpr(5)
+
+
+@gluon.jit
+def _wave_stamp(trace_ptr, row, kk, event: gl.constexpr, TRACE: gl.constexpr):
+    """``TRACE`` 2 only (a timing probe): the SM's ``%clock64`` for K block ``kk`` and ``event`` at
+    ``trace_ptr[row + kk * WAVE_EVENTS + event]`` when ``row`` >= 0 and ``kk`` < ``TRACE_KB``."""
+    if TRACE == 2:
+        t = gl.inline_asm_elementwise("mov.u64 $0, %clock64;", "=l", [], dtype=gl.int64, is_pure=False, pack=1)
+        on = (row >= 0) & (kk < TRACE_KB)
+        gl.store(trace_ptr + gl.where(on, row + kk * WAVE_EVENTS + event, 0), t, mask=on)
 
 
 @gluon.jit
@@ -1020,11 +1046,14 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
         else:
             rows1 = off_m + row1 + gl.arange(0, WG_M, layout=row_layout)
             mask1 = rows1 < M
+            # TRACE 2: the first unit's K blocks stamped (_wave_stamp), after the unit stamps
+            trace_row = gl.where(tcount == 1, gl.num_programs(0) * (TRACE_UNITS * NUM_WG * 3)
+                                 + (gl.program_id(0) * NUM_WG + WG) * (TRACE_KB * WAVE_EVENTS), -1)
             acc0, acc1, it = _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row0,
                                             row1, sfa_ptr, sfb_ptr, rows0, rows1, cols, mask0, mask1, col_mask,
                                             nb0, second_col, stride_sfa_k, stride_sfb, mma_layout, NUM_NB,
                                             kb_per_split, STAGES, SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM,
-                                            SFA_TMA, sfb_bufs, SFB_TMA)
+                                            SFA_TMA, sfb_bufs, SFB_TMA, trace_ptr, TRACE, trace_row)
             _stamp(trace_ptr, tcount - 1, WG, 1, NUM_WG, TRACE)
             _store_wave(acc0, d_desc, d_sub0, c_ptr, rows0, cols, mask0, col_mask, stride_cm,
                         out_m + row0, out_n, 0, ADD_C, C_TMA, c_bar, c_phase)
@@ -1364,7 +1393,8 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
     """Entry: carve shared memory, init barriers, fork producer and math partitions.
 
     ``TRACE`` (timing probes only, ``scripts/trace_probe.py``): every math warpgroup of the dense form records
-    ``%globaltimer`` into int64 ``trace_ptr`` [grid, TRACE_UNITS, math warpgroups, 3] (:func:`_stamp`).
+    ``%globaltimer`` into int64 ``trace_ptr`` [grid, TRACE_UNITS, math warpgroups, 3] (:func:`_stamp`); with
+    ``TRACE`` 2 the 256-row warpgroups also stamp their first unit's K blocks after that (:func:`_wave_stamp`).
 
     ``PDL``: launched with programmatic dependent launch; waits for the previous kernels
     (:func:`wait_prerequisites`) after the barriers are initialized, before any global memory access.

@@ -48,6 +48,7 @@ NOTES:
 from __future__ import annotations
 
 import os
+import warnings
 
 import triton
 import triton.language as tl
@@ -74,6 +75,10 @@ B_TENSOR_MAP: gl.constexpr = gl.constexpr(tensor_map_param("fp8_gemm_kernel", 5)
 # warpgroup-wide named barrier before thread 0's arrive (NOTES v19, "The 256x128 K-block in SASS"; measured in
 # v20: 1.002-1.017x on the H100, not adopted).
 PROBE_EMPTY_SMEM: gl.constexpr = gl.constexpr(int(os.environ.get("FINEGEMM_PROBE_EMPTY_SMEM", "0")))
+if PROBE_EMPTY_SMEM.value:
+    warnings.warn(f"FINEGEMM_PROBE_EMPTY_SMEM={PROBE_EMPTY_SMEM.value}: the FP8 sm90 kernels release ring slots "
+                  "through that shared-memory offset, right for one config only (scripts/warp_release_probe.py); "
+                  "unset it for anything else", stacklevel=2)
 # its arrive: a warp barrier orders the other lanes' shared-memory reads of the slot (ring scales) before lane 0's
 # release; $1 is the slot
 _WARP_RELEASE_ASM: gl.constexpr = gl.constexpr(

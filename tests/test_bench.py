@@ -361,6 +361,28 @@ def test_anchors_compare_matches_cases_and_flags_disagreement():
     assert "compare finegemm-sm90's event time" not in anchors.report([a, b])
 
 
+def test_grouped_cases_match_deepgemms_grouped_anchors():
+    """The grouped suite's equal, full groups match the anchors' ``grouped`` entries of their kind (contiguous /
+    masked), groups, rows per group, N and K; the 16- and 32-group decode cases and the half-empty ones none."""
+    from finegemm.bench import anchors
+
+    anch = {"grouped": [dict(kind=kind, groups=g, m_per_group=m, N=n, K=k, deepgemm_us=100.0)
+                        for kind, gms in (("contig", suites.CONTIGUOUS_GM), ("masked", suites.MASKED_GM[:3]))
+                        for g, m in gms for n, k in suites.MOE_NK]}
+    matched = []
+    for c in suites.grouped_cases():
+        found = anchors.anchor_for(c.params(), anch)
+        if found is None:
+            assert c.groups >= 16, c.name
+            continue
+        field, entry = found
+        want = "contig" if c.kind == "m_grouped_contiguous" else "masked"
+        assert field == "grouped" and entry["kind"] == want and (entry["N"], entry["K"]) == (c.n, c.k)
+        assert [entry["m_per_group"]] * entry["groups"] == list(c.ms)
+        matched.append((entry["kind"], entry["groups"], entry["N"]))
+    assert len(matched) == len(set(matched)) == len(anch["grouped"])
+
+
 def test_paged_mqa_cases_match_deepgemms_paged_anchors():
     """The paged-mqa suite is DeepGEMM's paged anchors (same batch, next_n, heads, head_dim, average context and
     logits dtype), each matched by the anchors tool, then short-context / small-batch cases no anchor matches;

@@ -19,7 +19,9 @@ Matching is by case: dense ``fp8_gemm`` cases by (M, N, K) in the anchors' ``den
 cases in ``fp8_gemm_test_sweep`` (accumulate = 1), BF16 cases in ``bf16_gemm`` (same accumulate), MQA
 logits cases in ``mqa``'s prefill entries (sequence lengths, heads, head_dim, context-parallel ranges or
 not, compressed or not, logits dtype) and its paged entries (batch, next_n, heads, head_dim, average context,
-logits dtype), k-grouped cases in ``k_grouped`` by (groups, M, N, total K).
+logits dtype), k-grouped cases in ``k_grouped`` by (groups, M, N, total K), m-grouped contiguous and masked
+cases in ``grouped`` by (kind, groups, rows per group, N, K) when every group has the same rows (the anchors'
+masked figures are for full groups).
 """
 
 from __future__ import annotations
@@ -40,7 +42,10 @@ _PEER_KEYS = {
     "bf16_gemm": {"deepgemm": "deepgemm_us"},
     "mqa": {"deepgemm": "deepgemm_us"},
     "k_grouped": {"deepgemm": "deepgemm_us"},
+    "grouped": {"deepgemm": "deepgemm_us"},
 }
+# bench m-grouped case kind -> the anchors' ``grouped`` kind
+_GROUPED_KINDS = {"m_grouped_contiguous": "contig", "m_grouped_masked": "masked"}
 
 
 # anchors lists whose DeepGEMM figures are profiler kernel times (the anchors' notes), not CUDA events
@@ -70,6 +75,14 @@ def _paged_anchor(case: dict[str, Any], anchors: dict[str, Any]) -> tuple[str, d
     return _find(anchors, "mqa", keys, want, "paged")
 
 
+def _grouped_anchor(case: dict[str, Any], anchors: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    ms = case.get("ms") or []
+    if not ms or len(set(ms)) != 1 or len(ms) != case.get("groups"):
+        return None  # uneven or empty groups: the anchors time equal full ones only
+    want = (case.get("groups"), ms[0], case.get("N"), case.get("K"))
+    return _find(anchors, "grouped", ("groups", "m_per_group", "N", "K"), want, _GROUPED_KINDS[case["kind"]])
+
+
 def anchor_for(case: dict[str, Any], anchors: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
     """(anchors list name, its entry) matching ``case``, or None when the anchors do not hold it."""
     shape = (case.get("M"), case.get("N"), case.get("K"))
@@ -84,6 +97,8 @@ def anchor_for(case: dict[str, Any], anchors: dict[str, Any]) -> tuple[str, dict
         return _mqa_anchor(case, anchors)
     elif kind == "paged_mqa_logits":
         return _paged_anchor(case, anchors)
+    elif kind in _GROUPED_KINDS:
+        return _grouped_anchor(case, anchors)
     elif kind == "k_grouped":
         return _find(anchors, "k_grouped", ("groups", "M", "N", "K_total"), (case.get("groups"), *shape))
     else:

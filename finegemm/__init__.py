@@ -4,8 +4,10 @@ DeepGEMM's public names: ``import finegemm as deep_gemm`` works for its SM90 den
 """
 
 from .jit.env import apply_cache_dir as _apply_cache_dir
+from .jit.env import apply_ptxas as _apply_ptxas
 
 _apply_cache_dir()
+_apply_ptxas()
 
 from .api.attention import (
     fp8_fp4_mqa_logits,

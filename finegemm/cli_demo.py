@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 import time
@@ -56,6 +57,7 @@ def info() -> int:
     reason = sm90_unsupported_reason(desc, facts)
     lines.append(("sm90 fast path", "available" if reason is None else f"not used: {reason}"))
     lines.append(("cache dir", env.apply_cache_dir()))
+    lines.append(("ptxas", os.environ.get("TRITON_PTXAS_PATH") or "Triton's bundled"))
     for switch in env.ALL_SWITCHES:
         lines.append((switch.name, switch.get() or "(unset)"))
     width = max(len(k) for k, _ in lines)

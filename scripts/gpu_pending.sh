@@ -23,10 +23,11 @@
 #                                   suites never run on a GPU: paged-mqa (DeepGEMM's paged anchors and short
 #                                   contexts) and k-grouped (DeepGEMM's total K), with --kernel-time
 #   (That order, 8, 9, 11, 12, 10, 13, 14, ran in sessions 13-14; session 16's 28, the multicast probe, 25 and 22 ran
-#   in session 17; 31 and 30 ran on an H100 in session 18.) After session 18, in this order, on an H200: 30 (the
-#   masked BF16 sweep after the walk fix, then the grouped harness suite: issue 6's masked targets against DeepGEMM's
-#   anchors at the new 256-row rule, and the k-grouped suite in the nt form), then 32 (the per-wave timeline at
-#   M = 4096), then 29 (the FP8 masked sweep, so far on an H100 only), then 21.
+#   in session 17; 31 and 30 ran on an H100 in session 18.) After session 18, in this order, on an H200: 33 (FIRST:
+#   ptxas 13.0 against Triton's 12.8, the FFMA yield interleave DeepGEMM's build has and ours lacks; NOTES v20), then
+#   30 (the masked BF16 sweep after the walk fix, then the grouped harness suite: issue 6's masked targets against
+#   DeepGEMM's anchors at the new 256-row rule, and the k-grouped suite in the nt form), then 32 (the per-wave
+#   timeline at M = 4096), then 29 (the FP8 masked sweep, so far on an H100 only), then 21.
 #   bash scripts/gpu_pending.sh 9   (after the 12th session; from branch wip/multicast-dense, whose scripts and tests it
 #                                   runs) the multicast probe, the cluster / multicast GPU tests (under a timeout and
 #                                   verbose: a deadlocked cluster hangs, the log names the test), then
@@ -55,6 +56,8 @@
 #   bash scripts/gpu_pending.sh 23  (session 16) A/B of a kernel change against the tree in ab_base/ (copy the base
 #                                   commit's finegemm/ there first): harness dense and grouped suites, alternating
 #   bash scripts/gpu_pending.sh 29  (session 17) the masked group walk fix: masked GPU tests, masked config sweeps
+#   bash scripts/gpu_pending.sh 33  (session 18) ptxas 12.8 (Triton's) against the image's 13.0 (FFMA yield
+#                                   interleave): dense suite x2, weight-grad suite, alternating processes
 #   bash scripts/gpu_pending.sh 32  (session 18) scripts/trace_probe.py --waves: per-wave SM-clock timeline of the
 #                                   256-row tiles at M = 4096 (wave in flight share, K-block period, promotions)
 #   bash scripts/gpu_pending.sh 31  (session 18) scripts/warp_release_probe.py: the per-warp slot release against
@@ -229,6 +232,26 @@ for line in open(sys.argv[1]).read().splitlines() + open(sys.argv[2]).read().spl
         r = json.loads(line)
         print(r['groups'], r['m_per_group'], r['N'], r['K'], f\"{r['block_m']}x{r['block_n']}\", 'pipe' * r['pipe_mma'],
               r['us'], 'H' * r['heuristic'], f\"{r['calc_diff']:.1e}\")" "$LOGS/masked-sweep-a.log" "$LOGS/masked-sweep-b.log"
+elif [ "$PART" = 33 ]; then
+    # session 18 (NOTES v20): ptxas 12.8 (Triton's) against the image's 13.0, which interleaves the promotion
+    # FFMAs' yield bits at 192/256-row tiles as DeepGEMM's build does: the dense suite, alternating processes,
+    # two rounds, each ptxas with its own compile cache; then the weight-gradient suite once each
+    bundled="$(python3 -c 'import os, triton; print(os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas"))')"
+    system="${SYSTEM_PTXAS:-/usr/local/cuda/bin/ptxas}"
+    "$system" --version | tail -1
+    for suite_round in dense:1 dense:2 weight-grad:1; do
+        suite="${suite_round%%:*}"; round="${suite_round##*:}"
+        for name in bundled system; do
+            path="$bundled"; [ "$name" = system ] && path="$system"
+            TRITON_PTXAS_PATH="$path" TRITON_CACHE_DIR="$LOGS/cache-$name" timeout 240 python3 -m finegemm.bench \
+                --plain --no-progress --suite "$suite" --peers finegemm-sm90 --commit "$commit" \
+                --json "$LOGS/ptxas-$suite-$name-$round.json" > "$LOGS/ptxas-$suite-$name-$round.log" 2>&1 || status=1
+            echo "$suite $name round $round"; grep -E '^(dense|wgrad|[0-9]+x)' "$LOGS/ptxas-$suite-$name-$round.log" \
+                | awk '{print $1, $3}' | tr '\n' ' '; echo
+        done
+        pack
+    done
+    rm -rf "$LOGS"/cache-*; pack
 elif [ "$PART" = 32 ]; then
     # session 18 (NOTES v20): the per-wave timeline of the 256-row tiles (TRACE 2): does the pair of math warpgroups
     # keep a wave in flight all the time, and where does a K block's period go (M = 4096, issue 5's gap)

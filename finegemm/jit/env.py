@@ -71,7 +71,16 @@ PDL = EnvSwitch(
     "once the GEMM has finished, as ordinary stream order); read when a shape's launch plan is built",
 )
 
-ALL_SWITCHES = (PRINT_CONFIGS, BACKEND, CACHE_DIR, DEBUG, MQA_FP32_SUM, PDL)
+PTXAS = EnvSwitch(
+    "FINEGEMM_PTXAS",
+    "",
+    "which ptxas compiles the kernels, applied at import unless TRITON_PTXAS_PATH is set (it then holds for every "
+    "Triton kernel of the process): empty, Triton's bundled one (12.8 with triton 3.6); auto, the newest CUDA "
+    "toolkit ptxas >= 12.9 found that the driver supports (it interleaves the promotion's FFMA yield bits, as "
+    "DeepGEMM's build does; finegemm/jit/ptxas.py); or a path",
+)
+
+ALL_SWITCHES = (PRINT_CONFIGS, BACKEND, CACHE_DIR, DEBUG, MQA_FP32_SUM, PDL, PTXAS)
 BACKENDS = ("auto", "sm90", "portable")
 
 
@@ -97,6 +106,13 @@ def apply_cache_dir() -> str:
     if chosen:
         os.environ.setdefault("TRITON_CACHE_DIR", chosen)
     return os.environ.get("TRITON_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".triton", "cache"))
+
+
+def apply_ptxas() -> str | None:
+    """Point Triton at the ptxas ``FINEGEMM_PTXAS`` names (:mod:`.ptxas`); returns it, or None for Triton's own."""
+    from . import ptxas
+
+    return ptxas.apply(PTXAS.get())
 
 
 def markdown_table() -> str:

@@ -165,6 +165,10 @@ def sass(kernel) -> str:
 
 
 def _nvidia_tool(name: str) -> str:
+    """Triton's bundled NVIDIA tool ``name``; for ptxas the one Triton compiles with (``TRITON_PTXAS_PATH`` when
+    set), since the PTX's version follows that ptxas's."""
+    if name == "ptxas":
+        return triton.knobs.nvidia.ptxas.path
     return os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", name)
 
 

@@ -1,0 +1,104 @@
+"""Which ptxas turns the kernels' PTX into SASS (``FINEGEMM_PTXAS``).
+
+Triton 3.6 bundles ptxas 12.8. From 12.9 on, ptxas interleaves the yield bits of a warp's runs of FFMA (every
+other one yields, its operand-reuse bits cleared), which lets the warp scheduler issue the other math
+warpgroup's instructions between the promotion's FFMAs. DeepGEMM relied on a cubin patch of exactly that
+pattern until NVCC did it, and is built by the toolkit's own (newer) ptxas. The sm90 FP8 kernels at 192 and 256
+rows get the pattern from ptxas 13.0 and not from the bundled 12.8 (CPU compile, benchmarks/NOTES.md v20).
+
+``FINEGEMM_PTXAS`` picks, once at import and only when ``TRITON_PTXAS_PATH`` is unset (Triton reads that variable
+for every compile of the process, so the choice holds for every Triton kernel the process compiles):
+
+- empty (the default): Triton's own choice, the bundled ptxas;
+- ``auto``: the newest ptxas of at least :data:`MIN_VERSION` among ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin``,
+  ``/usr/local/cuda/bin``, the ``PATH`` and the ``nvidia-cuda-nvcc`` wheel, no newer than the CUDA driver
+  (a cubin from a newer toolkit may not load); none found: Triton's;
+- a path: that ptxas (an error if it does not run).
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import re
+import shutil
+import subprocess
+
+MIN_VERSION = (12, 9)
+
+
+@functools.cache
+def ptxas_version(path: str) -> tuple[int, int] | None:
+    """(major, minor) that ``path --version`` reports, or None when it does not run."""
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = re.search(r"release (\d+)\.(\d+)", out)
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+def candidates() -> list[str]:
+    """Places a CUDA toolkit's ptxas usually lives, in order, without duplicates."""
+    paths = [os.path.join(os.environ[var], "bin", "ptxas") for var in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(var)]
+    paths.append("/usr/local/cuda/bin/ptxas")
+    on_path = shutil.which("ptxas")
+    if on_path:
+        paths.append(on_path)
+    try:
+        import nvidia.cuda_nvcc  # the nvidia-cuda-nvcc wheel (optional)
+
+        paths += sorted(glob.glob(os.path.join(os.path.dirname(nvidia.cuda_nvcc.__file__), "bin", "ptxas")))
+    except (ImportError, TypeError):
+        pass
+    unique: list[str] = []
+    for p in paths:
+        real = os.path.realpath(p)
+        if os.path.isfile(real) and real not in unique:
+            unique.append(real)
+    return unique
+
+
+def driver_cuda_version() -> tuple[int, int] | None:
+    """(major, minor) of the CUDA version the installed driver supports, or None without one."""
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return None
+        version = torch._C._cuda_getDriverVersion()
+    except (ImportError, AttributeError, RuntimeError):
+        return None
+    return (version // 1000, version % 1000 // 10) if version else None
+
+
+def choose(setting: str, paths: list[str], driver: tuple[int, int] | None) -> str | None:
+    """The ptxas ``setting`` (``FINEGEMM_PTXAS``) names among ``paths``, or None for Triton's own.
+
+    ``auto``: the newest of ``paths`` at :data:`MIN_VERSION` or later and not newer than ``driver`` (when known).
+    """
+    setting = setting.strip()
+    if not setting:
+        return None
+    if setting.lower() != "auto":
+        if ptxas_version(setting) is None:
+            raise ValueError(f"FINEGEMM_PTXAS={setting!r}: not a ptxas that runs (expected empty, 'auto' or a path)")
+        return setting
+    usable = []
+    for p in paths:
+        version = ptxas_version(p)
+        if version is not None and version >= MIN_VERSION and (driver is None or version <= driver):
+            usable.append((version, p))
+    return max(usable)[1] if usable else None
+
+
+def apply(setting: str) -> str | None:
+    """Set ``TRITON_PTXAS_PATH`` from ``setting`` unless the user set it; returns the ptxas in use by choice, or
+    None for Triton's default."""
+    if os.environ.get("TRITON_PTXAS_PATH"):
+        return os.environ["TRITON_PTXAS_PATH"]
+    chosen = choose(setting, candidates(), driver_cuda_version()) if setting.strip() else None
+    if chosen:
+        os.environ["TRITON_PTXAS_PATH"] = chosen
+    return chosen

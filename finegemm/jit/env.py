@@ -75,9 +75,9 @@ PTXAS = EnvSwitch(
     "FINEGEMM_PTXAS",
     "",
     "which ptxas compiles the kernels, applied at import unless TRITON_PTXAS_PATH is set (it then holds for every "
-    "Triton kernel of the process): empty, Triton's bundled one (12.8 with triton 3.6); auto, the newest CUDA "
-    "toolkit ptxas >= 12.9 found that the driver supports (it interleaves the promotion's FFMA yield bits, as "
-    "DeepGEMM's build does; finegemm/jit/ptxas.py); or a path",
+    "Triton kernel of the process): empty, Triton's bundled one (12.8 with triton 3.6); auto, the newest ptxas "
+    ">= 12.9 found (a CUDA toolkit's, or pip's nvidia-cuda-nvcc-cu12) that the driver supports: it interleaves the "
+    "promotion's FFMA yield bits, as DeepGEMM's build does (finegemm/jit/ptxas.py); or a path",
 )
 
 ALL_SWITCHES = (PRINT_CONFIGS, BACKEND, CACHE_DIR, DEBUG, MQA_FP32_SUM, PDL, PTXAS)

@@ -19,7 +19,6 @@ for every compile of the process, so the choice holds for every Triton kernel th
 from __future__ import annotations
 
 import functools
-import glob
 import os
 import re
 import shutil
@@ -47,10 +46,10 @@ def candidates() -> list[str]:
     if on_path:
         paths.append(on_path)
     try:
-        import nvidia.cuda_nvcc  # the nvidia-cuda-nvcc wheel (optional)
+        import nvidia.cuda_nvcc  # the nvidia-cuda-nvcc wheel (optional; a namespace package: no __file__)
 
-        paths += sorted(glob.glob(os.path.join(os.path.dirname(nvidia.cuda_nvcc.__file__), "bin", "ptxas")))
-    except (ImportError, TypeError):
+        paths += [os.path.join(root, "bin", "ptxas") for root in getattr(nvidia.cuda_nvcc, "__path__", [])]
+    except ImportError:
         pass
     unique: list[str] = []
     for p in paths:

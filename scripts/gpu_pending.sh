@@ -58,6 +58,7 @@
 #   bash scripts/gpu_pending.sh 29  (session 17) the masked group walk fix: masked GPU tests, masked config sweeps
 #   bash scripts/gpu_pending.sh 33  (session 18) ptxas 12.8 (Triton's) against the image's 13.0 (FFMA yield
 #                                   interleave): dense suite x2, weight-grad suite, alternating processes
+#   bash scripts/gpu_pending.sh 34  (session 18) the same A/B on the grouped and bf16 suites
 #   bash scripts/gpu_pending.sh 32  (session 18) scripts/trace_probe.py --waves: per-wave SM-clock timeline of the
 #                                   256-row tiles at M = 4096 (wave in flight share, K-block period, promotions)
 #   bash scripts/gpu_pending.sh 31  (session 18) scripts/warp_release_probe.py: the per-warp slot release against
@@ -232,22 +233,24 @@ for line in open(sys.argv[1]).read().splitlines() + open(sys.argv[2]).read().spl
         r = json.loads(line)
         print(r['groups'], r['m_per_group'], r['N'], r['K'], f\"{r['block_m']}x{r['block_n']}\", 'pipe' * r['pipe_mma'],
               r['us'], 'H' * r['heuristic'], f\"{r['calc_diff']:.1e}\")" "$LOGS/masked-sweep-a.log" "$LOGS/masked-sweep-b.log"
-elif [ "$PART" = 33 ]; then
+elif [ "$PART" = 33 ] || [ "$PART" = 34 ]; then
     # session 18 (NOTES v20): ptxas 12.8 (Triton's) against the image's 13.0, which interleaves the promotion
-    # FFMAs' yield bits at 192/256-row tiles as DeepGEMM's build does: the dense suite, alternating processes,
-    # two rounds, each ptxas with its own compile cache; then the weight-gradient suite once each
+    # FFMAs' yield bits at 192/256-row tiles as DeepGEMM's build does, in alternating processes, each ptxas with its
+    # own compile cache. 33: the dense suite twice, then the weight-gradient suite; 34: the grouped and bf16 suites
     bundled="$(python3 -c 'import os, triton; print(os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas"))')"
     system="${SYSTEM_PTXAS:-/usr/local/cuda/bin/ptxas}"
     "$system" --version | tail -1
-    for suite_round in dense:1 dense:2 weight-grad:1; do
+    runs="dense:1 dense:2 weight-grad:1"
+    [ "$PART" = 34 ] && runs="grouped:1 bf16:1"
+    for suite_round in $runs; do
         suite="${suite_round%%:*}"; round="${suite_round##*:}"
         for name in bundled system; do
             path="$bundled"; [ "$name" = system ] && path="$system"
             TRITON_PTXAS_PATH="$path" TRITON_CACHE_DIR="$LOGS/cache-$name" timeout 240 python3 -m finegemm.bench \
                 --plain --no-progress --suite "$suite" --peers finegemm-sm90 --commit "$commit" \
                 --json "$LOGS/ptxas-$suite-$name-$round.json" > "$LOGS/ptxas-$suite-$name-$round.log" 2>&1 || status=1
-            echo "$suite $name round $round"; grep -E '^(dense|wgrad|[0-9]+x)' "$LOGS/ptxas-$suite-$name-$round.log" \
-                | awk '{print $1, $3}' | tr '\n' ' '; echo
+            echo "$suite $name round $round"; grep -E '^(contig|masked|[0-9]+x)' "$LOGS/ptxas-$suite-$name-$round.log" \
+                | awk '{print $1, $2, $3, $4}' | tr '\n' ' '; echo
         done
         pack
     done

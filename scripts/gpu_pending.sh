@@ -24,8 +24,9 @@
 #                                   contexts) and k-grouped (DeepGEMM's total K), with --kernel-time
 #   (That order, 8, 9, 11, 12, 10, 13, 14, ran in sessions 13-14; session 16's 28, the multicast probe, 25 and 22 ran
 #   in session 17; 31 and 30 ran on an H100 in session 18.) After session 18, in this order, on an H200: 33 (FIRST:
-#   ptxas 13.0 against Triton's 12.8, the FFMA yield interleave DeepGEMM's build has and ours lacks; NOTES v20), then
-#   30 (the masked BF16 sweep after the walk fix, then the grouped harness suite: issue 6's masked targets against
+#   ptxas 13.0 against Triton's 12.8, the FFMA yield interleave DeepGEMM's build has and ours lacks; NOTES v20), 34
+#   (the same on grouped and bf16; if 13.0 wins, also the GPU tests under it before FINEGEMM_PTXAS=auto becomes the
+#   default: TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas bash scripts/gpu_pending.sh 7), then 30 (the masked BF16 sweep after the walk fix, then the grouped harness suite: issue 6's masked targets against
 #   DeepGEMM's anchors at the new 256-row rule, and the k-grouped suite in the nt form), then 32 (the per-wave
 #   timeline at M = 4096), then 29 (the FP8 masked sweep, so far on an H100 only), then 21.
 #   bash scripts/gpu_pending.sh 9   (after the 12th session; from branch wip/multicast-dense, whose scripts and tests it

@@ -25,7 +25,7 @@
 #   (That order, 8, 9, 11, 12, 10, 13, 14, ran in sessions 13-14; session 16's 28, the multicast probe, 25 and 22 ran
 #   in session 17; 31 and 30 ran on an H100 in session 18.) After session 18, in this order, on an H200: 33 (FIRST:
 #   ptxas 13.0 against Triton's 12.8, the FFMA yield interleave DeepGEMM's build has and ours lacks; NOTES v20), 34
-#   (the same on grouped and bf16; if 13.0 wins, also the GPU tests under it before FINEGEMM_PTXAS=auto becomes the
+#   and 35 (the same on grouped and bf16, on paged-mqa and mqa; if 13.0 wins, also the GPU tests under it before FINEGEMM_PTXAS=auto becomes the
 #   default: TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas bash scripts/gpu_pending.sh 7), then 30 (the masked BF16 sweep after the walk fix, then the grouped harness suite: issue 6's masked targets against
 #   DeepGEMM's anchors at the new 256-row rule, and the k-grouped suite in the nt form), then 32 (the per-wave
 #   timeline at M = 4096), then 29 (the FP8 masked sweep, so far on an H100 only), then 21.
@@ -60,6 +60,7 @@
 #   bash scripts/gpu_pending.sh 33  (session 18) ptxas 12.8 (Triton's) against the image's 13.0 (FFMA yield
 #                                   interleave): dense suite x2, weight-grad suite, alternating processes
 #   bash scripts/gpu_pending.sh 34  (session 18) the same A/B on the grouped and bf16 suites
+#   bash scripts/gpu_pending.sh 35  (session 18) the same A/B on the paged-mqa and mqa suites (kernel time)
 #   bash scripts/gpu_pending.sh 32  (session 18) scripts/trace_probe.py --waves: per-wave SM-clock timeline of the
 #                                   256-row tiles at M = 4096 (wave in flight share, K-block period, promotions)
 #   bash scripts/gpu_pending.sh 31  (session 18) scripts/warp_release_probe.py: the per-warp slot release against
@@ -234,21 +235,24 @@ for line in open(sys.argv[1]).read().splitlines() + open(sys.argv[2]).read().spl
         r = json.loads(line)
         print(r['groups'], r['m_per_group'], r['N'], r['K'], f\"{r['block_m']}x{r['block_n']}\", 'pipe' * r['pipe_mma'],
               r['us'], 'H' * r['heuristic'], f\"{r['calc_diff']:.1e}\")" "$LOGS/masked-sweep-a.log" "$LOGS/masked-sweep-b.log"
-elif [ "$PART" = 33 ] || [ "$PART" = 34 ]; then
+elif [ "$PART" = 33 ] || [ "$PART" = 34 ] || [ "$PART" = 35 ]; then
     # session 18 (NOTES v20): ptxas 12.8 (Triton's) against the image's 13.0, which interleaves the promotion
     # FFMAs' yield bits at 192/256-row tiles as DeepGEMM's build does, in alternating processes, each ptxas with its
-    # own compile cache. 33: the dense suite twice, then the weight-gradient suite; 34: the grouped and bf16 suites
+    # own compile cache. 33: the dense suite twice, then the weight-gradient suite; 34: the grouped and bf16 suites;
+    # 35: the paged-mqa and mqa suites with kernel time (the paged ws kernel's FP ops interleave under 13.0 too)
     bundled="$(python3 -c 'import os, triton; print(os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas"))')"
     system="${SYSTEM_PTXAS:-/usr/local/cuda/bin/ptxas}"
     "$system" --version | tail -1
     runs="dense:1 dense:2 weight-grad:1"
     [ "$PART" = 34 ] && runs="grouped:1 bf16:1"
+    kernel_time=()
+    if [ "$PART" = 35 ]; then runs="paged-mqa:1 mqa:1"; kernel_time=(--kernel-time); fi
     for suite_round in $runs; do
         suite="${suite_round%%:*}"; round="${suite_round##*:}"
         for name in bundled system; do
             path="$bundled"; [ "$name" = system ] && path="$system"
             TRITON_PTXAS_PATH="$path" TRITON_CACHE_DIR="$LOGS/cache-$name" timeout 240 python3 -m finegemm.bench \
-                --plain --no-progress --suite "$suite" --peers finegemm-sm90 --commit "$commit" \
+                --plain --no-progress --suite "$suite" --peers finegemm-sm90 --commit "$commit" "${kernel_time[@]}" \
                 --json "$LOGS/ptxas-$suite-$name-$round.json" > "$LOGS/ptxas-$suite-$name-$round.log" 2>&1 || status=1
             echo "$suite $name round $round"; grep -E '^(contig|masked|[0-9]+x)' "$LOGS/ptxas-$suite-$name-$round.log" \
                 | awk '{print $1, $2, $3, $4}' | tr '\n' ' '; echo

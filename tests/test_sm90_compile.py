@@ -298,3 +298,21 @@ def test_timing_probe_variants_compile_without_spills():
         clocks[trace] = kernel.asm["ptx"].count("%clock64")
     # five stamps a K block in each of the two math warpgroups' loops
     assert clocks == {False: 0, True: 0, 2: 5 * gemm_1d2d.num_math_warpgroups(256)}
+
+
+def test_promotion_ffma_yield_bits_follow_the_ptxas():
+    """compile_check.yield_bits reads every FFMA's yield bit; Triton 3.6's bundled ptxas 12.8 leaves them uniform at
+    the 256-row tile, ptxas >= 12.9 alternates them (FINEGEMM_PTXAS, benchmarks/NOTES.md v20)."""
+    import triton
+
+    from finegemm.kernels.sm90.compile_check import sass, yield_bits
+
+    desc = GemmDesc("fp8_1d2d", 4096, 7168, 16384)
+    kernel = compile_variant(desc, get_sm90_config(desc, H200))
+    bits = yield_bits(kernel)
+    assert len(bits) == len(re.findall(r"\*/\s+FFMA ", sass(kernel))) == 256 and set(bits) <= {0, 1}
+    major, minor = (int(x) for x in triton.knobs.nvidia.ptxas.version.split("."))
+    if (major, minor) >= (12, 9):
+        assert sum(a != b for a, b in zip(bits, bits[1:])) > len(bits) // 2  # mostly alternating
+    else:
+        assert len(set(bits)) == 1

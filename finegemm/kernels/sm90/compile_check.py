@@ -164,6 +164,23 @@ def sass(kernel) -> str:
     return _cuobjdump(kernel, "-sass")
 
 
+def yield_bits(kernel, opcodes: tuple[str, ...] = ("FFMA",)) -> list[int]:
+    """The yield bit (bit 45 of the high word of each 128-bit instruction, with the stall count and scoreboards in
+    the control field above bit 41) of every instruction of ``kernel``'s SASS whose opcode starts with one of
+    ``opcodes``, in program order. ptxas >= 12.9 alternates it over the promotion's FFMA runs at 192/256-row tiles,
+    Triton 3.6's bundled 12.8 leaves it uniform (benchmarks/NOTES.md v20; scripts/sass_yield_bits.py)."""
+    lines = sass(kernel).splitlines()
+    instruction = re.compile(r"\s+/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)[^;]*;"
+                             r"\s*/\* 0x[0-9a-f]{16} \*/")
+    bits = []
+    for line, nxt in zip(lines, lines[1:]):
+        inst = instruction.match(line)
+        high = re.search(r"/\* (0x[0-9a-f]{16}) \*/", nxt)
+        if inst and high and inst.group(1).startswith(opcodes):
+            bits.append((int(high.group(1), 16) >> 45) & 1)
+    return bits
+
+
 def _nvidia_tool(name: str) -> str:
     """Triton's bundled NVIDIA tool ``name``; for ptxas the one Triton compiles with (``TRITON_PTXAS_PATH`` when
     set), since the PTX's version follows that ptxas's."""

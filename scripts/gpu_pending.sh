@@ -237,9 +237,11 @@ for line in open(sys.argv[1]).read().splitlines() + open(sys.argv[2]).read().spl
               r['us'], 'H' * r['heuristic'], f\"{r['calc_diff']:.1e}\")" "$LOGS/masked-sweep-a.log" "$LOGS/masked-sweep-b.log"
 elif [ "$PART" = 33 ] || [ "$PART" = 34 ] || [ "$PART" = 35 ]; then
     # session 18 (NOTES v20): ptxas 12.8 (Triton's) against the image's 13.0, which interleaves the promotion
-    # FFMAs' yield bits at 192/256-row tiles as DeepGEMM's build does, in alternating processes, each ptxas with its
-    # own compile cache. 33: the dense suite twice, then the weight-gradient suite; 34: the grouped and bf16 suites;
-    # 35: the paged-mqa and mqa suites with kernel time (the paged ws kernel's FP ops interleave under 13.0 too)
+    # FFMAs' yield bits at 192/256-row tiles as DeepGEMM's build does, and 13.0 with DeepGEMM's ptxas option
+    # --register-usage-level=10 (its JIT compiler's flags; Triton passes none), in alternating processes, each
+    # variant with its own compile cache. 33: the dense suite twice, then the weight-gradient suite; 34: the grouped
+    # and bf16 suites; 35: the paged-mqa and mqa suites with kernel time (the paged ws kernel's FP ops interleave
+    # under 13.0 too)
     bundled="$(python3 -c 'import os, triton; print(os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas"))')"
     system="${SYSTEM_PTXAS:-/usr/local/cuda/bin/ptxas}"
     "$system" --version | tail -1
@@ -249,9 +251,11 @@ elif [ "$PART" = 33 ] || [ "$PART" = 34 ] || [ "$PART" = 35 ]; then
     if [ "$PART" = 35 ]; then runs="paged-mqa:1 mqa:1"; kernel_time=(--kernel-time); fi
     for suite_round in $runs; do
         suite="${suite_round%%:*}"; round="${suite_round##*:}"
-        for name in bundled system; do
-            path="$bundled"; [ "$name" = system ] && path="$system"
-            TRITON_PTXAS_PATH="$path" TRITON_CACHE_DIR="$LOGS/cache-$name" timeout 240 python3 -m finegemm.bench \
+        for name in bundled system system-rul10; do
+            path="$bundled"; [ "$name" != bundled ] && path="$system"
+            options=""; [ "$name" = system-rul10 ] && options="--register-usage-level=10"
+            PTXAS_OPTIONS="$options" TRITON_PTXAS_PATH="$path" TRITON_CACHE_DIR="$LOGS/cache-$name" timeout 200 \
+                python3 -m finegemm.bench \
                 --plain --no-progress --suite "$suite" --peers finegemm-sm90 --commit "$commit" "${kernel_time[@]}" \
                 --json "$LOGS/ptxas-$suite-$name-$round.json" > "$LOGS/ptxas-$suite-$name-$round.log" 2>&1 || status=1
             echo "$suite $name round $round"; grep -E '^(contig|masked|[0-9]+x)' "$LOGS/ptxas-$suite-$name-$round.log" \

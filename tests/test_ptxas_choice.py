@@ -37,6 +37,9 @@ def test_auto_takes_the_newest_interleaving_ptxas_the_driver_supports(fakes):
     # 12.8 (Triton 3.6's own) does not interleave the FFMA yield bits: auto leaves Triton's choice alone
     assert ptxas.choose("auto", [fakes["12.8"]], None) is None
     assert ptxas.choose("auto", paths, (12, 8)) is None
+    # never below what Triton bundles: a later Triton bundling 13.0 keeps its own
+    assert ptxas.choose("auto", paths, None, bundled=(13, 0)) is None
+    assert ptxas.choose("auto", paths, None, bundled=(12, 8)) == fakes["13.0"]
 
 
 def test_empty_keeps_tritons_and_a_path_must_run(fakes, tmp_path):
@@ -53,6 +56,7 @@ def test_apply_leaves_a_user_set_triton_ptxas_path(fakes, monkeypatch):
     monkeypatch.delenv("TRITON_PTXAS_PATH")
     monkeypatch.setattr(ptxas, "candidates", lambda: list(fakes.values()))
     monkeypatch.setattr(ptxas, "driver_cuda_version", lambda: (12, 9))
+    monkeypatch.setattr(ptxas, "bundled_version", lambda: (12, 8))
     assert ptxas.apply("auto") == fakes["12.9"] == os.environ["TRITON_PTXAS_PATH"]
     monkeypatch.delenv("TRITON_PTXAS_PATH")
     assert ptxas.apply("") is None and "TRITON_PTXAS_PATH" not in os.environ

@@ -12,7 +12,7 @@ for every compile of the process, so the choice holds for every Triton kernel th
 - empty (the default): Triton's own choice, the bundled ptxas;
 - ``auto``: the newest ptxas of at least :data:`MIN_VERSION` among ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin``,
   ``/usr/local/cuda/bin``, the ``PATH`` and the ``nvidia-cuda-nvcc`` wheel, no newer than the CUDA driver
-  (a cubin from a newer toolkit may not load); none found: Triton's;
+  (a cubin from a newer toolkit may not load) and newer than Triton's bundled one; none: Triton's;
 - a path: that ptxas (an error if it does not run).
 """
 
@@ -72,10 +72,12 @@ def driver_cuda_version() -> tuple[int, int] | None:
     return (version // 1000, version % 1000 // 10) if version else None
 
 
-def choose(setting: str, paths: list[str], driver: tuple[int, int] | None) -> str | None:
+def choose(setting: str, paths: list[str], driver: tuple[int, int] | None,
+           bundled: tuple[int, int] | None = None) -> str | None:
     """The ptxas ``setting`` (``FINEGEMM_PTXAS``) names among ``paths``, or None for Triton's own.
 
-    ``auto``: the newest of ``paths`` at :data:`MIN_VERSION` or later and not newer than ``driver`` (when known).
+    ``auto``: the newest of ``paths`` at :data:`MIN_VERSION` or later and not newer than ``driver`` (when known),
+    if it is newer than Triton's ``bundled`` one (a later Triton may bundle one that interleaves already).
     """
     setting = setting.strip()
     if not setting:
@@ -89,7 +91,16 @@ def choose(setting: str, paths: list[str], driver: tuple[int, int] | None) -> st
         version = ptxas_version(p)
         if version is not None and version >= MIN_VERSION and (driver is None or version <= driver):
             usable.append((version, p))
-    return max(usable)[1] if usable else None
+    if not usable or (bundled is not None and max(usable)[0] <= bundled):
+        return None
+    return max(usable)[1]
+
+
+def bundled_version() -> tuple[int, int] | None:
+    """The version of the ptxas Triton bundles (what it compiles with when ``TRITON_PTXAS_PATH`` is unset)."""
+    import triton
+
+    return ptxas_version(os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas"))
 
 
 def apply(setting: str) -> str | None:
@@ -97,7 +108,7 @@ def apply(setting: str) -> str | None:
     None for Triton's default."""
     if os.environ.get("TRITON_PTXAS_PATH"):
         return os.environ["TRITON_PTXAS_PATH"]
-    chosen = choose(setting, candidates(), driver_cuda_version()) if setting.strip() else None
+    chosen = choose(setting, candidates(), driver_cuda_version(), bundled_version()) if setting.strip() else None
     if chosen:
         os.environ["TRITON_PTXAS_PATH"] = chosen
     return chosen

@@ -61,6 +61,8 @@
 #                                   interleave): dense suite x2, weight-grad suite, alternating processes
 #   bash scripts/gpu_pending.sh 34  (session 18) the same A/B on the grouped and bf16 suites
 #   bash scripts/gpu_pending.sh 35  (session 18) the same A/B on the paged-mqa and mqa suites (kernel time)
+#   bash scripts/gpu_pending.sh 36  (session 18) the quick form of 33 (the six M = 4096 shapes once, ~2 min) for a
+#                                   short device window, e.g. an H100 at the end of a session
 #   bash scripts/gpu_pending.sh 32  (session 18) scripts/trace_probe.py --waves: per-wave SM-clock timeline of the
 #                                   256-row tiles at M = 4096 (wave in flight share, K-block period, promotions)
 #   bash scripts/gpu_pending.sh 31  (session 18) scripts/warp_release_probe.py: the per-warp slot release against
@@ -235,20 +237,25 @@ for line in open(sys.argv[1]).read().splitlines() + open(sys.argv[2]).read().spl
         r = json.loads(line)
         print(r['groups'], r['m_per_group'], r['N'], r['K'], f\"{r['block_m']}x{r['block_n']}\", 'pipe' * r['pipe_mma'],
               r['us'], 'H' * r['heuristic'], f\"{r['calc_diff']:.1e}\")" "$LOGS/masked-sweep-a.log" "$LOGS/masked-sweep-b.log"
-elif [ "$PART" = 33 ] || [ "$PART" = 34 ] || [ "$PART" = 35 ]; then
+elif [ "$PART" = 33 ] || [ "$PART" = 34 ] || [ "$PART" = 35 ] || [ "$PART" = 36 ]; then
     # session 18 (NOTES v20): ptxas 12.8 (Triton's) against the image's 13.0, which interleaves the promotion
     # FFMAs' yield bits at 192/256-row tiles as DeepGEMM's build does, and 13.0 with DeepGEMM's ptxas option
     # --register-usage-level=10 (its JIT compiler's flags; Triton passes none), in alternating processes, each
     # variant with its own compile cache. 33: the dense suite twice, then the weight-gradient suite; 34: the grouped
     # and bf16 suites; 35: the paged-mqa and mqa suites with kernel time (the paged ws kernel's FP ops interleave
-    # under 13.0 too)
+    # under 13.0 too); 36: the quick form for a short device window (the six M = 4096 dense shapes once, ~2 min)
     bundled="$(python3 -c 'import os, triton; print(os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas"))')"
     system="${SYSTEM_PTXAS:-/usr/local/cuda/bin/ptxas}"
     "$system" --version | tail -1
     runs="dense:1 dense:2 weight-grad:1"
     [ "$PART" = 34 ] && runs="grouped:1 bf16:1"
     kernel_time=()
+    shapes=()
     if [ "$PART" = 35 ]; then runs="paged-mqa:1 mqa:1"; kernel_time=(--kernel-time); fi
+    if [ "$PART" = 36 ]; then
+        runs="dense:1"
+        shapes=(--shapes "4096,2112,7168;4096,24576,1536;4096,32768,512;4096,7168,16384;4096,4096,7168;4096,7168,2048")
+    fi
     for suite_round in $runs; do
         suite="${suite_round%%:*}"; round="${suite_round##*:}"
         for name in bundled system system-rul10; do
@@ -257,6 +264,7 @@ elif [ "$PART" = 33 ] || [ "$PART" = 34 ] || [ "$PART" = 35 ]; then
             PTXAS_OPTIONS="$options" TRITON_PTXAS_PATH="$path" TRITON_CACHE_DIR="$LOGS/cache-$name" timeout 200 \
                 python3 -m finegemm.bench \
                 --plain --no-progress --suite "$suite" --peers finegemm-sm90 --commit "$commit" "${kernel_time[@]}" \
+                "${shapes[@]}" \
                 --json "$LOGS/ptxas-$suite-$name-$round.json" > "$LOGS/ptxas-$suite-$name-$round.log" 2>&1 || status=1
             echo "$suite $name round $round"; grep -E '^(contig|masked|[0-9]+x)' "$LOGS/ptxas-$suite-$name-$round.log" \
                 | awk '{print $1, $2, $3, $4}' | tr '\n' ' '; echo

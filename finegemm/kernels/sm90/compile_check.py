@@ -182,11 +182,9 @@ def yield_bits(kernel, opcodes: tuple[str, ...] = ("FFMA",)) -> list[int]:
 
 
 def _nvidia_tool(name: str) -> str:
-    """Triton's bundled NVIDIA tool ``name``; for ptxas the one Triton compiles with (``TRITON_PTXAS_PATH`` when
-    set), since the PTX's version follows that ptxas's."""
-    if name == "ptxas":
-        return triton.knobs.nvidia.ptxas.path
-    return os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", name)
+    """The NVIDIA tool ``name`` (ptxas, cuobjdump) Triton itself uses: its bundled one unless ``TRITON_<NAME>_PATH``
+    names another. For ptxas this matters: the PTX's version follows the ptxas Triton compiles with."""
+    return getattr(triton.knobs.nvidia, name).path
 
 
 def wgmma_serialization(kernel) -> list[str]:

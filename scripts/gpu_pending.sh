@@ -247,6 +247,7 @@ elif [ "$PART" = 33 ] || [ "$PART" = 34 ] || [ "$PART" = 35 ] || [ "$PART" = 36 
     bundled="$(python3 -c 'import os, triton; print(os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas"))')"
     system="${SYSTEM_PTXAS:-/usr/local/cuda/bin/ptxas}"
     "$system" --version | tail -1
+    # RUNS / VARIANTS override the suites and the ptxas variants (session 19: bundled-rul10, level 10 under 12.8)
     runs="dense:1 dense:2 weight-grad:1"
     [ "$PART" = 34 ] && runs="grouped:1 bf16:1"
     kernel_time=()
@@ -256,11 +257,11 @@ elif [ "$PART" = 33 ] || [ "$PART" = 34 ] || [ "$PART" = 35 ] || [ "$PART" = 36 
         runs="dense:1"
         shapes=(--shapes "4096,2112,7168;4096,24576,1536;4096,32768,512;4096,7168,16384;4096,4096,7168;4096,7168,2048")
     fi
-    for suite_round in $runs; do
+    for suite_round in ${RUNS:-$runs}; do
         suite="${suite_round%%:*}"; round="${suite_round##*:}"
-        for name in bundled system system-rul10; do
-            path="$bundled"; [ "$name" != bundled ] && path="$system"
-            options=""; [ "$name" = system-rul10 ] && options="--register-usage-level=10"
+        for name in ${VARIANTS:-bundled system system-rul10}; do
+            path="$bundled"; [ "${name%%-*}" = system ] && path="$system"
+            options=""; [ "${name##*-}" = rul10 ] && options="--register-usage-level=10"
             PTXAS_OPTIONS="$options" TRITON_PTXAS_PATH="$path" TRITON_CACHE_DIR="$LOGS/cache-$name" timeout 200 \
                 python3 -m finegemm.bench \
                 --plain --no-progress --suite "$suite" --peers finegemm-sm90 --commit "$commit" "${kernel_time[@]}" \

@@ -6,13 +6,17 @@ warpgroup's instructions between the promotion's FFMAs. DeepGEMM relied on a cub
 pattern until NVCC did it, and is built by the toolkit's own (newer) ptxas. The sm90 FP8 kernels at 192 and 256
 rows get the pattern from ptxas 13.0 and not from the bundled 12.8 (CPU compile, benchmarks/NOTES.md v20).
 
+Measured (H100, benchmarks/NOTES.md v21), the interleave alone changes nothing; together with ptxas
+``--register-usage-level=10`` (DeepGEMM's JIT flag, :func:`fp8_gemm_options`) it takes 5 % off the 256-row
+M = 4096 shapes. So finegemm compiles with a newer ptxas when it finds one.
+
 ``FINEGEMM_PTXAS`` picks, once at import and only when ``TRITON_PTXAS_PATH`` is unset (Triton reads that variable
 for every compile of the process, so the choice holds for every Triton kernel the process compiles):
 
-- empty (the default): Triton's own choice, the bundled ptxas;
-- ``auto``: the newest ptxas of at least :data:`MIN_VERSION` among ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin``,
-  ``/usr/local/cuda/bin``, the ``PATH`` and the ``nvidia-cuda-nvcc`` wheel, no newer than the CUDA driver
-  (a cubin from a newer toolkit may not load) and newer than Triton's bundled one; none: Triton's;
+- ``auto`` (the default): the newest ptxas of at least :data:`MIN_VERSION` among ``$CUDA_HOME/bin``,
+  ``$CUDA_PATH/bin``, ``/usr/local/cuda/bin``, the ``PATH`` and the ``nvidia-cuda-nvcc`` wheel, no newer than the
+  CUDA driver (a cubin from a newer toolkit may not load) and newer than Triton's bundled one; none: Triton's;
+- empty: Triton's own choice, the bundled ptxas;
 - a path: that ptxas (an error if it does not run).
 """
 
@@ -112,3 +116,35 @@ def apply(setting: str) -> str | None:
     if chosen:
         os.environ["TRITON_PTXAS_PATH"] = chosen
     return chosen
+
+
+# DeepGEMM's JIT passes this to ptxas; Triton passes none (default level 5).
+REGISTER_USAGE_LEVEL = "--register-usage-level=10"
+
+
+def in_use_version() -> tuple[int, int] | None:
+    """The version of the ptxas Triton compiles with now: ``TRITON_PTXAS_PATH``'s, else the bundled one."""
+    path = os.environ.get("TRITON_PTXAS_PATH")
+    return ptxas_version(path) if path else bundled_version()
+
+
+@functools.cache
+def _fp8_gemm_options(path: str | None, user: str | None) -> str | None:
+    version = ptxas_version(path) if path else bundled_version()
+    if version is None or version < MIN_VERSION or "register-usage-level" in (user or "") \
+            or "regUsageLevel" in (user or ""):
+        return user
+    return f"{user} {REGISTER_USAGE_LEVEL}" if user else REGISTER_USAGE_LEVEL
+
+
+def fp8_gemm_options() -> str | None:
+    """ptxas options of the FP8 GEMM kernels (gemm_1d2d: dense, grouped, k-grouped), passed per launch as
+    ``ptx_options``: the user's ``PTXAS_OPTIONS`` plus :data:`REGISTER_USAGE_LEVEL` when the ptxas in use is
+    :data:`MIN_VERSION` or later.
+
+    H100, dense suite, two rounds (benchmarks/NOTES.md v21): ptxas 13.0 at level 10 takes 5 % off the 256-row
+    M = 4096 shapes and 2-4 % off the contiguous grouped ones; 13.0 alone, or level 10 under the bundled 12.8,
+    does not (12.8 at level 10 is 4 % slower at 4096 x 2112 x 7168). Level 10 hoists the scale loads of the next
+    K block above the current block's WGMMAs; other kernel families measured no gain, so they keep the default.
+    """
+    return _fp8_gemm_options(os.environ.get("TRITON_PTXAS_PATH") or None, os.environ.get("PTXAS_OPTIONS") or None)

@@ -17,6 +17,7 @@ from triton.backends.compiler import GPUTarget
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon._runtime import GluonASTSource
 
+from ...jit import ptxas
 from ...jit.heuristics import GemmDesc
 from ...jit.heuristics_sm90 import Sm90Config
 from ...jit.interpret import restore_language
@@ -101,7 +102,8 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32", p
         sig[name] = "constexpr"
     src = GluonASTSource(gemm_1d2d.fp8_gemm_kernel, sig, constexprs)
     restore_language()  # interpreted CPU tests earlier in this process may have left tl patched
-    return triton.compile(src, target=TARGET, options={"num_warps": config.num_warps, "launch_pdl": pdl})
+    return triton.compile(src, target=TARGET, options={"num_warps": config.num_warps, "launch_pdl": pdl,
+                                                       "ptx_options": ptxas.fp8_gemm_options()})
 
 
 def compile_grouped_variant(desc: GemmDesc, config: Sm90Config, use_psum: bool = False, head_batched: bool = False):
@@ -138,7 +140,8 @@ def compile_grouped_variant(desc: GemmDesc, config: Sm90Config, use_psum: bool =
         sig[name] = "constexpr"
     src = GluonASTSource(gemm_1d2d.fp8_gemm_kernel, sig, constexprs)
     restore_language()
-    return triton.compile(src, target=TARGET, options={"num_warps": config.num_warps})
+    return triton.compile(src, target=TARGET, options={"num_warps": config.num_warps,
+                                                       "ptx_options": ptxas.fp8_gemm_options()})
 
 
 def _cuobjdump(kernel, flag: str) -> str:

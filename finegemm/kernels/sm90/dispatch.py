@@ -17,7 +17,7 @@ import triton
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from ...jit import env
+from ...jit import env, ptxas
 from ...jit.device import DeviceFacts
 from ...jit.heuristics import GemmDesc, get_portable_config
 from ...jit.heuristics_sm90 import HEAD_SPLIT_BLOCK_NS, Sm90Config, get_sm90_config, head_split_config
@@ -182,7 +182,7 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c, chain:
         C_TMA_LATE=config.c_tma and config.c_tma_late and not (fused and config.split_tail),
         num_warps=config.num_warps, SPLITK_FUSED=fused, SPLIT_TAIL=fused and config.split_tail,
         PDL=pdl and chain != 2, launch_pdl=pdl, PDL_CHAIN=chain, B_PREFETCH=config.b_prefetch,
-        HEAD_SPLITS=desc.head_splits or (0, 0, 0),
+        HEAD_SPLITS=desc.head_splits or (0, 0, 0), ptx_options=ptxas.fp8_gemm_options(),
     )
     if fused:
         meta.update(ws_ptr=ws, cnt_ptr=counters)

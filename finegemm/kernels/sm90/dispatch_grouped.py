@@ -25,6 +25,7 @@ import torch
 import triton
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+from ...jit import ptxas
 from ...jit.device import DeviceFacts
 from ...jit.heuristics import GemmDesc
 from ...jit.heuristics_sm90 import Sm90Config
@@ -102,7 +103,7 @@ def _meta(desc: GemmDesc, config: Sm90Config, sfa: torch.Tensor, use_psum: bool,
         GROUP_M=config.group_m, SPLIT_K=1, SF_PACKED=sfa.dtype == torch.int32, SFB_PER_CHANNEL=False,
         HAS_C=False, PIPE_MMA=config.pipe_mma, PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS,
         SMALL_EPI=False, SFA_TMA=sfa_tma, num_warps=config.num_warps, B_PREFETCH=config.b_prefetch,
-        **grouped_constexprs(desc, use_psum),
+        ptx_options=ptxas.fp8_gemm_options(), **grouped_constexprs(desc, use_psum),
     )
 
 

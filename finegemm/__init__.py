@@ -5,8 +5,12 @@ DeepGEMM's public names: ``import finegemm as deep_gemm`` works for its SM90 den
 
 from .jit.env import apply_cache_dir as _apply_cache_dir
 from .jit.env import apply_ptxas as _apply_ptxas
+from .jit.interpret import enable_interpreter_without_gpu as _enable_interpreter_without_gpu
 
 _apply_cache_dir()
+# first: the interpreter choice must be made before anything imports triton (choosing a ptxas reads the
+# bundled one's version through triton's package path)
+_enable_interpreter_without_gpu()
 _apply_ptxas()
 
 from .api.attention import (

@@ -60,3 +60,79 @@ def test_apply_leaves_a_user_set_triton_ptxas_path(fakes, monkeypatch):
     assert ptxas.apply("auto") == fakes["12.9"] == os.environ["TRITON_PTXAS_PATH"]
     monkeypatch.delenv("TRITON_PTXAS_PATH")
     assert ptxas.apply("") is None and "TRITON_PTXAS_PATH" not in os.environ
+
+
+def test_fp8_gemm_options_add_level_10_only_under_an_interleaving_ptxas(fakes, monkeypatch):
+    """ptxas 13.0 at --register-usage-level=10 is the measured win (NOTES v21); 12.8 at level 10 lost 4 % at
+    4096x2112x7168, so the bundled ptxas keeps the default level. The user's PTXAS_OPTIONS are kept."""
+    monkeypatch.delenv("PTXAS_OPTIONS", raising=False)
+    monkeypatch.setenv("TRITON_PTXAS_PATH", fakes["13.0"])
+    assert ptxas.fp8_gemm_options() == ptxas.REGISTER_USAGE_LEVEL == "--register-usage-level=10"
+    monkeypatch.setenv("TRITON_PTXAS_PATH", fakes["12.8"])
+    assert ptxas.fp8_gemm_options() is None
+    monkeypatch.setenv("PTXAS_OPTIONS", "-v")
+    assert ptxas.fp8_gemm_options() == "-v"
+    monkeypatch.setenv("TRITON_PTXAS_PATH", fakes["12.9"])
+    assert ptxas.fp8_gemm_options() == "-v --register-usage-level=10"
+    monkeypatch.setenv("PTXAS_OPTIONS", "--register-usage-level=7")  # the user's own level wins
+    assert ptxas.fp8_gemm_options() == "--register-usage-level=7"
+    monkeypatch.delenv("TRITON_PTXAS_PATH")
+    monkeypatch.delenv("PTXAS_OPTIONS")
+    monkeypatch.setattr(ptxas, "bundled_version", lambda: (12, 8))
+    ptxas._fp8_gemm_options.cache_clear()
+    assert ptxas.fp8_gemm_options() is None
+
+
+def test_the_dense_and_grouped_launches_carry_the_fp8_options(monkeypatch):
+    """The per-launch ``ptx_options`` reach the FP8 GEMM kernels' compile (CPU: the compile_check path, which
+    passes the same function's value) and change the SASS: level 10 is not a no-op."""
+    import triton
+
+    from finegemm.jit.device import H200
+    from finegemm.jit.heuristics import GemmDesc
+    from finegemm.kernels.sm90 import compile_check
+    from finegemm.kernels.sm90.dispatch import get_config
+
+    version = ptxas.ptxas_version(triton.knobs.nvidia.ptxas.path)
+    if version is None or version < ptxas.MIN_VERSION:
+        pytest.skip(f"needs a ptxas >= 12.9 in use (FINEGEMM_PTXAS=auto found none; in use: {version})")
+    desc = GemmDesc("fp8_1d2d", 4096, 4096, 7168)
+    config = get_config(desc, H200)
+    monkeypatch.delenv("PTXAS_OPTIONS", raising=False)
+    with_level = compile_check.compile_variant(desc, config)
+    assert with_level.metadata.ptx_options == ptxas.REGISTER_USAGE_LEVEL
+    monkeypatch.setenv("PTXAS_OPTIONS", "--register-usage-level=5")
+    default_level = compile_check.compile_variant(desc, config)
+    assert default_level.metadata.ptx_options == "--register-usage-level=5"
+    assert compile_check.sass(with_level) != compile_check.sass(default_level)
+
+
+def test_choosing_a_ptxas_at_import_keeps_the_cpu_interpreter(fakes):
+    """Regression: applying FINEGEMM_PTXAS at import once read the bundled ptxas's version through ``import triton``
+    before finegemm had turned the interpreter on, and every portable kernel then failed on a CPU ("Cannot call
+    @triton.jit'd outside of the scope of a kernel"). Any ptxas choice must leave the interpreter path working."""
+    import subprocess
+    import sys
+
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("the interpreter path is the CPU's")
+    code = (
+        "import os, torch, finegemm\n"
+        "from finegemm.quant import per_block_cast_to_fp8, per_token_cast_to_fp8\n"
+        "from finegemm.reference import calc_diff\n"
+        "assert os.environ['TRITON_PTXAS_PATH'] == os.environ['EXPECT_PTXAS'], os.environ.get('TRITON_PTXAS_PATH')\n"
+        "assert os.environ.get('TRITON_INTERPRET') == '1'\n"
+        "g = torch.Generator().manual_seed(0)\n"
+        "a, b = torch.randn(64, 256, generator=g), torch.randn(128, 256, generator=g)\n"
+        "d = torch.empty(64, 128, dtype=torch.bfloat16)\n"
+        "finegemm.fp8_gemm_nt(per_token_cast_to_fp8(a), per_block_cast_to_fp8(b), d)\n"
+        "diff = calc_diff(d.double(), a.double() @ b.double().T)\n"
+        "assert diff < 2e-3, diff\n"
+        "print('ok')\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_PTXAS_PATH", "TRITON_INTERPRET")}
+    env.update(FINEGEMM_PTXAS=fakes["13.0"], EXPECT_PTXAS=fakes["13.0"])
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-2000:]

@@ -63,6 +63,7 @@
 #   bash scripts/gpu_pending.sh 35  (session 18) the same A/B on the paged-mqa and mqa suites (kernel time)
 #   bash scripts/gpu_pending.sh 36  (session 18) the quick form of 33 (the six M = 4096 shapes once, ~2 min) for a
 #                                   short device window, e.g. an H100 at the end of a session
+#   bash scripts/gpu_pending.sh 37  (session 19) the per-wave timeline of the weight-gradient kernel at 256 rows
 #   bash scripts/gpu_pending.sh 32  (session 18) scripts/trace_probe.py --waves: per-wave SM-clock timeline of the
 #                                   256-row tiles at M = 4096 (wave in flight share, K-block period, promotions)
 #   bash scripts/gpu_pending.sh 31  (session 18) scripts/warp_release_probe.py: the per-warp slot release against
@@ -247,7 +248,7 @@ elif [ "$PART" = 33 ] || [ "$PART" = 34 ] || [ "$PART" = 35 ] || [ "$PART" = 36 
     bundled="$(python3 -c 'import os, triton; print(os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas"))')"
     system="${SYSTEM_PTXAS:-/usr/local/cuda/bin/ptxas}"
     "$system" --version | tail -1
-    # RUNS / VARIANTS override the suites and the ptxas variants (session 19: bundled-rul10, level 10 under 12.8)
+    # RUNS / VARIANTS override the suites and the ptxas variants (session 19: bundled-rul10 = level 10 under 12.8; -rulN any level)
     runs="dense:1 dense:2 weight-grad:1"
     [ "$PART" = 34 ] && runs="grouped:1 bf16:1"
     kernel_time=()
@@ -261,7 +262,7 @@ elif [ "$PART" = 33 ] || [ "$PART" = 34 ] || [ "$PART" = 35 ] || [ "$PART" = 36 
         suite="${suite_round%%:*}"; round="${suite_round##*:}"
         for name in ${VARIANTS:-bundled system system-rul10}; do
             path="$bundled"; [ "${name%%-*}" = system ] && path="$system"
-            options=""; [ "${name##*-}" = rul10 ] && options="--register-usage-level=10"
+            options=""; [ "${name#*-rul}" != "$name" ] && options="--register-usage-level=${name#*-rul}"
             PTXAS_OPTIONS="$options" TRITON_PTXAS_PATH="$path" TRITON_CACHE_DIR="$LOGS/cache-$name" timeout 200 \
                 python3 -m finegemm.bench \
                 --plain --no-progress --suite "$suite" --peers finegemm-sm90 --commit "$commit" "${kernel_time[@]}" \
@@ -273,6 +274,13 @@ elif [ "$PART" = 33 ] || [ "$PART" = 34 ] || [ "$PART" = 35 ] || [ "$PART" = 36 
         pack
     done
     rm -rf "$LOGS"/cache-*; pack
+elif [ "$PART" = 37 ]; then
+    # session 19 (NOTES v21): the same timeline for the weight-gradient kernel (1d1d, FP32 d = c + a @ b) at its
+    # 256-row tiles beside the dense twin of one shape: K-block period, promotions (per-channel: two multiplies an
+    # element), and the unit epilogue (C read, D written in FP32)
+    OUT="$LOGS" timeout 300 python3 scripts/trace_probe.py --waves 4096x4096x7168 "4096x4096x7168 wgrad" \
+        "7168x4096x16384 wgrad" 2>&1 | tee "$LOGS/trace_waves_wgrad.log" | cut -c1-400
+    pack
 elif [ "$PART" = 32 ]; then
     # session 18 (NOTES v20): the per-wave timeline of the 256-row tiles (TRACE 2): does the pair of math warpgroups
     # keep a wave in flight all the time, and where does a K block's period go (M = 4096, issue 5's gap)

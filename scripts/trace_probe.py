@@ -59,6 +59,9 @@ def cases():
         ("64x7168x2048", (64, 7168, 2048, "1d2d", torch.bfloat16, False), None),
         ("128x4096x7168", (128, 4096, 7168, "1d2d", torch.bfloat16, False), None),
         ("576x4096x7168 wgrad", (576, 4096, 7168, "1d1d", torch.float32, True), None),
+        # the weight gradients at 256-row tiles (issue 5's 1.2x DeepGEMM target; 0.88-0.89x at 26f8c93)
+        ("4096x4096x7168 wgrad", (4096, 4096, 7168, "1d1d", torch.float32, True), None),
+        ("7168x4096x16384 wgrad", (7168, 4096, 16384, "1d1d", torch.float32, True), None),
     ]
 
 

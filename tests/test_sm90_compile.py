@@ -316,3 +316,20 @@ def test_promotion_ffma_yield_bits_follow_the_ptxas():
         assert sum(a != b for a, b in zip(bits, bits[1:])) > len(bits) // 2  # mostly alternating
     else:
         assert len(set(bits)) == 1
+
+
+@pytest.mark.parametrize("m,n,k", [(4096, 4096, 7168), (2112, 4096, 7168), (4096, 2112, 512)])
+def test_in_place_accumulate_reduces_into_d_by_tma(m, n, k):
+    """C is D (``D_REDUCE``): the epilogue adds each wave's tile into D with ``cp.reduce.async.bulk.tensor ... add``
+    and reads no C (no global f32 loads, no C tensor map), where the separate-C variant loads C."""
+    desc = GemmDesc("fp8_1d1d", m, n, k, out_fp32=True, with_c=True)
+    config = get_sm90_config(desc, H200)
+    assert config.split_k == 1
+    reduced = compile_variant(desc, config, d_reduce=True).asm["ptx"]
+    separate = compile_variant(desc, config).asm["ptx"]
+    assert re.search(r"cp\.reduce\.async\.bulk\.tensor\.2d\.global\.shared::cta\.add", reduced)
+    assert "cp.async.bulk.tensor.2d.global.shared::cta" not in reduced.replace("cp.reduce.async", "")
+    assert "cp.reduce.async.bulk" not in separate
+    c_loads = r"ld\.global(\.\w+)*\.(f32|b32|v4\.f32|v4\.b32|v2\.f32)"
+    assert re.search(c_loads, separate) or config.c_tma, "the separate-C variant reads C"
+    assert not re.search(r"ld\.global(\.\w+)*\.v4\.(f32|b32)", reduced)

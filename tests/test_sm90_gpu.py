@@ -209,6 +209,50 @@ def test_1d1d_c_by_tma(m, n, k, variant, in_place):
     assert torch.equal(outs[True], outs[False]), "C by TMA differs from C by global loads"
 
 
+@pytest.mark.parametrize("m,n,k", [(333, 576, 7168), (4095, 2112, 512), (2112, 4096, 2048), (4096, 4096, 1024)])
+@pytest.mark.parametrize("variant", C_TMA_VARIANTS,
+                         ids=["128-pipe", "256-se", "128x64-pipe", "64", "128-pipe-late", "64-pipe-late"])
+def test_1d1d_in_place_accumulate_by_tma_reduce(m, n, k, variant):
+    """C is D (``d += a @ b``, the weight-gradient accumulate): the tile is added into D by TMA reduce-add
+    (``D_REDUCE``, no C read in the kernel). Right against the reference, bitwise the separate-C call (C read by
+    the kernel, D stored), rows past M and D outside the tile untouched."""
+    import dataclasses
+
+    from finegemm.jit.device import device_facts
+    from finegemm.jit.heuristics import GemmDesc
+    from finegemm.jit.heuristics_sm90 import make_config
+
+    dispatch = _sm90()
+    dev = torch.device("cuda")
+    a, sfa = per_token_cast_to_fp8(torch.randn(m, k, device=dev, dtype=torch.bfloat16), use_ue8m0=False)
+    b, sfb = per_token_cast_to_fp8(torch.randn(n, k, device=dev, dtype=torch.bfloat16), use_ue8m0=False)
+    sfa_k, sfb_k = finegemm.get_mn_major_tma_aligned_tensor(sfa), finegemm.get_mn_major_tma_aligned_tensor(sfb)
+    c = torch.randn(m, n, device=dev, dtype=torch.float32)
+    desc = GemmDesc("fp8_1d1d", m, n, k, True, True, True, True, False)
+    variant = dict(variant)
+    pipe = variant.pop("pipe_mma", False)
+    late = variant.pop("c_tma_late", False)
+    bm, bn, split = variant.pop("tile")
+    cfg = dataclasses.replace(make_config(desc, device_facts(dev), bm, bn, split, **variant), pipe_mma=pipe,
+                              c_tma_late=late)
+    assert dispatch.d_reduce_ok(desc, cfg.split_k, c, c)
+    # D a view inside a bigger buffer: the reduce must touch exactly its rows and columns
+    big = torch.randn(m + 3, n + 16, device=dev, dtype=torch.float32)
+    d_in = big[1:m + 1, 8:n + 8]
+    d_in.copy_(c)
+    outside = big.clone()
+    dispatch.fp8_gemm(desc, cfg, a, sfa_k, b, sfb_k, d_in, d_in)
+    d_sep = torch.full((m, n), float("nan"), device=dev, dtype=torch.float32)
+    dispatch.fp8_gemm(desc, cfg, a, sfa_k, b, sfb_k, d_sep, c)
+    torch.cuda.synchronize()
+    ref = reference.fp8_gemm_nt((a, sfa), (b, sfb), c, recipe=(1, 1, 128))
+    assert reference.calc_diff(d_in, ref) < 1e-3, (m, n, k, cfg)
+    assert torch.equal(d_in, d_sep), "the TMA reduce-add differs from C read and D stored"
+    inner = torch.zeros_like(big, dtype=torch.bool)
+    inner[1:m + 1, 8:n + 8] = True
+    assert torch.equal(big[~inner], outside[~inner]), "the reduce wrote outside D"
+
+
 SPLITK_FUSED_CASES = [  # (m, n, k, recipe, packed, with_c, (bm, bn, split))
     (64, 2112, 7168, "1d2d", False, False, (64, 128, 4)),
     (77, 2112, 7168, "1d2d", False, False, (128, 64, 4)),

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import subprocess
@@ -41,11 +42,14 @@ def c_tma_effective(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32") -
 
 
 def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32", pdl: bool = True,
-                    trace: bool = False, chain: int = 0):
+                    trace: bool = False, chain: int = 0, d_reduce: bool = False):
     """The compiled kernel (``triton.compiler.CompiledKernel``) for ``desc`` under ``config``; ``pdl``: with
     programmatic dependent launch, as the dense dispatch launches it by default (``FINEGEMM_PDL``);
     ``trace``: the timing-probe variant (``TRACE``, never dispatched); ``chain``: ``PDL_CHAIN`` (with ``pdl``:
-    1 the first link of a chain, 2 a later one, as the k-grouped launches run)."""
+    1 the first link of a chain, 2 a later one, as the k-grouped launches run); ``d_reduce``: C is D, added by
+    TMA reduce-add (``D_REDUCE``, as the dispatch launches ``desc.with_c`` calls whose C is D: no C read)."""
+    if d_reduce:
+        desc = dataclasses.replace(desc, with_c=False)
     bm, bn, split = config.block_m, config.block_n, config.split_k
     d_fp32 = desc.out_fp32 or (split > 1 and not config.splitk_fused)
     sf = "*i32" if desc.sf_packed else "*fp32"
@@ -90,6 +94,7 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32", p
     constexprs["B_PREFETCH"] = config.b_prefetch
     constexprs["HEAD_SPLITS"] = desc.head_splits or (0, 0, 0)
     constexprs["TRACE"] = trace
+    constexprs["D_REDUCE"] = d_reduce
     if trace:
         sig["trace_ptr"] = "*i64"
     else:

@@ -126,6 +126,14 @@ def c_tma_ok(config: Sm90Config, c: torch.Tensor | None, d: torch.Tensor) -> boo
             and c.dim() == 2 and c.stride(1) == 1 and c.data_ptr() % 16 == 0 and (c.stride(0) * 4) % 16 == 0)
 
 
+def d_reduce_ok(desc: GemmDesc, split: int, c: torch.Tensor | None, d: torch.Tensor) -> bool:
+    """Whether ``d = c + a @ b`` can run as ``d += a @ b`` by TMA reduce-add (the kernel's ``D_REDUCE``): C is D
+    (same storage, strides and dtype, FP32), the whole K in one launch (no split-K) and plain columns."""
+    return (c is not None and split == 1 and not desc.head_splits and d.dtype == torch.float32
+            and c.dtype == d.dtype and c.data_ptr() == d.data_ptr() and c.shape == d.shape
+            and c.stride() == d.stride())
+
+
 def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c, chain: int = 0):
     """(grid, kernel arguments, launch keywords, split-K reduction launch or None) of one GEMM.
 
@@ -160,6 +168,9 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c, chain:
     pdl = env.flag(env.PDL)
     chain = chain if pdl and split == 1 else 0
     stride_sfb = sfb.stride(1) if per_channel else sfb.stride(0)
+    d_reduce = d_reduce_ok(desc, split, c, d)
+    if d_reduce:
+        c = None  # C is D: the tile is added into D by the TMA, the kernel reads no C
     c_arg = c if c is not None else d
     sfa_desc = _scale_desc(sfa, bm, config.sfa_tma)
     if sfa_desc is None:  # scales not TMA-addressable (unaligned view): load them from global memory
@@ -182,7 +193,7 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c, chain:
         C_TMA_LATE=config.c_tma and config.c_tma_late and not (fused and config.split_tail),
         num_warps=config.num_warps, SPLITK_FUSED=fused, SPLIT_TAIL=fused and config.split_tail,
         PDL=pdl and chain != 2, launch_pdl=pdl, PDL_CHAIN=chain, B_PREFETCH=config.b_prefetch,
-        HEAD_SPLITS=desc.head_splits or (0, 0, 0), ptx_options=ptxas.fp8_gemm_options(),
+        HEAD_SPLITS=desc.head_splits or (0, 0, 0), D_REDUCE=d_reduce, ptx_options=ptxas.fp8_gemm_options(),
     )
     if fused:
         meta.update(ws_ptr=ws, cnt_ptr=counters)

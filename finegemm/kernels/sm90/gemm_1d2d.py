@@ -64,6 +64,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from triton.language.extra.cuda import gdc_wait
 
 from .l2_prefetch import prefetch_tile_l2, tensor_map_param
+from .tma_reduce import async_reduce_add_shared_to_global
 
 BLOCK_K: tl.constexpr = tl.constexpr(128)
 # B's tensor map as fp8_gemm_kernel's lowered parameter (a_desc takes 0-4): for the L2 prefetch's inline PTX
@@ -791,13 +792,14 @@ def _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
 @gluon.jit
 def _store_wave(acc, d_desc, d_sub, c_ptr, rows, cols, row_mask, col_mask, stride_cm, out_row, off_n,
                 PENDING: gl.constexpr, ADD_C: gl.constexpr, C_STAGED: gl.constexpr = False, c_bar=None,
-                c_phase=0):
+                c_phase=0, REDUCE: gl.constexpr = False):
     """Epilogue of one 64-row wave: (+ C in FP32), cast, registers -> ``d_sub`` [64, BLOCK_N] -> TMA store.
 
     ``C_STAGED``: this wave's C tile is already on its way into ``d_sub`` by TMA (:func:`_prefetch_c`,
     arriving on ``c_bar`` with phase ``c_phase``); else, with ``ADD_C``, C is read here from global memory.
     The store is left in flight; ``PENDING`` TMA stores of this warpgroup may still be running when
-    ``d_sub`` is overwritten (they read other buffers).
+    ``d_sub`` is overwritten (they read other buffers). ``REDUCE``: the TMA adds the tile into D instead of
+    storing it (D += acc, FP32).
     """
     if C_STAGED:
         mbarrier.wait(c_bar, c_phase)
@@ -812,7 +814,10 @@ def _store_wave(acc, d_desc, d_sub, c_ptr, rows, cols, row_mask, col_mask, strid
     d_sub.store(acc.to(d_desc.dtype))
     fence_async_shared()
     gl.thread_barrier()
-    tma.async_copy_shared_to_global(d_desc, [out_row, off_n], d_sub)
+    if REDUCE:
+        async_reduce_add_shared_to_global(d_desc, [out_row, off_n], d_sub)
+    else:
+        tma.async_copy_shared_to_global(d_desc, [out_row, off_n], d_sub)
 
 
 @gluon.jit
@@ -904,7 +909,7 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                     K_DYN: gl.constexpr = False, c_desc=None, c_bars=None, C_TMA: gl.constexpr = False,
                     C_TMA_LATE: gl.constexpr = False, ws_ptr=None, cnt_ptr=None, SPLITK_FUSED: gl.constexpr = False,
                     SPLIT_TAIL: gl.constexpr = False, trace_ptr=None, TRACE: gl.constexpr = False,
-                    HEAD_SPLITS: gl.constexpr = (0, 0, 0)):
+                    HEAD_SPLITS: gl.constexpr = (0, 0, 0), D_REDUCE: gl.constexpr = False):
     """One math warpgroup (4 warps). Its rows of each tile: wave ``w`` covers tile rows
     ``w * 64 * NUM_WG + 64 * WG + [0, 64)`` (BLOCK_M 64/128: one wave; 256: two, DeepGEMM's order).
     ``d_smem`` holds [BLOCK_M, BLOCK_N] (or, with ``SMALL_EPI``, [64 * NUM_WG, BLOCK_N] that both
@@ -919,7 +924,7 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                     stride_sfa_k, stride_sfb, stride_cm, N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
                     SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, WG, sfb_bufs,
                     SFB_TMA, a_desc, K_DYN, c_desc, c_bars, C_TMA, C_TMA_LATE, ws_ptr, cnt_ptr, SPLITK_FUSED,
-                    SPLIT_TAIL, trace_ptr, TRACE, HEAD_SPLITS)
+                    SPLIT_TAIL, trace_ptr, TRACE, HEAD_SPLITS, D_REDUCE)
 
 
 @gluon.jit
@@ -932,8 +937,11 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                 WG: gl.constexpr, sfb_bufs, SFB_TMA: gl.constexpr, a_desc, K_DYN: gl.constexpr, c_desc, c_bars,
                 C_TMA: gl.constexpr, C_TMA_LATE: gl.constexpr = False, ws_ptr=None, cnt_ptr=None,
                 SPLITK_FUSED: gl.constexpr = False, SPLIT_TAIL: gl.constexpr = False, trace_ptr=None,
-                TRACE: gl.constexpr = False, HEAD_SPLITS: gl.constexpr = (0, 0, 0)):
+                TRACE: gl.constexpr = False, HEAD_SPLITS: gl.constexpr = (0, 0, 0), D_REDUCE: gl.constexpr = False):
     """The dense math partition (GROUPING 0): persistent (tile, k-split) units.
+
+    ``D_REDUCE`` (C is D, FP32, no split-K; ``HAS_C`` is then off): each wave's tile is added into D by a TMA
+    reduce-add (:mod:`.tma_reduce`) instead of C being read and D stored: no C load on the critical path.
 
     ``C_TMA`` (with C, no split-K, FP32 C and D): the C rows of each tile's first wave are loaded by TMA into
     its D staging rows before the main loop (:func:`_prefetch_c`) instead of by blocking loads in the
@@ -966,6 +974,7 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
     n_full, num_units = _unit_plan(num_pid_m * num_pid_n, SPLIT_K, SPLIT_TAIL)
     ADD_C: gl.constexpr = HAS_C and (SPLIT_K == 1 or SPLITK_FUSED)
     gl.static_assert(not C_TMA or ADD_C, "C_TMA: C added in the kernel (no split-K)")
+    gl.static_assert(not D_REDUCE or (SPLIT_K == 1 and not HAS_C and not C_TMA), "D_REDUCE: D += tile, whole K")
     gl.static_assert(not C_TMA or WAVES == 1 or SMALL_EPI, "C_TMA at BLOCK_M 256 needs SMALL_EPI (else it spills)")
     gl.static_assert(not SPLIT_TAIL or SPLITK_FUSED, "SPLIT_TAIL: the reduction in the kernel")
     # C_TMA_LATE: the C load starts after the first K-block pair instead of before the main loop (whole K only)
@@ -1046,7 +1055,7 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                                            HAS_C)
             else:
                 _store_wave(acc, d_desc, d_sub0, c_ptr, rows0, cols, mask0, col_mask, stride_cm,
-                            out_m + row0, out_n, 0, ADD_C, C_TMA, c_bar, c_phase)
+                            out_m + row0, out_n, 0, ADD_C, C_TMA, c_bar, c_phase, D_REDUCE)
             _stamp(trace_ptr, tcount - 1, WG, 2, NUM_WG, TRACE)
         else:
             rows1 = off_m + row1 + gl.arange(0, WG_M, layout=row_layout)
@@ -1061,14 +1070,14 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                                             SFA_TMA, sfb_bufs, SFB_TMA, trace_ptr, TRACE, trace_row)
             _stamp(trace_ptr, tcount - 1, WG, 1, NUM_WG, TRACE)
             _store_wave(acc0, d_desc, d_sub0, c_ptr, rows0, cols, mask0, col_mask, stride_cm,
-                        out_m + row0, out_n, 0, ADD_C, C_TMA, c_bar, c_phase)
+                        out_m + row0, out_n, 0, ADD_C, C_TMA, c_bar, c_phase, D_REDUCE)
             # SMALL_EPI: wave 1 reuses wave 0's buffer, so wave 0's store must have read it first.
             if SMALL_EPI:
                 d_sub1 = d_sub0
             else:
                 d_sub1 = d_smem.slice(row1, WG_M, dim=0)
             _store_wave(acc1, d_desc, d_sub1, c_ptr, rows1, cols, mask1, col_mask, stride_cm,
-                        out_m + row1, out_n, 0 if SMALL_EPI else 1, ADD_C)
+                        out_m + row1, out_n, 0 if SMALL_EPI else 1, ADD_C, REDUCE=D_REDUCE)
             _stamp(trace_ptr, tcount - 1, WG, 2, NUM_WG, TRACE)
     tma.store_wait(0)
 
@@ -1394,7 +1403,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                     ws_ptr=None, cnt_ptr=None, SPLITK_FUSED: gl.constexpr = False, SPLIT_TAIL: gl.constexpr = False,
                     PDL: gl.constexpr = False, trace_ptr=None, TRACE: gl.constexpr = False,
                     PDL_CHAIN: gl.constexpr = 0, B_PREFETCH: gl.constexpr = 0,
-                    HEAD_SPLITS: gl.constexpr = (0, 0, 0)):
+                    HEAD_SPLITS: gl.constexpr = (0, 0, 0), D_REDUCE: gl.constexpr = False):
     """Entry: carve shared memory, init barriers, fork producer and math partitions.
 
     ``TRACE`` (timing probes only, ``scripts/trace_probe.py``): every math warpgroup of the dense form records
@@ -1539,7 +1548,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
                                c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
-                               SPLIT_TAIL, trace_arg, TRACE, HEAD_SPLITS)),
+                               SPLIT_TAIL, trace_arg, TRACE, HEAD_SPLITS, D_REDUCE)),
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                                sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
@@ -1547,7 +1556,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
                                c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
-                               SPLIT_TAIL, trace_arg, TRACE, HEAD_SPLITS)),
+                               SPLIT_TAIL, trace_arg, TRACE, HEAD_SPLITS, D_REDUCE)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
                                SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,
@@ -1563,7 +1572,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
                                c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
-                               SPLIT_TAIL, trace_arg, TRACE, HEAD_SPLITS)),
+                               SPLIT_TAIL, trace_arg, TRACE, HEAD_SPLITS, D_REDUCE)),
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                                sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
@@ -1571,7 +1580,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
                                c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
-                               SPLIT_TAIL, trace_arg, TRACE, HEAD_SPLITS)),
+                               SPLIT_TAIL, trace_arg, TRACE, HEAD_SPLITS, D_REDUCE)),
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                                sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
@@ -1579,7 +1588,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
                                c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
-                               SPLIT_TAIL, trace_arg, TRACE, HEAD_SPLITS)),
+                               SPLIT_TAIL, trace_arg, TRACE, HEAD_SPLITS, D_REDUCE)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
                                SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,
@@ -1594,7 +1603,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
                                c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
-                               SPLIT_TAIL, trace_arg, TRACE, HEAD_SPLITS)),
+                               SPLIT_TAIL, trace_arg, TRACE, HEAD_SPLITS, D_REDUCE)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
                                SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,

@@ -51,9 +51,9 @@ def main() -> None:
                    separate_us=[], in_place_us=[])
         for _ in range(rounds):
             row["separate_us"].append(sm90_dev.time_fn(
-                lambda: finegemm.fp8_gemm_nt(a, b, d_sep, c=c_sep, recipe=(1, 1, 128))))
+                lambda a=a, b=b, d=d_sep, c=c_sep: finegemm.fp8_gemm_nt(a, b, d, c=c, recipe=(1, 1, 128))))
             row["in_place_us"].append(sm90_dev.time_fn(
-                lambda: finegemm.fp8_gemm_nt(a, b, d_in, c=d_in, recipe=(1, 1, 128))))
+                lambda a=a, b=b, d=d_in: finegemm.fp8_gemm_nt(a, b, d, c=d, recipe=(1, 1, 128))))
         print(f"{m}x{n}x{k}: bitwise {row['bitwise']} diff {row['diff_in_place']:.1e} separate "
               f"{row['separate_us']} in place {row['in_place_us']}", flush=True)
         out["cases"].append(row)

@@ -23,7 +23,8 @@
 #                                   suites never run on a GPU: paged-mqa (DeepGEMM's paged anchors and short
 #                                   contexts) and k-grouped (DeepGEMM's total K), with --kernel-time
 #   (That order, 8, 9, 11, 12, 10, 13, 14, ran in sessions 13-14; session 16's 28, the multicast probe, 25 and 22 ran
-#   in session 17; 31 and 30 ran on an H100 in session 18.) After session 18, in this order, on an H200: 33 (FIRST; 36 in a short window:
+#   in session 17; 31 and 30 ran on an H100 in session 18; 33-37, 30, 32 and 29 in session 19.) After session 19: 38
+#   FIRST (any card: a relative A/B), then 21. Session 18's order, kept for reference: 33 (36 in a short window:
 #   ptxas 13.0 against Triton's 12.8, the FFMA yield interleave DeepGEMM's build has and ours lacks; NOTES v20), 34
 #   and 35 (the same on grouped and bf16, on paged-mqa and mqa; if 13.0 wins, also the GPU tests under it before FINEGEMM_PTXAS=auto becomes the
 #   default: TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas bash scripts/gpu_pending.sh 7), then 30 (the masked BF16 sweep after the walk fix, then the grouped harness suite: issue 6's masked targets against
@@ -63,6 +64,8 @@
 #   bash scripts/gpu_pending.sh 35  (session 18) the same A/B on the paged-mqa and mqa suites (kernel time)
 #   bash scripts/gpu_pending.sh 36  (session 18) the quick form of 33 (the six M = 4096 shapes once, ~2 min) for a
 #                                   short device window, e.g. an H100 at the end of a session
+#   bash scripts/gpu_pending.sh 38  (session 19, FIRST) the in-place weight-gradient accumulate by TMA reduce-add
+#                                   (FINEGEMM_PROBE_D_REDUCE): GPU tests, then scripts/d_reduce_probe.py
 #   bash scripts/gpu_pending.sh 37  (session 19) the per-wave timeline of the weight-gradient kernel at 256 rows
 #   bash scripts/gpu_pending.sh 32  (session 18) scripts/trace_probe.py --waves: per-wave SM-clock timeline of the
 #                                   256-row tiles at M = 4096 (wave in flight share, K-block period, promotions)
@@ -274,6 +277,18 @@ elif [ "$PART" = 33 ] || [ "$PART" = 34 ] || [ "$PART" = 35 ] || [ "$PART" = 36 
         pack
     done
     rm -rf "$LOGS"/cache-*; pack
+elif [ "$PART" = 38 ]; then
+    # session 19 (NOTES v21): the in-place accumulate by TMA reduce-add (FINEGEMM_PROBE_D_REDUCE): its GPU tests,
+    # the weight-gradient / k-grouped GPU tests under the switch, then scripts/d_reduce_probe.py (in place against a
+    # separate C, bitwise, 7 weight-gradient shapes x 2 rounds)
+    PYTEST_TIMEOUT=240 pytest_gpu pytest-d-reduce.log tests/test_sm90_gpu.py -k "in_place or c_by_tma or 1d1d"
+    FINEGEMM_PROBE_D_REDUCE=1 PYTEST_TIMEOUT=200 pytest_gpu pytest-d-reduce-on.log tests/test_sm90_gpu.py \
+        -k "1d1d or in_place or split"
+    FINEGEMM_PROBE_D_REDUCE=1 PYTEST_TIMEOUT=200 pytest_gpu pytest-d-reduce-on-kgrouped.log \
+        tests/test_sm90_k_grouped_gpu.py tests/test_autograd.py
+    FINEGEMM_PROBE_D_REDUCE=1 OUT="$LOGS" timeout 200 python3 -W ignore scripts/d_reduce_probe.py --rounds 2 2>&1 \
+        | tee "$LOGS/d_reduce_probe.log" | cut -c1-300
+    pack
 elif [ "$PART" = 37 ]; then
     # session 19 (NOTES v21): the same timeline for the weight-gradient kernel (1d1d, FP32 d = c + a @ b) at its
     # 256-row tiles beside the dense twin of one shape: K-block period, promotions (per-channel: two multiplies an

@@ -426,3 +426,25 @@ def test_views_tma_cannot_address_run_the_portable_kernel(rec, view):
     assert _call((a, sfa, y[0], y[1], d)) is None
     assert rec.plans == 0 and not rec.recorded and not dispatch._recordings
     assert reference.calc_diff(d.double(), reference.fp8_gemm_nt(x, y)) < 1e-3
+
+
+def test_d_reduce_only_where_c_is_d_in_fp32_whole_k_and_switched_on(monkeypatch):
+    """``D_REDUCE`` (d += a @ b by TMA reduce-add) needs C to be D itself (same storage, shape, strides, FP32), no
+    split-K and no head split; and the probe switch, off by default until measured (NOTES v21)."""
+    desc = GemmDesc("fp8_1d1d", 64, 256, 512, out_fp32=True, with_c=True)
+    d = torch.zeros(64, 256)
+    assert not dispatch.D_REDUCE_WANTED
+    assert not dispatch.d_reduce_ok(desc, 1, d, d)
+    monkeypatch.setattr(dispatch, "D_REDUCE_WANTED", True)
+    assert dispatch.d_reduce_ok(desc, 1, d, d)
+    assert not dispatch.d_reduce_ok(desc, 2, d, d)  # split-K: the reduction launch adds C
+    assert not dispatch.d_reduce_ok(desc, 1, None, d)
+    assert not dispatch.d_reduce_ok(desc, 1, d.clone(), d)  # same values, other storage
+    assert not dispatch.d_reduce_ok(desc, 1, d[:32], d)
+    wide = torch.zeros(64, 512)
+    assert not dispatch.d_reduce_ok(desc, 1, wide[:, :256], wide[:, 256:])  # same strides, other columns
+    bf16 = torch.zeros(64, 256, dtype=torch.bfloat16)
+    assert not dispatch.d_reduce_ok(desc, 1, bf16, bf16)
+    import dataclasses
+
+    assert not dispatch.d_reduce_ok(dataclasses.replace(desc, head_splits=(128, 64, 128)), 1, d, d)

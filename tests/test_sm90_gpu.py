@@ -212,7 +212,7 @@ def test_1d1d_c_by_tma(m, n, k, variant, in_place):
 @pytest.mark.parametrize("m,n,k", [(333, 576, 7168), (4095, 2112, 512), (2112, 4096, 2048), (4096, 4096, 1024)])
 @pytest.mark.parametrize("variant", C_TMA_VARIANTS,
                          ids=["128-pipe", "256-se", "128x64-pipe", "64", "128-pipe-late", "64-pipe-late"])
-def test_1d1d_in_place_accumulate_by_tma_reduce(m, n, k, variant):
+def test_1d1d_in_place_accumulate_by_tma_reduce(m, n, k, variant, monkeypatch):
     """C is D (``d += a @ b``, the weight-gradient accumulate): the tile is added into D by TMA reduce-add
     (``D_REDUCE``, no C read in the kernel). Right against the reference, bitwise the separate-C call (C read by
     the kernel, D stored), rows past M and D outside the tile untouched."""
@@ -235,6 +235,7 @@ def test_1d1d_in_place_accumulate_by_tma_reduce(m, n, k, variant):
     bm, bn, split = variant.pop("tile")
     cfg = dataclasses.replace(make_config(desc, device_facts(dev), bm, bn, split, **variant), pipe_mma=pipe,
                               c_tma_late=late)
+    monkeypatch.setattr(dispatch, "D_REDUCE_WANTED", True)  # the probe switch (off by default until measured)
     assert dispatch.d_reduce_ok(desc, cfg.split_k, c, c)
     # D a view inside a bigger buffer: the reduce must touch exactly its rows and columns
     big = torch.randn(m + 3, n + 16, device=dev, dtype=torch.float32)

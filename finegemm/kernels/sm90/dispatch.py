@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import warnings
 from typing import Any
 
 import torch
@@ -126,10 +128,19 @@ def c_tma_ok(config: Sm90Config, c: torch.Tensor | None, d: torch.Tensor) -> boo
             and c.dim() == 2 and c.stride(1) == 1 and c.data_ptr() % 16 == 0 and (c.stride(0) * 4) % 16 == 0)
 
 
+# Prepared, not yet measured on a GPU (benchmarks/NOTES.md v21): the in-place accumulate by TMA reduce-add. Off
+# unless FINEGEMM_PROBE_D_REDUCE=1 (scripts/d_reduce_probe.py, gpu_pending.sh 38); read at import.
+D_REDUCE_WANTED = os.environ.get("FINEGEMM_PROBE_D_REDUCE", "0") == "1"
+if D_REDUCE_WANTED:
+    warnings.warn("FINEGEMM_PROBE_D_REDUCE=1: sm90 FP8 GEMMs whose C is D add into D by TMA reduce-add "
+                  "(a probe switch, not yet measured)", stacklevel=2)
+
+
 def d_reduce_ok(desc: GemmDesc, split: int, c: torch.Tensor | None, d: torch.Tensor) -> bool:
     """Whether ``d = c + a @ b`` can run as ``d += a @ b`` by TMA reduce-add (the kernel's ``D_REDUCE``): C is D
-    (same storage, strides and dtype, FP32), the whole K in one launch (no split-K) and plain columns."""
-    return (c is not None and split == 1 and not desc.head_splits and d.dtype == torch.float32
+    (same storage, strides and dtype, FP32), the whole K in one launch (no split-K) and plain columns; and
+    :data:`D_REDUCE_WANTED`."""
+    return (D_REDUCE_WANTED and c is not None and split == 1 and not desc.head_splits and d.dtype == torch.float32
             and c.dtype == d.dtype and c.data_ptr() == d.data_ptr() and c.shape == d.shape
             and c.stride() == d.stride())
 

@@ -167,13 +167,9 @@ C_TMA_VARIANTS = [dict(tile=(128, 128, 1), sfa_tma=True, sfb_tma=True, pipe_mma=
                   dict(tile=(64, 128, 1), sfa_tma=True, sfb_tma=True, pipe_mma=True, c_tma_late=True)]
 
 
-@pytest.mark.parametrize("m,n,k", [(333, 576, 7168), (4095, 2112, 512), (77, 2112, 1536), (2112, 4096, 2048)])
-@pytest.mark.parametrize("variant", C_TMA_VARIANTS,
-                         ids=["128-pipe", "256-se", "128x64-pipe", "64", "128-pipe-late", "64-pipe-late"])
-@pytest.mark.parametrize("in_place", [False, True])
-def test_1d1d_c_by_tma(m, n, k, variant, in_place):
-    """C staged by TMA in the D buffer (``c_tma``): right against the reference, bitwise the result of the
-    epilogue's global C loads, with C a separate tensor or D itself (the weight-gradient accumulate)."""
+def _wgrad_case(m, n, k, variant):
+    """Recipe (1, 1, 128) operands with FP32 C, and the config ``variant`` (a ``C_TMA_VARIANTS`` entry) names:
+    (dispatch, (a, sfa), (b, sfb), sfa_k, sfb_k, c, desc, config)."""
     import dataclasses
 
     from finegemm.jit.device import device_facts
@@ -191,8 +187,21 @@ def test_1d1d_c_by_tma(m, n, k, variant, in_place):
     pipe = variant.pop("pipe_mma", False)
     late = variant.pop("c_tma_late", False)
     bm, bn, split = variant.pop("tile")
-    base = dataclasses.replace(make_config(desc, device_facts(dev), bm, bn, split, **variant), pipe_mma=pipe,
-                               c_tma_late=late)
+    config = dataclasses.replace(make_config(desc, device_facts(dev), bm, bn, split, **variant), pipe_mma=pipe,
+                                 c_tma_late=late)
+    return dispatch, (a, sfa), (b, sfb), sfa_k, sfb_k, c, desc, config
+
+
+@pytest.mark.parametrize("m,n,k", [(333, 576, 7168), (4095, 2112, 512), (77, 2112, 1536), (2112, 4096, 2048)])
+@pytest.mark.parametrize("variant", C_TMA_VARIANTS,
+                         ids=["128-pipe", "256-se", "128x64-pipe", "64", "128-pipe-late", "64-pipe-late"])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_1d1d_c_by_tma(m, n, k, variant, in_place):
+    """C staged by TMA in the D buffer (``c_tma``): right against the reference, bitwise the result of the
+    epilogue's global C loads, with C a separate tensor or D itself (the weight-gradient accumulate)."""
+    import dataclasses
+
+    dispatch, (a, sfa), (b, sfb), sfa_k, sfb_k, c, desc, base = _wgrad_case(m, n, k, variant)
     outs = {}
     for c_tma in (False, True):
         cfg = dataclasses.replace(base, c_tma=c_tma)
@@ -200,7 +209,7 @@ def test_1d1d_c_by_tma(m, n, k, variant, in_place):
             d = c.clone()
             dispatch.fp8_gemm(desc, cfg, a, sfa_k, b, sfb_k, d, d)
         else:
-            d = torch.full((m, n), float("nan"), device=dev, dtype=torch.float32)
+            d = torch.full((m, n), float("nan"), device=c.device, dtype=torch.float32)
             dispatch.fp8_gemm(desc, cfg, a, sfa_k, b, sfb_k, d, c)
         outs[c_tma] = d
     torch.cuda.synchronize()
@@ -216,25 +225,8 @@ def test_1d1d_in_place_accumulate_by_tma_reduce(m, n, k, variant, monkeypatch):
     """C is D (``d += a @ b``, the weight-gradient accumulate): the tile is added into D by TMA reduce-add
     (``D_REDUCE``, no C read in the kernel). Right against the reference, bitwise the separate-C call (C read by
     the kernel, D stored), rows past M and D outside the tile untouched."""
-    import dataclasses
-
-    from finegemm.jit.device import device_facts
-    from finegemm.jit.heuristics import GemmDesc
-    from finegemm.jit.heuristics_sm90 import make_config
-
-    dispatch = _sm90()
-    dev = torch.device("cuda")
-    a, sfa = per_token_cast_to_fp8(torch.randn(m, k, device=dev, dtype=torch.bfloat16), use_ue8m0=False)
-    b, sfb = per_token_cast_to_fp8(torch.randn(n, k, device=dev, dtype=torch.bfloat16), use_ue8m0=False)
-    sfa_k, sfb_k = finegemm.get_mn_major_tma_aligned_tensor(sfa), finegemm.get_mn_major_tma_aligned_tensor(sfb)
-    c = torch.randn(m, n, device=dev, dtype=torch.float32)
-    desc = GemmDesc("fp8_1d1d", m, n, k, True, True, True, True, False)
-    variant = dict(variant)
-    pipe = variant.pop("pipe_mma", False)
-    late = variant.pop("c_tma_late", False)
-    bm, bn, split = variant.pop("tile")
-    cfg = dataclasses.replace(make_config(desc, device_facts(dev), bm, bn, split, **variant), pipe_mma=pipe,
-                              c_tma_late=late)
+    dispatch, (a, sfa), (b, sfb), sfa_k, sfb_k, c, desc, cfg = _wgrad_case(m, n, k, variant)
+    dev = c.device
     monkeypatch.setattr(dispatch, "D_REDUCE_WANTED", True)  # the probe switch (off by default until measured)
     assert dispatch.d_reduce_ok(desc, cfg.split_k, c, c)
     # D a view inside a bigger buffer: the reduce must touch exactly its rows and columns

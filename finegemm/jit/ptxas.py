@@ -122,14 +122,9 @@ def apply(setting: str) -> str | None:
 REGISTER_USAGE_LEVEL = "--register-usage-level=10"
 
 
-def in_use_version() -> tuple[int, int] | None:
-    """The version of the ptxas Triton compiles with now: ``TRITON_PTXAS_PATH``'s, else the bundled one."""
-    path = os.environ.get("TRITON_PTXAS_PATH")
-    return ptxas_version(path) if path else bundled_version()
-
-
 @functools.cache
 def _fp8_gemm_options(path: str | None, user: str | None) -> str | None:
+    """:func:`fp8_gemm_options` for the ptxas at ``path`` (None: Triton's bundled one) and the user's options."""
     version = ptxas_version(path) if path else bundled_version()
     if version is None or version < MIN_VERSION or "register-usage-level" in (user or "") \
             or "regUsageLevel" in (user or ""):
@@ -142,9 +137,10 @@ def fp8_gemm_options() -> str | None:
     ``ptx_options``: the user's ``PTXAS_OPTIONS`` plus :data:`REGISTER_USAGE_LEVEL` when the ptxas in use is
     :data:`MIN_VERSION` or later.
 
-    H100, dense suite, two rounds (benchmarks/NOTES.md v21): ptxas 13.0 at level 10 takes 5 % off the 256-row
-    M = 4096 shapes and 2-4 % off the contiguous grouped ones; 13.0 alone, or level 10 under the bundled 12.8,
-    does not (12.8 at level 10 is 4 % slower at 4096 x 2112 x 7168). Level 10 hoists the scale loads of the next
-    K block above the current block's WGMMAs; other kernel families measured no gain, so they keep the default.
+    H100 and H200, dense suite, two rounds each (benchmarks/NOTES.md v21): ptxas 13.0 at level 10 takes 5-6 % off
+    the two largest 256-row M = 4096 shapes, 2-4 % off the other M = 4096 ones and the contiguous grouped ones;
+    13.0 alone, or level 10 under the bundled 12.8, does not (12.8 at level 10 is 4 % slower at 4096 x 2112 x
+    7168). Level 10 hoists the scale loads of the next K block above the current block's WGMMAs; the other kernel
+    families measured no gain, so they keep ptxas's default.
     """
     return _fp8_gemm_options(os.environ.get("TRITON_PTXAS_PATH") or None, os.environ.get("PTXAS_OPTIONS") or None)

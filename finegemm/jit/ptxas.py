@@ -6,9 +6,9 @@ warpgroup's instructions between the promotion's FFMAs. DeepGEMM relied on a cub
 pattern until NVCC did it, and is built by the toolkit's own (newer) ptxas. The sm90 FP8 kernels at 192 and 256
 rows get the pattern from ptxas 13.0 and not from the bundled 12.8 (CPU compile, benchmarks/NOTES.md v20).
 
-Measured (H100, benchmarks/NOTES.md v21), the interleave alone changes nothing; together with ptxas
-``--register-usage-level=10`` (DeepGEMM's JIT flag, :func:`fp8_gemm_options`) it takes 5 % off the 256-row
-M = 4096 shapes. So finegemm compiles with a newer ptxas when it finds one.
+Measured (H100 and H200, benchmarks/NOTES.md v21), the interleave alone changes nothing; together with ptxas
+``--register-usage-level=10`` (DeepGEMM's JIT flag, :func:`fp8_gemm_options`) it takes 5-7 % off the largest
+256-row M = 4096 shapes. So finegemm compiles with a newer ptxas when it finds one.
 
 ``FINEGEMM_PTXAS`` picks, once at import and only when ``TRITON_PTXAS_PATH`` is unset (Triton reads that variable
 for every compile of the process, so the choice holds for every Triton kernel the process compiles):

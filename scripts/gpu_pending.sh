@@ -24,7 +24,7 @@
 #                                   contexts) and k-grouped (DeepGEMM's total K), with --kernel-time
 #   (That order, 8, 9, 11, 12, 10, 13, 14, ran in sessions 13-14; session 16's 28, the multicast probe, 25 and 22 ran
 #   in session 17; 31 and 30 ran on an H100 in session 18; 33-37, 30, 32 and 29 in session 19.) After session 19: 38
-#   FIRST (any card: a relative A/B), then 21. Session 18's order, kept for reference: 33 (36 in a short window:
+#   FIRST (any card: a relative A/B), 39, then 21. Session 18's order, kept for reference: 33 (36 in a short window:
 #   ptxas 13.0 against Triton's 12.8, the FFMA yield interleave DeepGEMM's build has and ours lacks; NOTES v20), 34
 #   and 35 (the same on grouped and bf16, on paged-mqa and mqa; if 13.0 wins, also the GPU tests under it before FINEGEMM_PTXAS=auto becomes the
 #   default: TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas bash scripts/gpu_pending.sh 7), then 30 (the masked BF16 sweep after the walk fix, then the grouped harness suite: issue 6's masked targets against
@@ -66,6 +66,8 @@
 #                                   short device window, e.g. an H100 at the end of a session
 #   bash scripts/gpu_pending.sh 38  (session 19, FIRST) the in-place weight-gradient accumulate by TMA reduce-add
 #                                   (FINEGEMM_PROBE_D_REDUCE): GPU tests, then scripts/d_reduce_probe.py
+#   bash scripts/gpu_pending.sh 39  (session 19, after 38) the harness weight-grad and k-grouped suites without and
+#                                   with that switch, alternating, kernel time
 #   bash scripts/gpu_pending.sh 37  (session 19) the per-wave timeline of the weight-gradient kernel at 256 rows
 #   bash scripts/gpu_pending.sh 32  (session 18) scripts/trace_probe.py --waves: per-wave SM-clock timeline of the
 #                                   256-row tiles at M = 4096 (wave in flight share, K-block period, promotions)
@@ -289,6 +291,19 @@ elif [ "$PART" = 38 ]; then
     FINEGEMM_PROBE_D_REDUCE=1 OUT="$LOGS" timeout 200 python3 -W ignore scripts/d_reduce_probe.py --rounds 2 2>&1 \
         | tee "$LOGS/d_reduce_probe.log" | cut -c1-300
     pack
+elif [ "$PART" = 39 ]; then
+    # session 19: the harness weight-grad and k-grouped suites (both call with c = d) without and with
+    # FINEGEMM_PROBE_D_REDUCE, alternating processes, kernel time (after 38 has passed)
+    for round in 1 2; do
+        for on in 0 1; do
+            FINEGEMM_PROBE_D_REDUCE=$on timeout 150 python3 -W ignore -m finegemm.bench --plain --no-progress \
+                --suite weight-grad,k-grouped --peers finegemm-sm90 --kernel-time --commit "$commit" \
+                --json "$LOGS/d-reduce-$on-$round.json" > "$LOGS/d-reduce-$on-$round.log" 2>&1 || status=1
+            echo "D_REDUCE=$on round $round"; grep -E '^(kgrp|[0-9]+x)' "$LOGS/d-reduce-$on-$round.log" \
+                | awk '{print $1, $2, $3, $4, $5}' | tr '\n' ' '; echo
+        done
+        pack
+    done
 elif [ "$PART" = 37 ]; then
     # session 19 (NOTES v21): the same timeline for the weight-gradient kernel (1d1d, FP32 d = c + a @ b) at its
     # 256-row tiles beside the dense twin of one shape: K-block period, promotions (per-channel: two multiplies an

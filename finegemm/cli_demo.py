@@ -29,6 +29,17 @@ def git_commit() -> str:
         return "unknown"
 
 
+def _ptxas_line() -> str:
+    """The ptxas kernels compile with, its version, and the FP8 GEMM kernels' extra options under it."""
+    from .jit import ptxas
+
+    path = os.environ.get("TRITON_PTXAS_PATH")
+    version = ptxas.ptxas_version(path) if path else ptxas.bundled_version()
+    where = path or "Triton's bundled"
+    release = f"{version[0]}.{version[1]}" if version else "version unknown"
+    return f"{where} ({release}); FP8 GEMM ptxas options: {ptxas.fp8_gemm_options() or '(none)'}"
+
+
 def default_device() -> torch.device:
     return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
 
@@ -57,7 +68,7 @@ def info() -> int:
     reason = sm90_unsupported_reason(desc, facts)
     lines.append(("sm90 fast path", "available" if reason is None else f"not used: {reason}"))
     lines.append(("cache dir", env.apply_cache_dir()))
-    lines.append(("ptxas", os.environ.get("TRITON_PTXAS_PATH") or "Triton's bundled"))
+    lines.append(("ptxas", _ptxas_line()))
     for switch in env.ALL_SWITCHES:
         lines.append((switch.name, switch.get() or "(unset)"))
     width = max(len(k) for k, _ in lines)

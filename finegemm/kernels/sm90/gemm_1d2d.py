@@ -41,8 +41,10 @@ epilogue and resets the counter to 0 for the next launch (:func:`_splitk_fused_e
 
 NOTES:
   - Gluon 3.6 has no TMA multicast; tiles of A are re-read from L2 by every N tile.
-  - BLOCK_N that does not divide 128 (e.g. 112, 160, 192) lets one tile straddle two RHS scale
-    blocks: the two scales are selected per column with a predicate, not by a second loop.
+  - A tile wider than 128 (BLOCK_N 256) spans two RHS scale blocks: the two scales are selected per column
+    with a predicate, not by a second loop. BLOCK_N that is not a power of two (DeepGEMM's 96, 112, 160, 192)
+    does not compile: Gluon tensors (the accumulator, the column vectors) need power-of-two shapes
+    ("Shape element 0 must be a power of 2", CPU compile of 64x112, 128x144 and 128x192, session 19).
 """
 
 from __future__ import annotations

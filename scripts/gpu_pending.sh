@@ -101,6 +101,16 @@ pytest_gpu() {  # log name, then test paths
     [ "${PIPESTATUS[0]}" = 0 ] || status=1
     pack
 }
+harness_run() {  # one harness run in its own process: output stem, suites, then KEY=VALUE settings for it; extra
+    # harness arguments in the array harness_args; prints the stem and the suites' case lines (case, peer, us, TFLOPS)
+    local stem="$1" suites="$2"; shift 2
+    env "$@" timeout 200 python3 -W ignore -m finegemm.bench --plain --no-progress --suite "$suites" \
+        --peers finegemm-sm90 --commit "$commit" "${harness_args[@]}" --json "$LOGS/$stem.json" \
+        > "$LOGS/$stem.log" 2>&1 || status=1
+    echo "$stem"; grep -E '^(contig|masked|kgrp|paged|mqa|[0-9]+x)' "$LOGS/$stem.log" | awk '{print $1, $2, $3, $4}' \
+        | tr '\n' ' '; echo
+}
+harness_args=()
 clock_probe() {  # scripts/clock_probe.py (parts 27 and 28), seconds
     OUT="$LOGS" timeout "$1" python3 scripts/clock_probe.py 2>&1 | tee "$LOGS/clock_probe.log" | cut -c1-200
     pack
@@ -268,13 +278,9 @@ elif [ "$PART" = 33 ] || [ "$PART" = 34 ] || [ "$PART" = 35 ] || [ "$PART" = 36 
         for name in ${VARIANTS:-bundled system system-rul10}; do
             path="$bundled"; [ "${name%%-*}" = system ] && path="$system"
             options=""; [ "${name#*-rul}" != "$name" ] && options="--register-usage-level=${name#*-rul}"
-            PTXAS_OPTIONS="$options" TRITON_PTXAS_PATH="$path" TRITON_CACHE_DIR="$LOGS/cache-$name" timeout 200 \
-                python3 -m finegemm.bench \
-                --plain --no-progress --suite "$suite" --peers finegemm-sm90 --commit "$commit" "${kernel_time[@]}" \
-                "${shapes[@]}" \
-                --json "$LOGS/ptxas-$suite-$name-$round.json" > "$LOGS/ptxas-$suite-$name-$round.log" 2>&1 || status=1
-            echo "$suite $name round $round"; grep -E '^(contig|masked|[0-9]+x)' "$LOGS/ptxas-$suite-$name-$round.log" \
-                | awk '{print $1, $2, $3, $4}' | tr '\n' ' '; echo
+            harness_args=("${kernel_time[@]}" "${shapes[@]}")
+            harness_run "ptxas-$suite-$name-$round" "$suite" PTXAS_OPTIONS="$options" TRITON_PTXAS_PATH="$path" \
+                TRITON_CACHE_DIR="$LOGS/cache-$name"
         done
         pack
     done
@@ -296,11 +302,8 @@ elif [ "$PART" = 39 ]; then
     # FINEGEMM_PROBE_D_REDUCE, alternating processes, kernel time (after 38 has passed)
     for round in 1 2; do
         for on in 0 1; do
-            FINEGEMM_PROBE_D_REDUCE=$on timeout 150 python3 -W ignore -m finegemm.bench --plain --no-progress \
-                --suite weight-grad,k-grouped --peers finegemm-sm90 --kernel-time --commit "$commit" \
-                --json "$LOGS/d-reduce-$on-$round.json" > "$LOGS/d-reduce-$on-$round.log" 2>&1 || status=1
-            echo "D_REDUCE=$on round $round"; grep -E '^(kgrp|[0-9]+x)' "$LOGS/d-reduce-$on-$round.log" \
-                | awk '{print $1, $2, $3, $4, $5}' | tr '\n' ' '; echo
+            harness_args=(--kernel-time)
+            harness_run "d-reduce-$on-$round" weight-grad,k-grouped FINEGEMM_PROBE_D_REDUCE=$on
         done
         pack
     done

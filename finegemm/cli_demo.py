@@ -34,7 +34,7 @@ def _ptxas_line() -> str:
     from .jit import ptxas
 
     path = os.environ.get("TRITON_PTXAS_PATH")
-    version = ptxas.ptxas_version(path) if path else ptxas.bundled_version()
+    version = ptxas.version_at(path)
     where = path or "Triton's bundled"
     release = f"{version[0]}.{version[1]}" if version else "version unknown"
     return f"{where} ({release}); FP8 GEMM ptxas options: {ptxas.fp8_gemm_options() or '(none)'}"

@@ -107,6 +107,11 @@ def bundled_version() -> tuple[int, int] | None:
     return ptxas_version(os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas"))
 
 
+def version_at(path: str | None) -> tuple[int, int] | None:
+    """The version of the ptxas at ``path``, or with None (``TRITON_PTXAS_PATH`` unset) of Triton's bundled one."""
+    return ptxas_version(path) if path else bundled_version()
+
+
 def apply(setting: str) -> str | None:
     """Set ``TRITON_PTXAS_PATH`` from ``setting`` unless the user set it; returns the ptxas in use by choice, or
     None for Triton's default."""
@@ -125,7 +130,7 @@ REGISTER_USAGE_LEVEL = "--register-usage-level=10"
 @functools.cache
 def _fp8_gemm_options(path: str | None, user: str | None) -> str | None:
     """:func:`fp8_gemm_options` for the ptxas at ``path`` (None: Triton's bundled one) and the user's options."""
-    version = ptxas_version(path) if path else bundled_version()
+    version = version_at(path)
     if version is None or version < MIN_VERSION or "register-usage-level" in (user or "") \
             or "regUsageLevel" in (user or ""):
         return user

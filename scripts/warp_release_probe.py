@@ -10,7 +10,7 @@ Variants (each process compiles one of them; the kernel reads the switch at impo
 Per shape and variant: events around each call with L2 flushed (the harness timer), median of ``REPEATS``;
 the output's bytes hashed (every variant must give the same bits: same WGMMAs, same promotion order) and its
 calc_diff against the float64 reference. Usage (GPU):
-  PYTHONPATH=. python3 -P scripts/warp_release_probe.py [--variants base,ring,warp,ringwarp] [--rounds 2]
+  PYTHONPATH=. python3 -P scripts/warp_release_probe.py [--variants base,warp] [--rounds 2]
       [--shapes 4096,7168,16384;...]      (writes $OUT/warp_release_probe.json)
 """
 

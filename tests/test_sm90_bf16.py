@@ -3,6 +3,7 @@ config the heuristic picks (PTX has bf16 WGMMA, TMA, mbarriers, setmaxnreg; no s
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -204,8 +205,6 @@ def test_plan_pdl_and_three_warpgroups(value, pdl, monkeypatch):
 def test_b_prefetch_variant(b_k_major):
     """``b_prefetch``: the producer also prefetches B's box some K slices ahead into L2 on B's own tensor map
     (bf16_gemm_kernel's sixth lowered argument), K-major or MN-major B, without spills; off, no prefetch."""
-    import dataclasses
-
     d = GemmDesc("bf16", 64, 7168, 16384, True, b_k_major)
     cfg = get_sm90_bf16_config(d, H200)
     assert "cp.async.bulk.prefetch" not in compile_bf16_variant(d, cfg).asm["ptx"]
@@ -215,3 +214,103 @@ def test_b_prefetch_variant(b_k_major):
     usage = resource_usage(kernel)
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, f"register spills: {usage}"
     assert lowered_arg_names(kernel)[5] == "b_desc"
+
+
+# ------------------------------------------------------------------------ C staged by TMA (C_TMA)
+def _staged(m, n, k, out_fp32=False, monkeypatch=None):
+    """The rules' config for a C of D's dtype and layout with FINEGEMM_PROBE_BF16_C_TMA on."""
+    from finegemm.jit import heuristics_sm90
+
+    monkeypatch.setattr(heuristics_sm90, "BF16_C_TMA_WANTED", True)
+    desc = GemmDesc("bf16", m, n, k, True, True, out_fp32, True, c_like_d=True)
+    return desc, get_sm90_bf16_config(desc, H200)
+
+
+@pytest.mark.parametrize("m,n,k", [(4096, 7168, 16384), (4096, 4096, 7168), (4096, 24576, 1536), (128, 32768, 512)])
+def test_staged_c_lets_the_rules_take_the_wide_tile(m, n, k, monkeypatch):
+    """A bf16 C staged by TMA no longer costs registers beside the accumulator, so the rules pick the tile they pick
+    without C (128x256 at these shapes); the switch off, or a C that is not D's dtype / layout, keeps C out of
+    64x256 tiles and never stages it."""
+    desc, cfg = _staged(m, n, k, monkeypatch=monkeypatch)
+    no_c = get_sm90_bf16_config(GemmDesc("bf16", m, n, k), H200)
+    assert cfg.c_tma and (cfg.block_m, cfg.block_n, cfg.split_k) == (no_c.block_m, no_c.block_n, no_c.split_k)
+    assert cfg.block_n == 256
+    other = get_sm90_bf16_config(GemmDesc("bf16", m, n, k, True, True, False, True, c_like_d=False), H200)
+    assert not other.c_tma and other.block_n < 256
+    # what the launch runs instead when this C's pointer turns out unaligned for TMA
+    assert dispatch_bf16._unstaged_config(desc, cfg) == other
+    from finegemm.jit import heuristics_sm90
+
+    monkeypatch.setattr(heuristics_sm90, "BF16_C_TMA_WANTED", False)
+    off = get_sm90_bf16_config(desc, H200)
+    assert not off.c_tma and off.block_n < 256
+
+
+def test_staged_c_never_with_split_k_or_fp32_wide_tiles(monkeypatch):
+    """Split-K adds C in its reduction (nothing to stage); an FP32 D keeps 64x256 tiles out either way."""
+    desc, cfg = _staged(1, 7168, 16384, monkeypatch=monkeypatch)
+    assert cfg.split_k > 1 and not cfg.c_tma
+    assert not make_bf16_config(desc, H200, 64, 128, 4).c_tma and make_bf16_config(desc, H200, 64, 128, 1).c_tma
+    desc32, cfg32 = _staged(4096, 4096, 7168, out_fp32=True, monkeypatch=monkeypatch)
+    assert cfg32.c_tma and cfg32.block_n == 128
+
+
+STAGED_VARIANTS = [((4096, 7168, 16384), False, "bf16"), ((4096, 576, 7168), False, "bf16"),
+                   ((128, 4096, 7168), False, "bf16"), ((4096, 4096, 7168), True, "fp32"),
+                   ((1, 24576, 1536), False, "bf16")]
+
+
+@pytest.mark.parametrize("shape,out_fp32,c_dtype", STAGED_VARIANTS, ids=[str(v[0]) for v in STAGED_VARIANTS])
+def test_staged_c_compiles_without_spills_or_c_loads(shape, out_fp32, c_dtype, monkeypatch):
+    """C_TMA variants (64x256 with a bf16 C, 192 rows, 64 rows, FP32 C and D): one C box per math warpgroup
+    by TMA besides the A and B boxes, no global load of C left, no spills, within the shared memory."""
+    desc, cfg = _staged(*shape, out_fp32=out_fp32, monkeypatch=monkeypatch)
+    assert cfg.c_tma and cfg.split_k == 1
+    kernel = compile_bf16_variant(desc, cfg, c_dtype)
+    ptx = assert_ptx_contains(kernel, BF16_PTX_MUST_CONTAIN)
+    wgs = cfg.block_m // 64
+    loads = re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global", ptx)
+    assert len(loads) == 2 * wgs + 1, (len(loads), wgs)  # A and C per warpgroup, B once
+    assert not re.search(r"ld\.global(?!\.nc)", ptx), "C still read from global memory"
+    usage = resource_usage(kernel)
+    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, f"register spills: {usage}"
+    assert kernel.metadata.shared <= H200.smem_per_block
+    # the global-load form of the same tile reads C with plain loads and no C box
+    plain = compile_bf16_variant(desc, dataclasses.replace(cfg, c_tma=False), c_dtype)
+    assert len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global", plain.asm["ptx"])) == wgs + 1
+
+
+def test_plan_stages_only_a_c_tma_can_read(monkeypatch):
+    """The launch plan passes ``c_desc`` / ``C_TMA`` for a row-major C of D's dtype and falls back to the
+    global-load epilogue (same tile) for a transposed C, a C of another dtype, or a C whose base TMA cannot address."""
+    import torch
+
+    desc, cfg = _staged(256, 512, 256, monkeypatch=monkeypatch)
+    assert cfg.c_tma
+    a, b = torch.zeros(256, 256, dtype=torch.bfloat16), torch.zeros(512, 256, dtype=torch.bfloat16)
+    d = torch.zeros(256, 512, dtype=torch.bfloat16)
+
+    def meta(c):
+        return dispatch_bf16._build_plan(desc, cfg, a, b, d, c)[2]
+
+    m = meta(torch.zeros(256, 512, dtype=torch.bfloat16))
+    assert m.get("C_TMA") is True and list(m["c_desc"].block_shape) == [64, cfg.block_n]
+    assert "C_TMA" not in meta(torch.zeros(512, 256, dtype=torch.bfloat16).T)
+    assert "C_TMA" not in meta(torch.zeros(256, 512, dtype=torch.float32))
+    assert "C_TMA" not in meta(torch.zeros(256 * 512 + 1, dtype=torch.bfloat16)[1:].view(256, 512))
+    assert "C_TMA" not in meta(None)
+
+
+def test_api_describes_c_like_d():
+    """bf16_gemm_nt's plan marks a C of D's dtype with unit column stride (``GemmDesc.c_like_d``), which the rules
+    read; a C of another dtype or a transposed C is not."""
+    import torch
+
+    from finegemm.api.gemm import _plan_bf16
+
+    a, b = torch.zeros(8, 16, dtype=torch.bfloat16), torch.zeros(32, 16, dtype=torch.bfloat16)
+    d = torch.zeros(8, 32, dtype=torch.bfloat16)
+    assert _plan_bf16(a, b, d, torch.zeros(8, 32, dtype=torch.bfloat16)).desc.c_like_d
+    assert not _plan_bf16(a, b, d, torch.zeros(8, 32, dtype=torch.float32)).desc.c_like_d
+    assert not _plan_bf16(a, b, d, torch.zeros(32, 8, dtype=torch.bfloat16).T).desc.c_like_d
+    assert not _plan_bf16(a, b, d, None).desc.c_like_d

@@ -198,3 +198,85 @@ def test_b_prefetch_changes_nothing(m, n, k, b_k_major):
     torch.cuda.synchronize()
     assert reference.calc_diff(outs[1], reference.bf16_gemm("nt", a, b, None)) < 1e-5
     assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))
+
+
+# (m, n, k, BLOCK_M, BLOCK_N, C and D dtype); FP32 D takes no 64x256 accumulator (the rules never pick it)
+STAGED_C = [(4096, 576, 7168, 192, 128, torch.bfloat16), (333, 2112, 7168, 128, 256, torch.bfloat16),
+            (4095, 4096, 1536, 128, 256, torch.bfloat16), (1, 24576, 1536, 64, 256, torch.bfloat16),
+            (77, 576, 7168, 64, 128, torch.bfloat16), (77, 576, 7168, 64, 128, torch.float32),
+            (4095, 4096, 1536, 128, 128, torch.float32), (4096, 2112, 2048, 192, 128, torch.float32)]
+
+
+@pytest.mark.parametrize("in_place", [False, True], ids=["c", "c-is-d"])
+@pytest.mark.parametrize("m,n,k,bm,bn,dtype", STAGED_C,
+                         ids=[f"{v[0]}x{v[1]}x{v[2]}-{v[3]}x{v[4]}-{str(v[5])[6:]}" for v in STAGED_C])
+def test_c_staged_by_tma(m, n, k, bm, bn, dtype, in_place, monkeypatch):
+    """C of D's dtype staged by TMA in the D tile (``Sm90Bf16Config.c_tma``, FINEGEMM_PROBE_BF16_C_TMA): right against
+    the reference, bit for bit the global-load epilogue of the same tile, the same on a repeat; with C = D (in place)
+    too. Output poisoned first (except in place, where D holds C)."""
+    mod = _sm90()
+    import dataclasses
+
+    from finegemm.jit import heuristics_sm90
+    from finegemm.jit.device import device_facts
+    from finegemm.jit.heuristics import GemmDesc
+
+    monkeypatch.setattr(heuristics_sm90, "BF16_C_TMA_WANTED", True)
+    dev = torch.device("cuda")
+    g = torch.Generator(device=dev).manual_seed(m + n)
+    a = torch.randn(m, k, device=dev, dtype=torch.bfloat16, generator=g)
+    b = torch.randn(n, k, device=dev, dtype=torch.bfloat16, generator=g)
+    c = torch.randn(m, n, device=dev, dtype=torch.float32, generator=g).to(dtype)
+    desc = GemmDesc("bf16", m, n, k, True, True, dtype == torch.float32, True, c_like_d=True)
+    staged = heuristics_sm90.make_bf16_config(desc, device_facts(dev), bm, bn)
+    assert staged.c_tma
+    want = reference.bf16_gemm("nt", a, b, c)
+    outs = []
+    for cfg in (staged, staged, dataclasses.replace(staged, c_tma=False)):
+        if in_place:
+            d = c.clone()
+            mod.bf16_gemm(desc, cfg, a, b, d, d)
+        else:
+            d = torch.full((m, n), float("nan"), device=dev, dtype=dtype)
+            mod.bf16_gemm(desc, cfg, a, b, d, c)
+        outs.append(d)
+    torch.cuda.synchronize()
+    assert reference.calc_diff(outs[0], want) < 1e-5, staged
+    assert torch.equal(outs[0], outs[1]), "staged C: two runs differ"
+    assert torch.equal(outs[0], outs[2]), "staged C differs from the global-load epilogue"
+
+
+def test_c_staged_through_the_public_api(monkeypatch):
+    """bf16_gemm_nt with a bf16 C (the harness's ``+c`` cases) under the switch: the rules pick 128x256 with C staged,
+    the result matches the reference, and a transposed C or one at an address TMA cannot read (both not staged, the
+    second rerouted at launch to the unstaged rules' tile) give the same values."""
+    _sm90()
+    from finegemm.api import gemm as api_gemm
+    from finegemm.jit import heuristics_sm90
+
+    monkeypatch.setattr(heuristics_sm90, "BF16_C_TMA_WANTED", True)
+    api_gemm._BF16_PLANS.clear()
+    api_gemm._BF16_RECORDINGS.clear()
+    m, n, k = 4096, 4096, 1536
+    dev = torch.device("cuda")
+    a = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
+    b = torch.randn(n, k, device=dev, dtype=torch.bfloat16)
+    c = torch.randn(m, n, device=dev, dtype=torch.bfloat16)
+    d = torch.full((m, n), float("nan"), device=dev, dtype=torch.bfloat16)
+    finegemm.bf16_gemm_nt(a, b, d, c)
+    plan = next(p for key, p in api_gemm._BF16_PLANS.items() if p.desc is not None and p.desc.m == m)
+    assert plan.backend == "sm90" and plan.config.c_tma and plan.config.block_n == 256, plan
+    c_t = c.T.contiguous().T  # same values, column-major: read by the epilogue's global loads
+    d_t = torch.full((m, n), float("nan"), device=dev, dtype=torch.bfloat16)
+    finegemm.bf16_gemm_nt(a, b, d_t, c_t)
+    torch.cuda.synchronize()
+    assert reference.calc_diff(d, reference.bf16_gemm("nt", a, b, c)) < 1e-5
+    assert reference.calc_diff(d_t, d) < 1e-5
+    c_odd = torch.empty(m * n + 1, device=dev, dtype=torch.bfloat16)[1:].view(m, n)  # base 2 bytes off 16
+    c_odd.copy_(c)
+    d_odd = torch.full((m, n), float("nan"), device=dev, dtype=torch.bfloat16)
+    finegemm.bf16_gemm_nt(a, b, d_odd, c_odd)
+    torch.cuda.synchronize()
+    assert torch.equal(d_odd, d_t)
+    api_gemm._BF16_PLANS.clear()
+    api_gemm._BF16_RECORDINGS.clear()

@@ -140,7 +140,7 @@ def test_bf16_plan_keeps_operand_majorness():
     desc = _desc("bf16", m=256, n=512, k=sum(ks), a_k_major=False, b_k_major=True, groups=2)
     plan = kg._plan(desc, kg.get_config(desc, H200), ks, None, None)
     for grp in plan.groups:
-        want = GemmDesc("bf16", 256, 512, grp.k, False, True, True, True)
+        want = GemmDesc("bf16", 256, 512, grp.k, False, True, True, True, c_like_d=True)  # C: an FP32 [M, N] slice
         assert grp.desc == want and grp.config == get_sm90_bf16_config(want, H200)
 
 

@@ -24,7 +24,9 @@ class GemmDesc:
     (dense FP8 only, ``mid > 0``): D's columns skip ``mid`` inside each head of ``left + right`` GEMM
     columns (``fp8_gemm_nt_skip_head_mid``); None for an ordinary D. ``alignment`` (m-grouped contiguous
     only): the rows every expert segment starts on a multiple of
-    (``get_mk_alignment_for_contiguous_layout()``); a tile must not straddle two segments.
+    (``get_mk_alignment_for_contiguous_layout()``); a tile must not straddle two segments. ``c_like_d``
+    (``with_c`` only; the BF16 GEMM's rules read it): C has D's dtype and is row-major like D, so a kernel can
+    stage it by TMA in D's shared-memory tile (its pointer's alignment is checked at launch).
     """
 
     kind: str
@@ -41,6 +43,7 @@ class GemmDesc:
     expected_m: int | None = None
     head_splits: tuple[int, int, int] | None = None
     alignment: int = 128
+    c_like_d: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import warnings
 from dataclasses import dataclass
 
 from ..kernels.sm90 import layouts
@@ -375,11 +377,29 @@ class Sm90Bf16Config:
     # > 0: the producer prefetches B's box this many K slices ahead into L2 (as Sm90Config.b_prefetch); never
     # picked by the rules until measured
     b_prefetch: int = 0
+    # C (D's dtype, row-major; no split-K) rides into the D staging tile by TMA under each tile's main loop and
+    # the epilogue adds it from shared memory (gemm_bf16's C_TMA); the launch falls back to global loads for a
+    # C whose pointer TMA cannot address (dispatch_bf16.c_tma_ok)
+    c_tma: bool = False
 
     @property
     def num_warps(self) -> int:
         """Warps of the default partition (math warpgroup 0); the others are worker partitions."""
         return 4
+
+
+# Prepared, not yet measured on a GPU (benchmarks/NOTES.md v22): C staged by TMA in the BF16 GEMM, which also
+# lets the rules take 64x256 accumulators beside a bf16 C. Off unless FINEGEMM_PROBE_BF16_C_TMA=1; read at import.
+BF16_C_TMA_WANTED = os.environ.get("FINEGEMM_PROBE_BF16_C_TMA", "0") == "1"
+if BF16_C_TMA_WANTED:
+    warnings.warn("FINEGEMM_PROBE_BF16_C_TMA=1: sm90 BF16 GEMMs stage C by TMA (a probe switch, not yet measured)",
+                  stacklevel=2)
+
+
+def bf16_c_staged(desc: GemmDesc, split: int = 1) -> bool:
+    """Whether the BF16 kernel stages ``desc``'s C by TMA (:attr:`Sm90Bf16Config.c_tma`): a C of D's dtype and
+    layout (``desc.c_like_d``), added in the GEMM itself (no split-K), and :data:`BF16_C_TMA_WANTED`."""
+    return BF16_C_TMA_WANTED and desc.with_c and desc.c_like_d and split == 1
 
 
 def bf16_stage_bytes(block_m: int, block_n: int) -> int:
@@ -444,8 +464,9 @@ def _bf16_candidates(desc: GemmDesc, facts: DeviceFacts):
             # the A box, mostly rows past M, is loaded once per BLOCK_N columns of B.
             if bn == 64 and desc.m < 64 and desc.n > 64:
                 continue
-            # FP32 D or C beside a 64x256 accumulator does not fit the 232 registers / the smem.
-            if bn == 256 and (desc.out_fp32 or desc.with_c):
+            # FP32 D or C beside a 64x256 accumulator does not fit the 232 registers / the smem, unless a bf16 C
+            # comes from shared memory (C staged by TMA) or is added by the split-K reduction.
+            if bn == 256 and (desc.out_fp32 or (desc.with_c and not bf16_c_staged(desc))):
                 continue
             if bm == 192 and bn == 256:
                 continue
@@ -463,7 +484,8 @@ def get_sm90_bf16_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Bf16Config:
 
 
 def make_bf16_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int = 1) -> Sm90Bf16Config:
-    """A BF16 config for explicit tiles: stages fill the shared memory left beside the D tile."""
+    """A BF16 config for explicit tiles: stages fill the shared memory left beside the D tile; C staged by TMA
+    where :func:`bf16_c_staged` says so."""
     d_fp32 = desc.out_fp32 or split > 1
     stages = bf16_max_stages(bm, bn, d_fp32, facts.smem_per_block)
-    return Sm90Bf16Config(bm, bn, stages, split, 8, facts.num_sms)
+    return Sm90Bf16Config(bm, bn, stages, split, 8, facts.num_sms, c_tma=bf16_c_staged(desc, split))

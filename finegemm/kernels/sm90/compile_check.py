@@ -312,17 +312,19 @@ def lowered_arg_names(kernel) -> list[str]:
 def compile_bf16_variant(desc: GemmDesc, config, c_dtype: str = "fp32"):
     """The compiled :func:`.gemm_bf16.bf16_gemm_kernel` for ``desc`` under a
     :class:`~finegemm.jit.heuristics_sm90.Sm90Bf16Config`: the specialization
-    :mod:`.dispatch_bf16` launches (descriptor blocks, layouts and constexprs built the same way)."""
+    :mod:`.dispatch_bf16` launches (descriptor blocks, layouts and constexprs built the same way) for a C of
+    ``c_dtype``, staged by TMA where the config says so and C has D's dtype (:func:`.dispatch_bf16.c_tma_ok`)."""
     from . import gemm_bf16
 
     bm, bn, bk, split = config.block_m, config.block_n, config.block_k, config.split_k
     d_fp32 = desc.out_fp32 or split > 1
     a_block = [64, bk] if desc.a_k_major else [bk, 64]
     b_block = [bn, bk] if desc.b_k_major else [bk, bn]
+    d_sig = _desc_sig("fp32", [64, bn], gl.float32) if d_fp32 else _desc_sig("bf16", [64, bn], gl.bfloat16)
     sig = {
         "a_desc": _desc_sig("bf16", a_block, gl.bfloat16),
         "b_desc": _desc_sig("bf16", b_block, gl.bfloat16),
-        "d_desc": _desc_sig("fp32", [64, bn], gl.float32) if d_fp32 else _desc_sig("bf16", [64, bn], gl.bfloat16),
+        "d_desc": d_sig,
         "c_ptr": f"*{c_dtype}", "M": "i32", "N": "i32", "K": "i32", "stride_cm": "i32", "stride_cn": "i32",
     }
     constexprs = dict(
@@ -330,6 +332,9 @@ def compile_bf16_variant(desc: GemmDesc, config, c_dtype: str = "fp32"):
         A_MN_MAJOR=not desc.a_k_major, B_MN_MAJOR=not desc.b_k_major, HAS_C=desc.with_c,
         PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.math_regs(bm), B_PREFETCH=config.b_prefetch,
     )
+    if config.c_tma and split == 1 and desc.with_c and c_dtype == ("fp32" if d_fp32 else "bf16"):
+        sig["c_desc"] = d_sig
+        constexprs["C_TMA"] = True
     for name in constexprs:
         sig[name] = "constexpr"
     src = GluonASTSource(gemm_bf16.bf16_gemm_kernel, sig, constexprs)

@@ -14,6 +14,9 @@ pointers.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+
 import torch
 import triton
 from triton.experimental.gluon import language as gl
@@ -78,6 +81,13 @@ def _tma_ready(t: torch.Tensor) -> bool:
     return t.data_ptr() % 16 == 0 and (other * t.element_size()) % 16 == 0
 
 
+def c_tma_ok(config: Sm90Bf16Config, c: torch.Tensor | None, d: torch.Tensor) -> bool:
+    """Whether this launch stages C by TMA (``config.c_tma``): C of D's dtype and shape, row-major, base and rows
+    16-byte aligned. Otherwise the kernel reads C from global memory in its epilogue (same result)."""
+    return (config.c_tma and config.split_k == 1 and c is not None and c.dtype == d.dtype and c.shape == d.shape
+            and c.stride(1) == 1 and _tma_ready(c))
+
+
 def operand_views(a: torch.Tensor, b: torch.Tensor, desc: GemmDesc) -> tuple[torch.Tensor, torch.Tensor]:
     """Row-contiguous views the descriptors cover: A ``[M, K]`` or ``A^T [K, M]``, B ``[N, K]`` or ``B^T [K, N]``."""
     return (a if desc.a_k_major else a.T), (b if desc.b_k_major else b.T)
@@ -104,6 +114,7 @@ def _build_plan(desc: GemmDesc, config: Sm90Bf16Config, a, b, d, c):
                        launch_pdl=env.flag(env.PDL)))
     else:
         d_desc = _desc(d, [64, bn])
+    c_tma = c_tma_ok(config, c, d)
     units = num_pid_m * triton.cdiv(n, bn) * split
     grid = (min(units, config.num_sms),)
     kernel_args = (a_desc, b_desc, d_desc, c_arg, m, n, k, c_arg.stride(0), c_arg.stride(1))
@@ -113,6 +124,8 @@ def _build_plan(desc: GemmDesc, config: Sm90Bf16Config, a, b, d, c):
         PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.math_regs(bm), num_warps=config.num_warps,
         B_PREFETCH=config.b_prefetch,
     )
+    if c_tma:  # as keywords only when on: the kernel's other specializations keep their signature
+        meta.update(c_desc=_desc(c, [64, bn]), C_TMA=True)
     return grid, kernel_args, meta, reduce
 
 
@@ -128,7 +141,10 @@ def bf16_gemm(desc: GemmDesc, config: Sm90Bf16Config, a: torch.Tensor, b: torch.
 
     A repeated call (same pointers, strides and dtypes) replays the cached :class:`launcher.Recording` of its
     launches through Triton's C launcher (what dispatch.fp8_gemm does); returns it when it can replay (split-K:
-    bound to the current stream, :class:`launcher.OnStream`)."""
+    bound to the current stream, :class:`launcher.OnStream`). A config that stages C (``c_tma``) given a C that TMA
+    cannot read (an unaligned base) runs the tile the rules pick for a C read from global memory instead."""
+    if config.c_tma and c is not None and not c_tma_ok(config, c, d):
+        config = _unstaged_config(desc, config)
     key = (desc, config, a.data_ptr(), b.data_ptr(), d.data_ptr(), c.data_ptr() if c is not None else 0,
            a.stride(), b.stride(), d.stride(), c.stride() if c is not None else None,
            c.dtype if c is not None else None, a.device.index)
@@ -151,6 +167,12 @@ def bf16_gemm(desc: GemmDesc, config: Sm90Bf16Config, a: torch.Tensor, b: torch.
         return launches
 
     return launcher.replay_or_record(_recordings, key, build, MAX_RECORDINGS, stream_of=stream_of)
+
+
+@functools.lru_cache(maxsize=256)
+def _unstaged_config(desc: GemmDesc, config: Sm90Bf16Config) -> Sm90Bf16Config:
+    """The rules' config for ``desc`` on ``config``'s device with a C that is not staged by TMA."""
+    return get_sm90_bf16_config(dataclasses.replace(desc, c_like_d=False), _facts_of(config))
 
 
 def _facts_of(config: Sm90Bf16Config) -> DeviceFacts:

@@ -126,9 +126,10 @@ def get_config(desc: GemmDesc, facts: DeviceFacts) -> KGroupedConfig:
 
 
 def _group_desc(desc: GemmDesc, k: int) -> GemmDesc:
-    """The dense desc of one group with K = ``k``: FP32 D with C; FP8 operands are K-major views."""
+    """The dense desc of one group with K = ``k``: FP32 D with an FP32 C (a row-major ``[M, N]`` slice, as D; the
+    launch checks it before staging it by TMA); FP8 operands are K-major views."""
     if desc.kind == "bf16":
-        return GemmDesc("bf16", desc.m, desc.n, k, desc.a_k_major, desc.b_k_major, True, True)
+        return GemmDesc("bf16", desc.m, desc.n, k, desc.a_k_major, desc.b_k_major, True, True, c_like_d=True)
     return GemmDesc("fp8_1d1d", desc.m, desc.n, k, True, True, True, True)
 
 

@@ -58,6 +58,7 @@ from .gemm_1d2d import (
     _d_rows,
     _first_local_unit,
     _masked_group_tiles,
+    _prefetch_c,
     _rows_of_group,
     _store_masked_wave,
     _store_wave,
@@ -188,8 +189,9 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr
                     BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
                     STAGES: gl.constexpr, GROUP_M: gl.constexpr, SPLIT_K: gl.constexpr,
                     A_MN_MAJOR: gl.constexpr, B_MN_MAJOR: gl.constexpr, HAS_C: gl.constexpr,
-                    WG: gl.constexpr):
-    # One warpgroup: rows [64 * WG, 64 * WG + 64) of every BLOCK_M tile.
+                    WG: gl.constexpr, c_desc, c_bars, C_TMA: gl.constexpr):
+    # One warpgroup: rows [64 * WG, 64 * WG + 64) of every BLOCK_M tile. C_TMA: each tile's C rows arrive by
+    # TMA in this warpgroup's D staging rows while its main loop runs (gemm_1d2d._prefetch_c), on c_bars[WG].
     mma_layout: gl.constexpr = bf16_mma_layout(BLOCK_N)
     row_layout: gl.constexpr = gl.SliceLayout(1, mma_layout)
     col_layout: gl.constexpr = gl.SliceLayout(0, mma_layout)
@@ -199,11 +201,17 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr
     num_units = num_pid_m * num_pid_n * SPLIT_K
 
     d_sub = _d_rows(d_smem, WG * 64)
+    if C_TMA:
+        gl.static_assert(HAS_C and SPLIT_K == 1, "C_TMA: C added in this kernel (no split-K)")
+    c_bar = c_bars.index(WG)
     it = 0
+    tcount = 0
     for unit in range(gl.program_id(0), num_units, gl.num_programs(0)):
         pid_m, pid_n, split, kb0, kb1 = _unit_range(unit, num_pid_m, num_pid_n, num_kb, SPLIT_K, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
+        if C_TMA:
+            _prefetch_c(c_desc, c_bar, d_sub, off_m + WG * 64, off_n)
 
         acc, it = _mma_k_range(a_bufs, b_bufs, full_bars, empty_bars, it, kb0, kb1, BLOCK_N, STAGES,
                                A_MN_MAJOR, B_MN_MAJOR, WG)
@@ -211,6 +219,12 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr
         # Epilogue: C in FP32, cast, registers -> smem -> TMA store (left in flight).
         if SPLIT_K > 1:
             out_row = split * (num_pid_m * BLOCK_M) + off_m + WG * 64
+        elif C_TMA:
+            out_row = off_m + WG * 64
+            mbarrier.wait(c_bar, tcount & 1)
+            tcount += 1
+            # each thread reads back exactly the elements it overwrites below (same layout)
+            acc = acc + d_sub.load(mma_layout).to(gl.float32)
         else:
             out_row = off_m + WG * 64
             if HAS_C:
@@ -249,7 +263,8 @@ def bf16_gemm_kernel(a_desc, b_desc, d_desc, c_ptr, M, N, K, stride_cm, stride_c
                      BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
                      STAGES: gl.constexpr, GROUP_M: gl.constexpr, SPLIT_K: gl.constexpr,
                      A_MN_MAJOR: gl.constexpr, B_MN_MAJOR: gl.constexpr, HAS_C: gl.constexpr,
-                     PRODUCER_REGS: gl.constexpr, MATH_REGS: gl.constexpr, B_PREFETCH: gl.constexpr = 0):
+                     PRODUCER_REGS: gl.constexpr, MATH_REGS: gl.constexpr, B_PREFETCH: gl.constexpr = 0,
+                     c_desc=None, C_TMA: gl.constexpr = False):
     """Entry: carve shared memory, init barriers, fork the producer and the math partitions.
 
     ``B_PREFETCH`` > 0: the producer also prefetches B's box that many K slices ahead into L2 (for B streaming
@@ -258,11 +273,25 @@ def bf16_gemm_kernel(a_desc, b_desc, d_desc, c_ptr, M, N, K, stride_cm, stride_c
     ``a_desc`` boxes are one warpgroup's 64 rows (``[64, BLOCK_K]`` or, MN-major, ``[BLOCK_K, 64]``);
     ``b_desc`` boxes ``[BLOCK_N, BLOCK_K]`` (MN-major ``[BLOCK_K, BLOCK_N]``); ``d_desc`` boxes
     ``[64, BLOCK_N]`` over D (or the FP32 split-K workspace).
+
+    ``C_TMA`` (C of D's dtype, row-major, TMA-aligned; no split-K): ``c_desc`` (boxes ``[64, BLOCK_N]``, D's
+    layout) loads each tile's C into the D staging tile before its main loop; the epilogue adds it from shared
+    memory instead of global loads, which also leaves room for 64x256 accumulators beside C.
     """
     NUM_WG: gl.constexpr = BLOCK_M // 64
     gl.static_assert(BLOCK_M == 64 or BLOCK_M == 128 or BLOCK_M == 192,
                      "BLOCK_M is 64, 128 or 192 (one warpgroup per 64 rows)")
     a_bufs, b_bufs, d_smem, full_bars, empty_bars = _shared_ring(a_desc, b_desc, d_desc, BLOCK_M, BLOCK_N, STAGES)
+    # warp_specialize takes no None argument: without C_TMA the ring's barriers and d_desc stand in (never used)
+    if C_TMA:
+        c_bars = gl.allocate_shared_memory(gl.int64, [NUM_WG, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(NUM_WG):
+            mbarrier.init(c_bars.index(i), count=1)
+        fence_async_shared()
+        c_tma_desc = c_desc
+    else:
+        c_bars = full_bars
+        c_tma_desc = d_desc
     if SPLIT_K > 1:
         launch_dependents()  # the reduction's CTAs wait for this grid on the SMs it leaves free
 
@@ -271,10 +300,12 @@ def bf16_gemm_kernel(a_desc, b_desc, d_desc, c_ptr, M, N, K, stride_cm, stride_c
         gl.warp_specialize([
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr, M, N, K,
                                stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K,
-                               A_MN_MAJOR, B_MN_MAJOR, HAS_C, 0)),
+                               A_MN_MAJOR, B_MN_MAJOR, HAS_C, 0, c_tma_desc, c_bars,
+                               C_TMA)),
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr, M, N, K,
                                stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K,
-                               A_MN_MAJOR, B_MN_MAJOR, HAS_C, 1)),
+                               A_MN_MAJOR, B_MN_MAJOR, HAS_C, 1, c_tma_desc, c_bars,
+                               C_TMA)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M, N, K,
                                BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K, A_MN_MAJOR, B_MN_MAJOR,
                                B_PREFETCH)),
@@ -283,13 +314,16 @@ def bf16_gemm_kernel(a_desc, b_desc, d_desc, c_ptr, M, N, K, stride_cm, stride_c
         gl.warp_specialize([
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr, M, N, K,
                                stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K,
-                               A_MN_MAJOR, B_MN_MAJOR, HAS_C, 0)),
+                               A_MN_MAJOR, B_MN_MAJOR, HAS_C, 0, c_tma_desc, c_bars,
+                               C_TMA)),
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr, M, N, K,
                                stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K,
-                               A_MN_MAJOR, B_MN_MAJOR, HAS_C, 1)),
+                               A_MN_MAJOR, B_MN_MAJOR, HAS_C, 1, c_tma_desc, c_bars,
+                               C_TMA)),
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr, M, N, K,
                                stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K,
-                               A_MN_MAJOR, B_MN_MAJOR, HAS_C, 2)),
+                               A_MN_MAJOR, B_MN_MAJOR, HAS_C, 2, c_tma_desc, c_bars,
+                               C_TMA)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M, N, K,
                                BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K, A_MN_MAJOR, B_MN_MAJOR,
                                B_PREFETCH)),
@@ -298,7 +332,8 @@ def bf16_gemm_kernel(a_desc, b_desc, d_desc, c_ptr, M, N, K, stride_cm, stride_c
         gl.warp_specialize([
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr, M, N, K,
                                stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K,
-                               A_MN_MAJOR, B_MN_MAJOR, HAS_C, 0)),
+                               A_MN_MAJOR, B_MN_MAJOR, HAS_C, 0, c_tma_desc, c_bars,
+                               C_TMA)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M, N, K,
                                BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K, A_MN_MAJOR, B_MN_MAJOR,
                                B_PREFETCH)),

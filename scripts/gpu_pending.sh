@@ -24,7 +24,7 @@
 #                                   contexts) and k-grouped (DeepGEMM's total K), with --kernel-time
 #   (That order, 8, 9, 11, 12, 10, 13, 14, ran in sessions 13-14; session 16's 28, the multicast probe, 25 and 22 ran
 #   in session 17; 31 and 30 ran on an H100 in session 18; 33-37, 30, 32 and 29 in session 19.) After session 19: 38
-#   FIRST (any card: a relative A/B), 39, then 21. Session 20 had no GPU; its order: 38, 39, 40, then 21. Session 18's order, kept for reference: 33 (36 in a short window:
+#   FIRST (any card: a relative A/B), 39, then 21. Session 20 had no GPU; its order: 38, 39, 40, 41, then 21. Session 18's order, kept for reference: 33 (36 in a short window:
 #   ptxas 13.0 against Triton's 12.8, the FFMA yield interleave DeepGEMM's build has and ours lacks; NOTES v20), 34
 #   and 35 (the same on grouped and bf16, on paged-mqa and mqa; if 13.0 wins, also the GPU tests under it before FINEGEMM_PTXAS=auto becomes the
 #   default: TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas bash scripts/gpu_pending.sh 7), then 30 (the masked BF16 sweep after the walk fix, then the grouped harness suite: issue 6's masked targets against
@@ -70,6 +70,8 @@
 #                                   with that switch, alternating, kernel time
 #   bash scripts/gpu_pending.sh 40  (session 20) C staged by TMA in the BF16 GEMM (FINEGEMM_PROBE_BF16_C_TMA): GPU
 #                                   tests, the BF16 suites under the switch, the harness bf16 suite without / with it
+#   bash scripts/gpu_pending.sh 41  (session 20) BF16 tiles whose width is not a power of two: GPU tests, the tile
+#                                   sweep against cuBLAS, the harness bf16 suite without / with FINEGEMM_PROBE_BF16_SPLIT_N
 #   bash scripts/gpu_pending.sh 37  (session 19) the per-wave timeline of the weight-gradient kernel at 256 rows
 #   bash scripts/gpu_pending.sh 32  (session 18) scripts/trace_probe.py --waves: per-wave SM-clock timeline of the
 #                                   256-row tiles at M = 4096 (wave in flight share, K-block period, promotions)
@@ -319,6 +321,22 @@ elif [ "$PART" = 40 ]; then
     for round in 1 2; do
         for on in 0 1; do
             harness_run "bf16-c-tma-$on-$round" bf16 FINEGEMM_PROBE_BF16_C_TMA=$on
+        done
+        pack
+    done
+elif [ "$PART" = 41 ]; then
+    # session 20 (NOTES v22): BF16 tiles whose width is not a power of two (BLOCK_N1): their GPU tests, the tile
+    # sweep against cuBLAS (the shapes they should fill better, and two where they should not matter), then the
+    # harness bf16 suite without and with FINEGEMM_PROBE_BF16_SPLIT_N, alternating processes (events)
+    PYTEST_TIMEOUT=200 pytest_gpu pytest-bf16-split-n.log tests/test_sm90_bf16_gpu.py -k "split_n"
+    OUT="$LOGS" timeout 240 python3 scripts/sm90_bf16_bench.py --commit "$commit" --alts 1 \
+        --shapes "4096,576,7168;8192,576,7168;4096,2112,7168;4096,7168,2048;128,7168,16384;64,2112,7168" \
+        --tiles "128x144,128x160,128x192,192x192,64x96,64x96s4" 2>&1 | tee "$LOGS/bf16-split-n-sweep.log" \
+        | cut -c1-220
+    pack
+    for round in 1 2; do
+        for on in 0 1; do
+            harness_run "bf16-split-n-$on-$round" bf16 FINEGEMM_PROBE_BF16_SPLIT_N=$on
         done
         pack
     done

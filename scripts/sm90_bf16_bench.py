@@ -1,8 +1,10 @@
 """One-call GPU timing of the sm90 BF16 GEMM against cuBLAS BF16 on the 18 DeepSeek-V3 shapes (nt).
 
-Usage (on the H200): ``PYTHONPATH=. python3 scripts/sm90_bf16_bench.py [--alts N] [--commit HASH]``.
+Usage (on the H200): ``PYTHONPATH=. python3 scripts/sm90_bf16_bench.py [--alts N] [--tiles 128x144,64x96s4]
+[--commit HASH]``.
 Per shape: fresh random normal bf16 inputs; finegemm's heuristic config plus up to N alternative
-configs (the cost model's next best) through the sm90 launch, and ``torch.mm(a, b.T, out=d)``
+configs (the cost model's next best) and the ``--tiles`` given (BLOCK_MxBLOCK_N[sSPLIT], e.g. widths that are not
+powers of two) through the sm90 launch, and ``torch.mm(a, b.T, out=d)``
 (cuBLAS BF16) in the same process. Each result is checked against the float64 reference first.
 Timing: finegemm.bench.timer.time_cuda (CUDA events, 1 GiB L2 flush before each call, 5 warm-ups,
 median of 30). Writes ``$OUT/sm90_bf16_bench.json`` (or ./) and prints a table last.
@@ -37,6 +39,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--ms", default="64,128,4096", help="comma-separated M values to run")
     ap.add_argument("--shapes", default="", help="'M,N,K;M,N,K' instead of --ms x the six (N, K)")
+    ap.add_argument("--tiles", default="", help="extra tiles to time on every shape: 'BMxBN[sSPLIT],...'")
     args = ap.parse_args()
     out_dir = os.environ.get("OUT", ".")
     facts = device_facts(DEV)
@@ -59,6 +62,12 @@ def main() -> None:
         ranked = sorted(_bf16_candidates(desc, facts), key=lambda c: bf16_estimate_us(desc, facts, *c))
         cfgs = [chosen] + [make_bf16_config(desc, facts, *c) for c in ranked
                            if c != (chosen.block_m, chosen.block_n, chosen.split_k)][:args.alts]
+        for tile in filter(None, args.tiles.split(",")):
+            bm, rest = tile.split("x")
+            bn, _, split = rest.partition("s")
+            extra = make_bf16_config(desc, facts, int(bm), int(bn), int(split or 1))
+            if extra.stages >= 2 and extra not in cfgs:
+                cfgs.append(extra)
         flops = 2 * m * n * k
         dc = torch.empty(m, n, device=DEV, dtype=torch.bfloat16)
         t_cublas = time_cuda(functools.partial(torch.mm, a, b.T, out=dc), flush, 5, args.reps).median_us

@@ -314,3 +314,83 @@ def test_api_describes_c_like_d():
     assert not _plan_bf16(a, b, d, torch.zeros(8, 32, dtype=torch.float32)).desc.c_like_d
     assert not _plan_bf16(a, b, d, torch.zeros(32, 8, dtype=torch.bfloat16).T).desc.c_like_d
     assert not _plan_bf16(a, b, d, None).desc.c_like_d
+
+
+# ------------------------------------------------ tiles whose width is not a power of two (BLOCK_N1)
+@pytest.mark.parametrize("width,blocks", [(64, (64, 0)), (96, (64, 32)), (144, (128, 16)), (160, (128, 32)),
+                                          (192, (128, 64)), (256, (256, 0)), (48, (32, 16))])
+def test_column_blocks(width, blocks):
+    from finegemm.jit.heuristics_sm90 import bf16_column_blocks
+
+    assert bf16_column_blocks(width) == blocks
+
+
+@pytest.mark.parametrize("width", [112, 200, 8, 0, 100])
+def test_column_blocks_reject_three_blocks_and_odd_widths(width):
+    with pytest.raises(ValueError, match="BLOCK_N"):
+        make_bf16_config(_desc(4096, 576, 7168), H200, 128, width)
+
+
+def test_split_n_tiles_only_where_predicted_clearly_faster(monkeypatch):
+    """The rules take a width that is not a power of two only with FINEGEMM_PROBE_BF16_SPLIT_N and only where the
+    model predicts it 10 % faster than the best power-of-two tile: 4096x576x7168 (128 tiles of 128x144, one round of
+    132 SMs, against 110 of 192x128), with or without C; never staging C; every other DeepSeek-V3 shape unchanged."""
+    from finegemm.jit import heuristics_sm90
+
+    shapes = DSV3 + [(4096, 576, 7168), (1, 2112, 7168), (128, 576, 7168)]
+    before = {(s, c): get_sm90_bf16_config(_desc(*s, with_c=c), H200) for s in shapes for c in (False, True)}
+    assert all(cfg.column_blocks[1] == 0 for cfg in before.values())
+    monkeypatch.setattr(heuristics_sm90, "BF16_SPLIT_N_WANTED", True)
+    for (shape, c), old in before.items():
+        new = get_sm90_bf16_config(_desc(*shape, with_c=c), H200)
+        if shape == (4096, 576, 7168):
+            assert (new.block_m, new.block_n, new.split_k, new.c_tma) == (128, 144, 1, False)
+        else:
+            assert new == old, (shape, c)
+
+
+SPLIT_N_VARIANTS = [(_desc(4096, 576, 7168), 128, 144, 1), (_desc(4096, 576, 7168, "nn"), 128, 160, 1),
+                    (_desc(4096, 2112, 7168), 192, 192, 1), (_desc(64, 2112, 7168), 64, 96, 4),
+                    (_desc(4096, 576, 7168, out_fp32=True, with_c=True), 128, 160, 1),
+                    (_desc(4096, 584, 7168, with_c=True), 128, 144, 1)]
+
+
+@pytest.mark.parametrize("desc,bm,bn,split", SPLIT_N_VARIANTS,
+                         ids=[f"{d.m}x{d.n}-{bm}x{bn}s{s}{'-nn' if not d.b_k_major else ''}{'-c' if d.with_c else ''}"
+                              for d, bm, bn, s in SPLIT_N_VARIANTS])
+def test_split_n_compiles(desc, bm, bn, split):
+    """Both column blocks' WGMMAs, B's two boxes in one stage's byte count, both D boxes stored per warpgroup, the
+    two accumulators' waits pipelined (wait_group 2, no serialized WGMMA), no spills, within the shared memory."""
+    from finegemm.kernels.sm90.compile_check import wgmma_serialization
+
+    cfg = make_bf16_config(desc, H200, bm, bn, split)
+    bn0, bn1 = cfg.column_blocks
+    kernel = compile_bf16_variant(desc, cfg, "fp32" if desc.out_fp32 else "bf16")
+    ptx = assert_ptx_contains(kernel, BF16_PTX_MUST_CONTAIN)
+    for width in (bn0, bn1):
+        assert re.search(rf"wgmma\.mma_async\.sync\.aligned\.m64n{width}k16\.f32\.bf16\.bf16", ptx), width
+    stage = (bm + bn) * 64 * 2  # A (one box a warpgroup) + B's two boxes, bf16
+    assert re.search(rf"mbarrier\.arrive\.expect_tx\.shared\.b64 _, \[%r\d+\], {stage};", ptx), stage
+    stores = re.findall(r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta", ptx)
+    assert len(stores) >= 2 * (bm // 64), len(stores)
+    assert "wgmma.wait_group.sync.aligned 2;" in ptx
+    assert wgmma_serialization(kernel) == []
+    usage = resource_usage(kernel)
+    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, f"register spills: {usage}"
+    assert kernel.metadata.shared <= H200.smem_per_block
+
+
+def test_plan_of_a_split_n_tile():
+    """The launch plan of a 128x144 tile: B's [128, 64] and [16, 64] boxes, D's [64, 128] and [64, 16] boxes, the
+    kernel's BLOCK_N 128 and BLOCK_N1 16, and a grid of 144-wide column tiles (4096 x 576: 32 x 4 = 128 CTAs)."""
+    import torch
+
+    desc = _desc(4096, 576, 7168)
+    cfg = make_bf16_config(desc, H200, 128, 144)
+    a, b = torch.zeros(4096, 7168, dtype=torch.bfloat16), torch.zeros(576, 7168, dtype=torch.bfloat16)
+    grid, args, meta, reduce = dispatch_bf16._build_plan(desc, cfg, a, b, torch.zeros(4096, 576, dtype=torch.bfloat16),
+                                                         None)
+    assert grid == (128,) and reduce is None
+    assert list(args[1].block_shape) == [128, 64] and list(meta["b1_desc"].block_shape) == [16, 64]
+    assert list(args[2].block_shape) == [64, 128] and list(meta["d1_desc"].block_shape) == [64, 16]
+    assert (meta["BLOCK_N"], meta["BLOCK_N1"]) == (128, 16) and "C_TMA" not in meta

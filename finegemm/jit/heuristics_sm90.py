@@ -387,6 +387,42 @@ class Sm90Bf16Config:
         """Warps of the default partition (math warpgroup 0); the others are worker partitions."""
         return 4
 
+    @property
+    def column_blocks(self) -> tuple[int, int]:
+        """(``BLOCK_N``, ``BLOCK_N1``) of the kernel: see :func:`bf16_column_blocks`."""
+        return bf16_column_blocks(self.block_n)
+
+
+def bf16_column_blocks(block_n: int) -> tuple[int, int]:
+    """A tile ``block_n`` columns wide as the BF16 kernel runs it: (the largest power of two in it, the rest). The
+    rest is 0 or a smaller power of two of at least 16 (a second WGMMA and B box; e.g. 144 = 128 + 16, 192 = 128 +
+    64); other widths (112 = 64 + 48) raise ValueError."""
+    if block_n < 16 or block_n % 16:
+        raise ValueError(f"BLOCK_N must be a positive multiple of 16, got {block_n}")
+    first = 1 << (block_n.bit_length() - 1)
+    rest = block_n - first
+    if rest and (rest < 16 or rest & (rest - 1)):
+        raise ValueError(f"BLOCK_N {block_n} = {first} + {rest}: the rest must be 0 or a power of two >= 16")
+    return first, rest
+
+
+# Prepared, not yet measured on a GPU (benchmarks/NOTES.md v22): tiles whose width is not a power of two (a second
+# WGMMA and B box, gemm_bf16's BLOCK_N1), e.g. 4096x576 in 128 tiles of 128x144 (one round of 132 SMs, no column
+# past N) instead of 110 of 192x128. Candidates of the rules only with FINEGEMM_PROBE_BF16_SPLIT_N=1 (read at
+# import); explicit configs (make_bf16_config) take them always.
+BF16_SPLIT_N_WIDTHS = (96, 144, 160, 192)
+BF16_SPLIT_N_MARGIN = 0.9
+BF16_SPLIT_N_WANTED = os.environ.get("FINEGEMM_PROBE_BF16_SPLIT_N", "0") == "1"
+if BF16_SPLIT_N_WANTED:
+    warnings.warn("FINEGEMM_PROBE_BF16_SPLIT_N=1: the sm90 BF16 rules consider tiles 96-192 columns wide that are not "
+                  "powers of two (a probe switch, not yet measured)", stacklevel=2)
+
+
+def bf16_tile_eff(bm: int, bn: int) -> float:
+    """:data:`BF16_TILE_EFF` of a tile; a width that is not a power of two takes its first column block's figure
+    (unmeasured: two WGMMAs a K slice, the second narrower)."""
+    return BF16_TILE_EFF.get((bm, bn)) or BF16_TILE_EFF[(bm, bf16_column_blocks(bn)[0])]
+
 
 # Prepared, not yet measured on a GPU (benchmarks/NOTES.md v22): C staged by TMA in the BF16 GEMM, which also
 # lets the rules take 64x256 accumulators beside a bf16 C. Off unless FINEGEMM_PROBE_BF16_C_TMA=1; read at import.
@@ -427,7 +463,7 @@ def bf16_estimate_us(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split
     units = math.ceil(m / bm) * math.ceil(n / bn) * split
     sms = min(units, facts.num_sms)
     per_cta = math.ceil(units / sms)
-    sm_flops = BF16_CHIP_TFLOPS * 1e6 / facts.num_sms * BF16_TILE_EFF[(bm, bn)]  # FLOP per us
+    sm_flops = BF16_CHIP_TFLOPS * 1e6 / facts.num_sms * bf16_tile_eff(bm, bn)  # FLOP per us
     t_compute = per_cta * 2 * bm * bn * k_split / sm_flops
     out_bytes = 4 if desc.out_fp32 else 2
     hbm = 2 * (m * k + n * k) + m * n * out_bytes * (2 if desc.with_c else 1)
@@ -455,9 +491,13 @@ def _bf16_candidates(desc: GemmDesc, facts: DeviceFacts):
         # 4096x2112x7168 189.3 / 213.9, 8192x576x7168 129.0 / 174.0 (4096x4096x7168 353.5 / 322.6: not picked)
         if bm == 192 and (desc.m <= 256 or desc.out_fp32 or _rows_inside(desc.m, 192) < 0.85):
             continue
-        for bn in (64, 128, 256):
+        for bn in (64, 128, 256) + (BF16_SPLIT_N_WIDTHS if BF16_SPLIT_N_WANTED else ()):
             if bn > 64 and bn // 2 >= desc.n:
                 continue  # a narrower tile covers N
+            # Widths that are not powers of two (two WGMMAs a K slice; unmeasured): BF16 out; at 192 rows without
+            # C (CPU compile: a C read from global memory beside 192x192 spills 312 bytes at 152 registers).
+            if bn not in (64, 128, 256) and (desc.out_fp32 or (bm == 192 and desc.with_c)):
+                continue
             # Fewer than 64 rows: 64-column tiles lost to wider ones on every decode shape at M = 1 (H200,
             # results/sm90-bf16-m1-h200-2026-12-04.json: 1x7168x16384 64x64 112.8 us, 64x256 split 4 72.5;
             # 1x7168x2048 20.3 vs 17.4 for 64x128), while at M = 64 64x64 is the best tile there (69.7 us):
@@ -478,14 +518,27 @@ def _bf16_candidates(desc: GemmDesc, facts: DeviceFacts):
 
 def get_sm90_bf16_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Bf16Config:
     """The candidate (BLOCK_M in 64/128, BLOCK_N in 64/128/256, split-K 1-8) with the least
-    :func:`bf16_estimate_us`; ties go to the earlier (smaller-M, no-split) candidate."""
-    best = min(_bf16_candidates(desc, facts), key=lambda c: bf16_estimate_us(desc, facts, *c))
+    :func:`bf16_estimate_us`; ties go to the earlier (smaller-M, no-split) candidate. A width that is not a power
+    of two (:data:`BF16_SPLIT_N_WANTED`) must be predicted :data:`BF16_SPLIT_N_MARGIN` faster than the best other."""
+    def estimate(c):
+        return bf16_estimate_us(desc, facts, *c)
+
+    candidates = list(_bf16_candidates(desc, facts))
+    best = min((c for c in candidates if c[1] in (64, 128, 256)), key=estimate)
+    split_n = [c for c in candidates if c[1] not in (64, 128, 256)]
+    if split_n:
+        best_split_n = min(split_n, key=estimate)
+        if estimate(best_split_n) < BF16_SPLIT_N_MARGIN * estimate(best):
+            best = best_split_n
     return make_bf16_config(desc, facts, *best)
 
 
 def make_bf16_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int = 1) -> Sm90Bf16Config:
     """A BF16 config for explicit tiles: stages fill the shared memory left beside the D tile; C staged by TMA
-    where :func:`bf16_c_staged` says so."""
+    where :func:`bf16_c_staged` says so and the tile's width is a power of two; ``bn`` a width
+    :func:`bf16_column_blocks` takes."""
     d_fp32 = desc.out_fp32 or split > 1
+    split_n = bf16_column_blocks(bn)[1] > 0
     stages = bf16_max_stages(bm, bn, d_fp32, facts.smem_per_block)
-    return Sm90Bf16Config(bm, bn, stages, split, 8, facts.num_sms, c_tma=bf16_c_staged(desc, split))
+    return Sm90Bf16Config(bm, bn, stages, split, 8, facts.num_sms,
+                          c_tma=bf16_c_staged(desc, split) and not split_n)

@@ -316,7 +316,8 @@ def compile_bf16_variant(desc: GemmDesc, config, c_dtype: str = "fp32"):
     ``c_dtype``, staged by TMA where the config says so and C has D's dtype (:func:`.dispatch_bf16.c_tma_ok`)."""
     from . import gemm_bf16
 
-    bm, bn, bk, split = config.block_m, config.block_n, config.block_k, config.split_k
+    bm, bk, split = config.block_m, config.block_k, config.split_k
+    bn, bn1 = config.column_blocks
     d_fp32 = desc.out_fp32 or split > 1
     a_block = [64, bk] if desc.a_k_major else [bk, 64]
     b_block = [bn, bk] if desc.b_k_major else [bk, bn]
@@ -335,6 +336,11 @@ def compile_bf16_variant(desc: GemmDesc, config, c_dtype: str = "fp32"):
     if config.c_tma and split == 1 and desc.with_c and c_dtype == ("fp32" if d_fp32 else "bf16"):
         sig["c_desc"] = d_sig
         constexprs["C_TMA"] = True
+    if bn1:
+        sig["b1_desc"] = _desc_sig("bf16", [bn1, bk] if desc.b_k_major else [bk, bn1], gl.bfloat16)
+        sig["d1_desc"] = (_desc_sig("fp32", [64, bn1], gl.float32) if d_fp32
+                          else _desc_sig("bf16", [64, bn1], gl.bfloat16))
+    constexprs["BLOCK_N1"] = bn1
     for name in constexprs:
         sig[name] = "constexpr"
     src = GluonASTSource(gemm_bf16.bf16_gemm_kernel, sig, constexprs)

@@ -97,35 +97,41 @@ def _build_plan(desc: GemmDesc, config: Sm90Bf16Config, a, b, d, c):
     m, k = a.shape
     n = b.shape[0]
     bm, bn, bk, split = config.block_m, config.block_n, config.block_k, config.split_k
+    bn0, bn1 = config.column_blocks  # a tile bn = bn0 + bn1 wide: two B boxes, two D boxes (bn1 > 0)
     av, bv = operand_views(a, b, desc)
     a_desc = _desc(av, [64, bk] if desc.a_k_major else [bk, 64])
-    b_desc = _desc(bv, [bn, bk] if desc.b_k_major else [bk, bn])
+    b_desc = _desc(bv, [bn0, bk] if desc.b_k_major else [bk, bn0])
     num_pid_m = triton.cdiv(m, bm)
     c_arg = c if c is not None else d
     reduce = None
     if split > 1:
         m_pad = num_pid_m * bm
         ws = _workspace(a.device, split * m_pad * n).view(split * m_pad, n)
-        d_desc = _desc(ws, [64, bn])
+        out = ws
         block = 256 if n >= 256 else triton.next_power_of_2(n)
         reduce = ((m, triton.cdiv(n, block)),
                   (ws, d, c_arg, n, m_pad, d.stride(0), c_arg.stride(0), c_arg.stride(1)),
                   dict(SPLIT_K=split, HAS_C=c is not None, BLOCK=block, num_warps=4,
                        launch_pdl=env.flag(env.PDL)))
     else:
-        d_desc = _desc(d, [64, bn])
+        out = d
+    d_desc = _desc(out, [64, bn0])
     c_tma = c_tma_ok(config, c, d)
     units = num_pid_m * triton.cdiv(n, bn) * split
     grid = (min(units, config.num_sms),)
     kernel_args = (a_desc, b_desc, d_desc, c_arg, m, n, k, c_arg.stride(0), c_arg.stride(1))
     meta = dict(
-        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, STAGES=config.stages, GROUP_M=config.group_m, SPLIT_K=split,
+        BLOCK_M=bm, BLOCK_N=bn0, BLOCK_K=bk, STAGES=config.stages, GROUP_M=config.group_m, SPLIT_K=split,
         A_MN_MAJOR=not desc.a_k_major, B_MN_MAJOR=not desc.b_k_major, HAS_C=c is not None,
         PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.math_regs(bm), num_warps=config.num_warps,
         B_PREFETCH=config.b_prefetch,
     )
-    if c_tma:  # as keywords only when on: the kernel's other specializations keep their signature
+    # as keywords only when on: the kernel's other specializations keep their signature
+    if c_tma:
         meta.update(c_desc=_desc(c, [64, bn]), C_TMA=True)
+    if bn1:
+        meta.update(b1_desc=_desc(bv, [bn1, bk] if desc.b_k_major else [bk, bn1]), d1_desc=_desc(out, [64, bn1]),
+                    BLOCK_N1=bn1)
     return grid, kernel_args, meta, reduce
 
 

@@ -44,7 +44,8 @@ NOTES:
   - A tile wider than 128 (BLOCK_N 256) spans two RHS scale blocks: the two scales are selected per column
     with a predicate, not by a second loop. BLOCK_N that is not a power of two (DeepGEMM's 96, 112, 160, 192)
     does not compile: Gluon tensors (the accumulator, the column vectors) need power-of-two shapes
-    ("Shape element 0 must be a power of 2", CPU compile of 64x112, 128x144 and 128x192, session 19).
+    ("Shape element 0 must be a power of 2", CPU compile of 64x112, 128x144 and 128x192, session 19). The BF16
+    kernel runs such widths as two power-of-two column blocks (gemm_bf16's ``BLOCK_N1``); this one does not yet.
 """
 
 from __future__ import annotations

@@ -28,6 +28,10 @@ order (deterministic), adds ``C`` and casts.
 Shared memory: ``STAGES`` x (``BLOCK_M`` x 64 + ``BLOCK_N`` x 64) bf16 plus the ``BLOCK_M x BLOCK_N`` D
 tile. K needs no alignment beyond TMA's 16-byte strides: the last K slice is zero-filled by TMA.
 
+Tiles whose width is not a power of two (``BLOCK_N1`` > 0, e.g. 144 = 128 + 16): Gluon tensors and TMA boxes
+need power-of-two shapes, so the tile's columns are two blocks, each with its own B box and ring buffer, WGMMA and
+accumulator, D staging tile and D box (:func:`_mma_k_range_split`).
+
 m-grouped MoE forms (:func:`bf16_grouped_gemm_kernel`, ``GROUPING`` 1 contiguous / 2 masked): the same
 ring, roles and K loops (:func:`_load_k_range`, :func:`_mma_k_range`) over a grouped persistent
 schedule: gemm_1d2d's device-side group lookup per M tile (contiguous: per-row ids with -1 padding or
@@ -97,7 +101,8 @@ def _unit_range(unit, num_pid_m, num_pid_n, num_kb, SPLIT_K: gl.constexpr, GROUP
 @gluon.jit
 def _load_k_range(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, it, kb0, kb1, a_row, b_row, b_k0,
                   BLOCK_K: gl.constexpr, STAGES: gl.constexpr, A_MN_MAJOR: gl.constexpr, B_MN_MAJOR: gl.constexpr,
-                  B_PREFETCH: gl.constexpr = 0, B_MAP: gl.constexpr = "", a_k0=0):
+                  B_PREFETCH: gl.constexpr = 0, B_MAP: gl.constexpr = "", a_k0=0, b1_desc=None, b1_bufs=None,
+                  SPLIT_N: gl.constexpr = 0):
     """Producer of one work unit: K slices ``[kb0, kb1)`` into the ring; returns the ring counter.
 
     A rows ``a_row + [0, BLOCK_M)`` (one box per math warpgroup); B rows ``b_row + [0, BLOCK_N)`` of the
@@ -105,10 +110,15 @@ def _load_k_range(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, it, kb0
     row ``b_k0`` on (a grouped B's group offset along K; 0 for dense). A's K starts at ``a_k0`` (the head-batched
     form's group offset along A's columns; 0 elsewhere). ``B_PREFETCH`` > 0: with each slice,
     B's box that many slices ahead (inside the unit) is prefetched into L2 through the tensor map parameter
-    ``B_MAP`` (:mod:`.l2_prefetch`).
+    ``B_MAP`` (:mod:`.l2_prefetch`). ``SPLIT_N`` > 0 (a tile ``SPLIT_N + BLOCK_N1`` wide): B's second box,
+    ``b1_desc``'s ``BLOCK_N1`` rows (columns) from ``b_row + SPLIT_N``, lands in ``b1_bufs`` with the first.
     """
     NUM_WG: gl.constexpr = a_bufs.shape[0] // STAGES
-    stage_bytes: gl.constexpr = NUM_WG * a_desc.block_type.nbytes + b_desc.block_type.nbytes
+    if SPLIT_N > 0:
+        stage_bytes: gl.constexpr = (NUM_WG * a_desc.block_type.nbytes + b_desc.block_type.nbytes
+                                     + b1_desc.block_type.nbytes)
+    else:
+        stage_bytes: gl.constexpr = NUM_WG * a_desc.block_type.nbytes + b_desc.block_type.nbytes
     for kb in range(kb0, kb1):
         s = it % STAGES
         mbarrier.wait(empty_bars.index(s), ((it // STAGES) & 1) ^ 1)
@@ -126,6 +136,11 @@ def _load_k_range(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, it, kb0
             tma.async_copy_global_to_shared(b_desc, [b_k0 + k, b_row], bar, b_bufs.index(s))
         else:
             tma.async_copy_global_to_shared(b_desc, [b_row, k], bar, b_bufs.index(s))
+        if SPLIT_N > 0:
+            if B_MN_MAJOR:
+                tma.async_copy_global_to_shared(b1_desc, [b_k0 + k, b_row + SPLIT_N], bar, b1_bufs.index(s))
+            else:
+                tma.async_copy_global_to_shared(b1_desc, [b_row + SPLIT_N, k], bar, b1_bufs.index(s))
         if B_PREFETCH > 0:
             if kb + B_PREFETCH < kb1:
                 k_ahead = (kb + B_PREFETCH) * BLOCK_K
@@ -141,17 +156,19 @@ def _load_k_range(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, it, kb0
 def _load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M, N, K,
                     BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
                     STAGES: gl.constexpr, GROUP_M: gl.constexpr, SPLIT_K: gl.constexpr,
-                    A_MN_MAJOR: gl.constexpr, B_MN_MAJOR: gl.constexpr, B_PREFETCH: gl.constexpr = 0):
+                    A_MN_MAJOR: gl.constexpr, B_MN_MAJOR: gl.constexpr, B_PREFETCH: gl.constexpr,
+                    b1_desc, b1_bufs, BLOCK_N1: gl.constexpr):
+    TILE_N: gl.constexpr = BLOCK_N + BLOCK_N1
     num_kb = gl.cdiv(K, BLOCK_K)
     num_pid_m = gl.cdiv(M, BLOCK_M)
-    num_pid_n = gl.cdiv(N, BLOCK_N)
+    num_pid_n = gl.cdiv(N, TILE_N)
     num_units = num_pid_m * num_pid_n * SPLIT_K
     it = 0
     for unit in range(gl.program_id(0), num_units, gl.num_programs(0)):
         pid_m, pid_n, split, kb0, kb1 = _unit_range(unit, num_pid_m, num_pid_n, num_kb, SPLIT_K, GROUP_M)
         it = _load_k_range(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, it, kb0, kb1,
-                           pid_m * BLOCK_M, pid_n * BLOCK_N, 0, BLOCK_K, STAGES, A_MN_MAJOR, B_MN_MAJOR,
-                           B_PREFETCH, DENSE_B_MAP)
+                           pid_m * BLOCK_M, pid_n * TILE_N, 0, BLOCK_K, STAGES, A_MN_MAJOR, B_MN_MAJOR,
+                           B_PREFETCH, DENSE_B_MAP, 0, b1_desc, b1_bufs, BLOCK_N if BLOCK_N1 > 0 else 0)
 
 
 @gluon.jit
@@ -166,13 +183,8 @@ def _mma_k_range(a_bufs, b_bufs, full_bars, empty_bars, it, kb0, kb1, BLOCK_N: g
     for kb in range(kb0, kb1):
         s = it % STAGES
         mbarrier.wait(full_bars.index(s), (it // STAGES) & 1)
-        a = a_bufs.index(s * NUM_WG + WG)
-        if A_MN_MAJOR:
-            a = a.permute((1, 0))
-        b = b_bufs.index(s)
-        if not B_MN_MAJOR:
-            b = b.permute((1, 0))
-        acc = warpgroup_mma(a, b, acc, is_async=True)
+        acc = warpgroup_mma(_a_operand(a_bufs, s, NUM_WG, WG, A_MN_MAJOR), _b_operand(b_bufs, s, B_MN_MAJOR), acc,
+                            is_async=True)
         # The previous slice's WGMMA has finished once only this one is in flight: free its stage.
         acc = warpgroup_mma_wait(1, deps=(acc,))
         mbarrier.arrive(empty_bars.index(prev_s), count=1, pred=kb > kb0)
@@ -184,37 +196,101 @@ def _mma_k_range(a_bufs, b_bufs, full_bars, empty_bars, it, kb0, kb1, BLOCK_N: g
 
 
 @gluon.jit
+def _mma_k_range_split(a_bufs, b_bufs, b1_bufs, full_bars, empty_bars, it, kb0, kb1, BLOCK_N: gl.constexpr,
+                       BLOCK_N1: gl.constexpr, STAGES: gl.constexpr, A_MN_MAJOR: gl.constexpr,
+                       B_MN_MAJOR: gl.constexpr, WG: gl.constexpr):
+    """:func:`_mma_k_range` for a tile ``BLOCK_N + BLOCK_N1`` wide (a width that is not a power of two, which no
+    Gluon tensor can have): per K slice two WGMMAs on the same A rows, into a [64, BLOCK_N] and a [64, BLOCK_N1]
+    accumulator from B's two boxes of the slot. Returns (accumulator, second accumulator, ring counter)."""
+    NUM_WG: gl.constexpr = a_bufs.shape[0] // STAGES
+    layout: gl.constexpr = bf16_mma_layout(BLOCK_N)
+    layout1: gl.constexpr = bf16_mma_layout(BLOCK_N1)
+    acc = gl.zeros([64, BLOCK_N], gl.float32, layout)
+    acc1 = gl.zeros([64, BLOCK_N1], gl.float32, layout1)
+    prev_s = 0
+    for kb in range(kb0, kb1):
+        s = it % STAGES
+        mbarrier.wait(full_bars.index(s), (it // STAGES) & 1)
+        a = _a_operand(a_bufs, s, NUM_WG, WG, A_MN_MAJOR)
+        acc = warpgroup_mma(a, _b_operand(b_bufs, s, B_MN_MAJOR), acc, is_async=True)
+        acc1 = warpgroup_mma(a, _b_operand(b1_bufs, s, B_MN_MAJOR), acc1, is_async=True)
+        # the previous slice's two WGMMAs have finished once only this slice's two are in flight
+        acc, acc1 = warpgroup_mma_wait(2, deps=(acc, acc1))
+        mbarrier.arrive(empty_bars.index(prev_s), count=1, pred=kb > kb0)
+        prev_s = s
+        it += 1
+    acc, acc1 = warpgroup_mma_wait(0, deps=(acc, acc1))
+    mbarrier.arrive(empty_bars.index(prev_s), count=1, pred=kb1 > kb0)
+    return acc, acc1, it
+
+
+@gluon.jit
+def _a_operand(a_bufs, s, NUM_WG: gl.constexpr, WG: gl.constexpr, A_MN_MAJOR: gl.constexpr):
+    """Warpgroup ``WG``'s [64, BLOCK_K] A box of ring slot ``s`` as WGMMA reads it."""
+    a = a_bufs.index(s * NUM_WG + WG)
+    if A_MN_MAJOR:
+        a = a.permute((1, 0))
+    return a
+
+
+@gluon.jit
+def _b_operand(b_bufs, s, B_MN_MAJOR: gl.constexpr):
+    """The B box of ring slot ``s`` as WGMMA reads it: [BLOCK_K, width]."""
+    b = b_bufs.index(s)
+    if not B_MN_MAJOR:
+        b = b.permute((1, 0))
+    return b
+
+
+@gluon.jit
+def _add_c(acc, c_ptr, rows, off_n, M, N, stride_cm, stride_cn, WIDTH: gl.constexpr):
+    """``acc + C[rows, off_n + [0, WIDTH)]`` in FP32, C read from global memory (rows / columns past M / N as 0)."""
+    cols = off_n + gl.arange(0, WIDTH, layout=gl.SliceLayout(0, acc.type.layout))
+    c_ptrs = c_ptr + rows.to(gl.int64)[:, None] * stride_cm + cols.to(gl.int64)[None, :] * stride_cn
+    c = gl.load(c_ptrs, mask=(rows < M)[:, None] & (cols < N)[None, :], other=0.0)
+    return acc + c.to(gl.float32)
+
+
+@gluon.jit
 def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr,
                     M, N, K, stride_cm, stride_cn,
                     BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
                     STAGES: gl.constexpr, GROUP_M: gl.constexpr, SPLIT_K: gl.constexpr,
                     A_MN_MAJOR: gl.constexpr, B_MN_MAJOR: gl.constexpr, HAS_C: gl.constexpr,
-                    WG: gl.constexpr, c_desc, c_bars, C_TMA: gl.constexpr):
+                    WG: gl.constexpr, c_desc, c_bars, C_TMA: gl.constexpr, b1_bufs, d1_desc, d1_smem,
+                    BLOCK_N1: gl.constexpr):
     # One warpgroup: rows [64 * WG, 64 * WG + 64) of every BLOCK_M tile. C_TMA: each tile's C rows arrive by
     # TMA in this warpgroup's D staging rows while its main loop runs (gemm_1d2d._prefetch_c), on c_bars[WG].
+    # BLOCK_N1 > 0: tiles BLOCK_N + BLOCK_N1 wide, the second accumulator staged in d1_smem, stored by d1_desc.
     mma_layout: gl.constexpr = bf16_mma_layout(BLOCK_N)
     row_layout: gl.constexpr = gl.SliceLayout(1, mma_layout)
-    col_layout: gl.constexpr = gl.SliceLayout(0, mma_layout)
+    TILE_N: gl.constexpr = BLOCK_N + BLOCK_N1
     num_kb = gl.cdiv(K, BLOCK_K)
     num_pid_m = gl.cdiv(M, BLOCK_M)
-    num_pid_n = gl.cdiv(N, BLOCK_N)
+    num_pid_n = gl.cdiv(N, TILE_N)
     num_units = num_pid_m * num_pid_n * SPLIT_K
 
     d_sub = _d_rows(d_smem, WG * 64)
+    d1_sub = _d_rows(d1_smem, WG * 64)
     if C_TMA:
-        gl.static_assert(HAS_C and SPLIT_K == 1, "C_TMA: C added in this kernel (no split-K)")
+        gl.static_assert(HAS_C and SPLIT_K == 1 and BLOCK_N1 == 0,
+                         "C_TMA: C added in this kernel (no split-K), power-of-two tiles")
     c_bar = c_bars.index(WG)
     it = 0
     tcount = 0
     for unit in range(gl.program_id(0), num_units, gl.num_programs(0)):
         pid_m, pid_n, split, kb0, kb1 = _unit_range(unit, num_pid_m, num_pid_n, num_kb, SPLIT_K, GROUP_M)
         off_m = pid_m * BLOCK_M
-        off_n = pid_n * BLOCK_N
+        off_n = pid_n * TILE_N
         if C_TMA:
             _prefetch_c(c_desc, c_bar, d_sub, off_m + WG * 64, off_n)
 
-        acc, it = _mma_k_range(a_bufs, b_bufs, full_bars, empty_bars, it, kb0, kb1, BLOCK_N, STAGES,
-                               A_MN_MAJOR, B_MN_MAJOR, WG)
+        if BLOCK_N1 > 0:
+            acc, acc1, it = _mma_k_range_split(a_bufs, b_bufs, b1_bufs, full_bars, empty_bars, it, kb0, kb1, BLOCK_N,
+                                               BLOCK_N1, STAGES, A_MN_MAJOR, B_MN_MAJOR, WG)
+        else:
+            acc, it = _mma_k_range(a_bufs, b_bufs, full_bars, empty_bars, it, kb0, kb1, BLOCK_N, STAGES,
+                                   A_MN_MAJOR, B_MN_MAJOR, WG)
 
         # Epilogue: C in FP32, cast, registers -> smem -> TMA store (left in flight).
         if SPLIT_K > 1:
@@ -229,16 +305,20 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr
             out_row = off_m + WG * 64
             if HAS_C:
                 rows = off_m + WG * 64 + gl.arange(0, 64, layout=row_layout)
-                cols = off_n + gl.arange(0, BLOCK_N, layout=col_layout)
-                c_ptrs = c_ptr + rows.to(gl.int64)[:, None] * stride_cm + cols.to(gl.int64)[None, :] * stride_cn
-                c = gl.load(c_ptrs, mask=(rows < M)[:, None] & (cols < N)[None, :], other=0.0)
-                acc = acc + c.to(gl.float32)
+                acc = _add_c(acc, c_ptr, rows, off_n, M, N, stride_cm, stride_cn, BLOCK_N)
+                if BLOCK_N1 > 0:
+                    rows1 = off_m + WG * 64 + gl.arange(0, 64, layout=gl.SliceLayout(1, acc1.type.layout))
+                    acc1 = _add_c(acc1, c_ptr, rows1, off_n + BLOCK_N, M, N, stride_cm, stride_cn, BLOCK_N1)
         tma.store_wait(0)
         gl.thread_barrier()
         d_sub.store(acc.to(d_desc.dtype))
+        if BLOCK_N1 > 0:
+            d1_sub.store(acc1.to(d1_desc.dtype))
         fence_async_shared()
         gl.thread_barrier()
         tma.async_copy_shared_to_global(d_desc, [out_row, off_n], d_sub)
+        if BLOCK_N1 > 0:
+            tma.async_copy_shared_to_global(d1_desc, [out_row, off_n + BLOCK_N], d1_sub)
     tma.store_wait(0)
 
 
@@ -264,7 +344,8 @@ def bf16_gemm_kernel(a_desc, b_desc, d_desc, c_ptr, M, N, K, stride_cm, stride_c
                      STAGES: gl.constexpr, GROUP_M: gl.constexpr, SPLIT_K: gl.constexpr,
                      A_MN_MAJOR: gl.constexpr, B_MN_MAJOR: gl.constexpr, HAS_C: gl.constexpr,
                      PRODUCER_REGS: gl.constexpr, MATH_REGS: gl.constexpr, B_PREFETCH: gl.constexpr = 0,
-                     c_desc=None, C_TMA: gl.constexpr = False):
+                     c_desc=None, C_TMA: gl.constexpr = False, b1_desc=None, d1_desc=None,
+                     BLOCK_N1: gl.constexpr = 0):
     """Entry: carve shared memory, init barriers, fork the producer and the math partitions.
 
     ``B_PREFETCH`` > 0: the producer also prefetches B's box that many K slices ahead into L2 (for B streaming
@@ -277,6 +358,12 @@ def bf16_gemm_kernel(a_desc, b_desc, d_desc, c_ptr, M, N, K, stride_cm, stride_c
     ``C_TMA`` (C of D's dtype, row-major, TMA-aligned; no split-K): ``c_desc`` (boxes ``[64, BLOCK_N]``, D's
     layout) loads each tile's C into the D staging tile before its main loop; the epilogue adds it from shared
     memory instead of global loads, which also leaves room for 64x256 accumulators beside C.
+
+    ``BLOCK_N1`` > 0 (a power of two below ``BLOCK_N``): tiles ``BLOCK_N + BLOCK_N1`` columns wide (e.g. 144, 192),
+    which fill 132 SMs where power-of-two widths leave a round mostly idle. B's last ``BLOCK_N1`` rows of a tile
+    come in a second box (``b1_desc``, ``[BLOCK_N1, BLOCK_K]`` / ``[BLOCK_K, BLOCK_N1]``) into their own ring
+    buffer, each K slice runs a second WGMMA into a [64, BLOCK_N1] accumulator, and ``d1_desc`` (boxes
+    ``[64, BLOCK_N1]``) stores it from its own staging tile.
     """
     NUM_WG: gl.constexpr = BLOCK_M // 64
     gl.static_assert(BLOCK_M == 64 or BLOCK_M == 128 or BLOCK_M == 192,
@@ -292,6 +379,21 @@ def bf16_gemm_kernel(a_desc, b_desc, d_desc, c_ptr, M, N, K, stride_cm, stride_c
     else:
         c_bars = full_bars
         c_tma_desc = d_desc
+    # the second column block's ring buffer and D staging (BLOCK_N1 > 0); else the first block's stand in (unused)
+    if BLOCK_N1 > 0:
+        gl.static_assert(BLOCK_N1 < BLOCK_N, "BLOCK_N1: the smaller, second block of the tile's columns")
+        b1_bufs = gl.allocate_shared_memory(b1_desc.dtype, [STAGES] + b1_desc.block_type.shape, b1_desc.layout)
+        if NUM_WG == 3:
+            d1_smem = gl.allocate_shared_memory(d1_desc.dtype, [3, 64, BLOCK_N1], d1_desc.layout)
+        else:
+            d1_smem = gl.allocate_shared_memory(d1_desc.dtype, [BLOCK_M, BLOCK_N1], d1_desc.layout)
+        b1_tma_desc = b1_desc
+        d1_tma_desc = d1_desc
+    else:
+        b1_bufs = b_bufs
+        d1_smem = d_smem
+        b1_tma_desc = b_desc
+        d1_tma_desc = d_desc
     if SPLIT_K > 1:
         launch_dependents()  # the reduction's CTAs wait for this grid on the SMs it leaves free
 
@@ -301,42 +403,42 @@ def bf16_gemm_kernel(a_desc, b_desc, d_desc, c_ptr, M, N, K, stride_cm, stride_c
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr, M, N, K,
                                stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K,
                                A_MN_MAJOR, B_MN_MAJOR, HAS_C, 0, c_tma_desc, c_bars,
-                               C_TMA)),
+                               C_TMA, b1_bufs, d1_tma_desc, d1_smem, BLOCK_N1)),
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr, M, N, K,
                                stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K,
                                A_MN_MAJOR, B_MN_MAJOR, HAS_C, 1, c_tma_desc, c_bars,
-                               C_TMA)),
+                               C_TMA, b1_bufs, d1_tma_desc, d1_smem, BLOCK_N1)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M, N, K,
                                BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K, A_MN_MAJOR, B_MN_MAJOR,
-                               B_PREFETCH)),
+                               B_PREFETCH, b1_tma_desc, b1_bufs, BLOCK_N1)),
         ], [4, 1], [MATH_REGS, PRODUCER_REGS])
     elif NUM_WG == 3:
         gl.warp_specialize([
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr, M, N, K,
                                stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K,
                                A_MN_MAJOR, B_MN_MAJOR, HAS_C, 0, c_tma_desc, c_bars,
-                               C_TMA)),
+                               C_TMA, b1_bufs, d1_tma_desc, d1_smem, BLOCK_N1)),
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr, M, N, K,
                                stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K,
                                A_MN_MAJOR, B_MN_MAJOR, HAS_C, 1, c_tma_desc, c_bars,
-                               C_TMA)),
+                               C_TMA, b1_bufs, d1_tma_desc, d1_smem, BLOCK_N1)),
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr, M, N, K,
                                stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K,
                                A_MN_MAJOR, B_MN_MAJOR, HAS_C, 2, c_tma_desc, c_bars,
-                               C_TMA)),
+                               C_TMA, b1_bufs, d1_tma_desc, d1_smem, BLOCK_N1)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M, N, K,
                                BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K, A_MN_MAJOR, B_MN_MAJOR,
-                               B_PREFETCH)),
+                               B_PREFETCH, b1_tma_desc, b1_bufs, BLOCK_N1)),
         ], [4, 4, 1], [MATH_REGS, MATH_REGS, PRODUCER_REGS])
     else:
         gl.warp_specialize([
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr, M, N, K,
                                stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K,
                                A_MN_MAJOR, B_MN_MAJOR, HAS_C, 0, c_tma_desc, c_bars,
-                               C_TMA)),
+                               C_TMA, b1_bufs, d1_tma_desc, d1_smem, BLOCK_N1)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M, N, K,
                                BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K, A_MN_MAJOR, B_MN_MAJOR,
-                               B_PREFETCH)),
+                               B_PREFETCH, b1_tma_desc, b1_bufs, BLOCK_N1)),
         ], [1], [PRODUCER_REGS])
 
 

@@ -282,7 +282,8 @@ def test_staged_c_compiles_without_spills_or_c_loads(shape, out_fp32, c_dtype, m
 
 def test_plan_stages_only_a_c_tma_can_read(monkeypatch):
     """The launch plan passes ``c_desc`` / ``C_TMA`` for a row-major C of D's dtype and falls back to the
-    global-load epilogue (same tile) for a transposed C, a C of another dtype, or a C whose base TMA cannot address."""
+    global-load epilogue (same tile) for a transposed C, a C of another dtype, a C whose base TMA cannot address, or a
+    broadcast C (row stride 0)."""
     import torch
 
     desc, cfg = _staged(256, 512, 256, monkeypatch=monkeypatch)
@@ -298,12 +299,13 @@ def test_plan_stages_only_a_c_tma_can_read(monkeypatch):
     assert "C_TMA" not in meta(torch.zeros(512, 256, dtype=torch.bfloat16).T)
     assert "C_TMA" not in meta(torch.zeros(256, 512, dtype=torch.float32))
     assert "C_TMA" not in meta(torch.zeros(256 * 512 + 1, dtype=torch.bfloat16)[1:].view(256, 512))
+    assert "C_TMA" not in meta(torch.zeros(1, 512, dtype=torch.bfloat16).expand(256, 512))  # broadcast: row stride 0
     assert "C_TMA" not in meta(None)
 
 
 def test_api_describes_c_like_d():
     """bf16_gemm_nt's plan marks a C of D's dtype with unit column stride (``GemmDesc.c_like_d``), which the rules
-    read; a C of another dtype or a transposed C is not."""
+    read; a C of another dtype, a transposed C or a broadcast row is not."""
     import torch
 
     from finegemm.api.gemm import _plan_bf16
@@ -313,6 +315,7 @@ def test_api_describes_c_like_d():
     assert _plan_bf16(a, b, d, torch.zeros(8, 32, dtype=torch.bfloat16)).desc.c_like_d
     assert not _plan_bf16(a, b, d, torch.zeros(8, 32, dtype=torch.float32)).desc.c_like_d
     assert not _plan_bf16(a, b, d, torch.zeros(32, 8, dtype=torch.bfloat16).T).desc.c_like_d
+    assert not _plan_bf16(a, b, d, torch.zeros(1, 32, dtype=torch.bfloat16).expand(8, 32)).desc.c_like_d
     assert not _plan_bf16(a, b, d, None).desc.c_like_d
 
 

@@ -249,7 +249,7 @@ def test_c_staged_by_tma(m, n, k, bm, bn, dtype, in_place, monkeypatch):
 def test_c_staged_through_the_public_api(monkeypatch):
     """bf16_gemm_nt with a bf16 C (the harness's ``+c`` cases) under the switch: the rules pick 128x256 with C staged,
     the result matches the reference, and a transposed C or one at an address TMA cannot read (both not staged, the
-    second rerouted at launch to the unstaged rules' tile) give the same values."""
+    second rerouted at launch to the unstaged rules' tile) give the same values; a broadcast bias row is right too."""
     _sm90()
     from finegemm.api import gemm as api_gemm
     from finegemm.jit import heuristics_sm90
@@ -276,8 +276,12 @@ def test_c_staged_through_the_public_api(monkeypatch):
     c_odd.copy_(c)
     d_odd = torch.full((m, n), float("nan"), device=dev, dtype=torch.bfloat16)
     finegemm.bf16_gemm_nt(a, b, d_odd, c_odd)
+    bias = torch.randn(1, n, device=dev, dtype=torch.bfloat16)
+    d_bias = torch.full((m, n), float("nan"), device=dev, dtype=torch.bfloat16)
+    finegemm.bf16_gemm_nt(a, b, d_bias, bias.expand(m, n))  # a broadcast C: row stride 0, never staged
     torch.cuda.synchronize()
     assert torch.equal(d_odd, d_t)
+    assert reference.calc_diff(d_bias, reference.bf16_gemm("nt", a, b, bias.expand(m, n))) < 1e-5
     api_gemm._BF16_PLANS.clear()
     api_gemm._BF16_RECORDINGS.clear()
 

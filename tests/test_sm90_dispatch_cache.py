@@ -162,6 +162,7 @@ def test_c_tma_only_where_the_kernel_can_stage_c():
     assert not dispatch.c_tma_ok(cfg, torch.zeros(132, 64).T, d)  # column-major C
     assert not dispatch.c_tma_ok(cfg, torch.zeros(64, 133)[:, :130], d[:, :130])  # rows of 133 words
     assert not dispatch.c_tma_ok(cfg, torch.zeros(64 * 132 + 1)[1:].view(64, 132), d)  # base off by 4 bytes
+    assert not dispatch.c_tma_ok(cfg, torch.zeros(1, 132).expand(64, 132), d)  # a broadcast row: stride 0
     assert not dispatch.c_tma_ok(Sm90Config(128, 128, 4, split_k=2, c_tma=True), c, d)
     assert not dispatch.c_tma_ok(Sm90Config(256, 128, 3, c_tma=True), c, d)
     assert dispatch.c_tma_ok(Sm90Config(256, 128, 3, small_epi=True, c_tma=True), c, d)

@@ -408,7 +408,8 @@ def _plan_bf16(a, b, d, c) -> _Plan:
     b_k_major = check_row_or_col_major("b", b)
     if m == 0:
         return _Plan(None, RECIPE_1D2D, "none", None, device)
-    c_like_d = c is not None and c.dtype == d.dtype and c.stride(-1) == 1
+    # C a kernel may stage like D: D's dtype, row-major, rows that do not overlap (not a broadcast bias)
+    c_like_d = (c is not None and c.dtype == d.dtype and c.stride(-1) == 1 and (m == 1 or c.stride(-2) >= n))
     desc = GemmDesc("bf16", m, n, k, a_k_major, b_k_major, d.dtype == torch.float32, c is not None,
                     c_like_d=c_like_d)
     backend, config = choose_backend(desc, device) if k > 0 else ("none", None)

@@ -123,9 +123,11 @@ def _scale_desc(sfa: torch.Tensor, bm: int, tma: bool) -> TensorDescriptor | Non
 
 def c_tma_ok(config: Sm90Config, c: torch.Tensor | None, d: torch.Tensor) -> bool:
     """Whether C can be staged by TMA in the D buffer (``Sm90Config.c_tma``): a tiling that can
-    (``Sm90Config.can_stage_c``), FP32 C and D, C row-major with 16-byte aligned base and rows."""
+    (``Sm90Config.can_stage_c``), FP32 C and D, C row-major with rows that do not overlap (a broadcast C, row
+    stride 0, is no TMA tensor) and a 16-byte aligned base and row stride."""
     return (c is not None and config.can_stage_c and c.dtype == torch.float32 and d.dtype == torch.float32
-            and c.dim() == 2 and c.stride(1) == 1 and c.data_ptr() % 16 == 0 and (c.stride(0) * 4) % 16 == 0)
+            and c.dim() == 2 and c.stride(1) == 1 and (c.shape[0] == 1 or c.stride(0) >= c.shape[1])
+            and c.data_ptr() % 16 == 0 and (c.stride(0) * 4) % 16 == 0)
 
 
 # Prepared, not yet measured on a GPU (benchmarks/NOTES.md v21): the in-place accumulate by TMA reduce-add. Off

@@ -24,7 +24,7 @@
 #                                   contexts) and k-grouped (DeepGEMM's total K), with --kernel-time
 #   (That order, 8, 9, 11, 12, 10, 13, 14, ran in sessions 13-14; session 16's 28, the multicast probe, 25 and 22 ran
 #   in session 17; 31 and 30 ran on an H100 in session 18; 33-37, 30, 32 and 29 in session 19.) After session 19: 38
-#   FIRST (any card: a relative A/B), 39, then 21. Session 20 had no GPU; its order: 38, 39, 40, 41, then 21. Session 18's order, kept for reference: 33 (36 in a short window:
+#   FIRST (any card: a relative A/B), 39, then 21. Session 20 had no GPU; its order: 38, 39, 40, 41, 42, then 21. Session 18's order, kept for reference: 33 (36 in a short window:
 #   ptxas 13.0 against Triton's 12.8, the FFMA yield interleave DeepGEMM's build has and ours lacks; NOTES v20), 34
 #   and 35 (the same on grouped and bf16, on paged-mqa and mqa; if 13.0 wins, also the GPU tests under it before FINEGEMM_PTXAS=auto becomes the
 #   default: TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas bash scripts/gpu_pending.sh 7), then 30 (the masked BF16 sweep after the walk fix, then the grouped harness suite: issue 6's masked targets against
@@ -68,10 +68,11 @@
 #                                   (FINEGEMM_PROBE_D_REDUCE): GPU tests, then scripts/d_reduce_probe.py
 #   bash scripts/gpu_pending.sh 39  (session 19, after 38) the harness weight-grad and k-grouped suites without and
 #                                   with that switch, alternating, kernel time
-#   bash scripts/gpu_pending.sh 40  (session 20) C staged by TMA in the BF16 GEMM (FINEGEMM_PROBE_BF16_C_TMA): GPU
-#                                   tests, the BF16 suites under the switch, the harness bf16 suite without / with it
-#   bash scripts/gpu_pending.sh 41  (session 20) BF16 tiles whose width is not a power of two: GPU tests, the tile
-#                                   sweep against cuBLAS, the harness bf16 suite without / with FINEGEMM_PROBE_BF16_SPLIT_N
+#   bash scripts/gpu_pending.sh 40  (session 20) C staged by TMA in the BF16 GEMM (FINEGEMM_PROBE_BF16_C_TMA): its GPU
+#                                   tests, then the BF16 GPU suites with both session-20 switches on
+#   bash scripts/gpu_pending.sh 41  (session 20) BF16 tiles whose width is not a power of two
+#                                   (FINEGEMM_PROBE_BF16_SPLIT_N): GPU tests, the tile sweep against cuBLAS
+#   bash scripts/gpu_pending.sh 42  (session 20) the harness bf16 suite without / with both switches, alternating
 #   bash scripts/gpu_pending.sh 37  (session 19) the per-wave timeline of the weight-gradient kernel at 256 rows
 #   bash scripts/gpu_pending.sh 32  (session 18) scripts/trace_probe.py --waves: per-wave SM-clock timeline of the
 #                                   256-row tiles at M = 4096 (wave in flight share, K-block period, promotions)
@@ -108,7 +109,7 @@ pytest_gpu() {  # log name, then test paths
 harness_run() {  # one harness run in its own process: output stem, suites, then KEY=VALUE settings for it; extra
     # harness arguments in the array harness_args; prints the stem and the suites' case lines (case, peer, us, TFLOPS)
     local stem="$1" suites="$2"; shift 2
-    env "$@" timeout 200 python3 -W ignore -m finegemm.bench --plain --no-progress --suite "$suites" \
+    env "$@" timeout "${HARNESS_TIMEOUT:-200}" python3 -W ignore -m finegemm.bench --plain --no-progress --suite "$suites" \
         --peers finegemm-sm90 --commit "$commit" "${harness_args[@]}" --json "$LOGS/$stem.json" \
         > "$LOGS/$stem.log" 2>&1 || status=1
     echo "$stem"; grep -E '^(contig|masked|kgrp|paged|mqa|[0-9]+x)' "$LOGS/$stem.log" | awk '{print $1, $2, $3, $4}' \
@@ -313,30 +314,27 @@ elif [ "$PART" = 39 ]; then
     done
 elif [ "$PART" = 40 ]; then
     # session 20 (NOTES v22): C staged by TMA in the BF16 GEMM (FINEGEMM_PROBE_BF16_C_TMA): its GPU tests, then the
-    # BF16 dense and k-grouped GPU tests under the switch, then the harness bf16 suite without and with it,
-    # alternating processes (events)
+    # BF16 dense and k-grouped GPU tests with both session-20 switches on
     PYTEST_TIMEOUT=200 pytest_gpu pytest-bf16-c-tma.log tests/test_sm90_bf16_gpu.py -k "staged"
-    FINEGEMM_PROBE_BF16_C_TMA=1 PYTEST_TIMEOUT=200 pytest_gpu pytest-bf16-c-tma-on.log tests/test_sm90_bf16_gpu.py \
-        tests/test_sm90_k_grouped_gpu.py -k "not fp8"
-    for round in 1 2; do
-        for on in 0 1; do
-            harness_run "bf16-c-tma-$on-$round" bf16 FINEGEMM_PROBE_BF16_C_TMA=$on
-        done
-        pack
-    done
+    FINEGEMM_PROBE_BF16_C_TMA=1 FINEGEMM_PROBE_BF16_SPLIT_N=1 PYTEST_TIMEOUT=300 pytest_gpu pytest-bf16-switches-on.log \
+        tests/test_sm90_bf16_gpu.py tests/test_sm90_k_grouped_gpu.py -k "not fp8"
 elif [ "$PART" = 41 ]; then
-    # session 20 (NOTES v22): BF16 tiles whose width is not a power of two (BLOCK_N1): their GPU tests, the tile
-    # sweep against cuBLAS (the shapes they should fill better, and two where they should not matter), then the
-    # harness bf16 suite without and with FINEGEMM_PROBE_BF16_SPLIT_N, alternating processes (events)
+    # session 20 (NOTES v22): BF16 tiles whose width is not a power of two (BLOCK_N1): their GPU tests, then the tile
+    # sweep against cuBLAS (the shapes they should fill better, and some where they should not matter)
     PYTEST_TIMEOUT=200 pytest_gpu pytest-bf16-split-n.log tests/test_sm90_bf16_gpu.py -k "split_n"
-    OUT="$LOGS" timeout 240 python3 scripts/sm90_bf16_bench.py --commit "$commit" --alts 1 \
+    OUT="$LOGS" timeout 300 python3 scripts/sm90_bf16_bench.py --commit "$commit" --alts 1 \
         --shapes "4096,576,7168;8192,576,7168;4096,2112,7168;4096,7168,2048;128,7168,16384;64,2112,7168" \
         --tiles "128x144,128x160,128x192,192x192,64x96,64x96s4" 2>&1 | tee "$LOGS/bf16-split-n-sweep.log" \
         | cut -c1-220
     pack
+elif [ "$PART" = 42 ]; then
+    # session 20 (NOTES v22): the harness bf16 suite without and with both session-20 switches, alternating processes
+    # (events). The two touch disjoint cases: the split widths only 4096x576x7168 (+c, whose C is then read from
+    # global memory), C staging the other +c cases, so one "on" run tells both apart.
     for round in 1 2; do
         for on in 0 1; do
-            harness_run "bf16-split-n-$on-$round" bf16 FINEGEMM_PROBE_BF16_SPLIT_N=$on
+            HARNESS_TIMEOUT=240 harness_run "bf16-session20-$on-$round" bf16 FINEGEMM_PROBE_BF16_C_TMA=$on \
+                FINEGEMM_PROBE_BF16_SPLIT_N=$on
         done
         pack
     done

@@ -329,8 +329,8 @@ elif [ "$PART" = 41 ]; then
     pack
 elif [ "$PART" = 42 ]; then
     # session 20 (NOTES v22): the harness bf16 suite without and with both session-20 switches, alternating processes
-    # (events). The two touch disjoint cases: the split widths only 4096x576x7168 (+c, whose C is then read from
-    # global memory), C staging the other +c cases, so one "on" run tells both apart.
+    # (events). The two touch almost disjoint cases: the split widths only 4096x576x7168 (with and without C; +c
+    # gets both), C staging the other +c cases, so one "on" run tells them apart.
     for round in 1 2; do
         for on in 0 1; do
             HARNESS_TIMEOUT=240 harness_run "bf16-session20-$on-$round" bf16 FINEGEMM_PROBE_BF16_C_TMA=$on \

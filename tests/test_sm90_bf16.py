@@ -280,6 +280,34 @@ def test_staged_c_compiles_without_spills_or_c_loads(shape, out_fp32, c_dtype, m
     assert len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global", plain.asm["ptx"])) == wgs + 1
 
 
+SPLIT_STAGED = [((4096, 576, 7168), 128, 144, False), ((333, 584, 1536), 128, 144, False),
+                ((777, 1000, 2048), 128, 160, True), ((4096, 2112, 7168), 192, 192, False)]
+
+
+@pytest.mark.parametrize("shape,bm,bn,out_fp32", SPLIT_STAGED, ids=[f"{v[0]}-{v[1]}x{v[2]}" for v in SPLIT_STAGED])
+def test_staged_c_on_split_width_tiles(shape, bm, bn, out_fp32, monkeypatch):
+    """C staged on a tile of two column blocks: a warpgroup's two C boxes arrive on one expect-tx of their bytes
+    (besides A's boxes and B's two), no global load of C is left, no spills (192x192 included, which spills 312
+    bytes with C read from global memory)."""
+    from finegemm.jit import heuristics_sm90
+
+    monkeypatch.setattr(heuristics_sm90, "BF16_C_TMA_WANTED", True)
+    desc = GemmDesc("bf16", *shape, True, True, out_fp32, True, c_like_d=True)
+    cfg = make_bf16_config(desc, H200, bm, bn)
+    assert cfg.c_tma and cfg.column_blocks[1] > 0
+    kernel = compile_bf16_variant(desc, cfg, "fp32" if out_fp32 else "bf16")
+    ptx = assert_ptx_contains(kernel, BF16_PTX_MUST_CONTAIN)
+    wgs = bm // 64
+    loads = re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global", ptx)
+    assert len(loads) == wgs + 2 + 2 * wgs, len(loads)
+    c_bytes = 64 * bn * (4 if out_fp32 else 2)  # one expect-tx for a warpgroup's two C boxes
+    assert re.search(rf"mbarrier\.arrive\.expect_tx\.shared\.b64 _, \[%r\d+\], {c_bytes};", ptx), c_bytes
+    assert not re.search(r"ld\.global(?!\.nc)", ptx), "C still read from global memory"
+    usage = resource_usage(kernel)
+    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, f"register spills: {usage}"
+    assert kernel.metadata.shared <= H200.smem_per_block
+
+
 def test_plan_stages_only_a_c_tma_can_read(monkeypatch):
     """The launch plan passes ``c_desc`` / ``C_TMA`` for a row-major C of D's dtype and falls back to the
     global-load epilogue (same tile) for a transposed C, a C of another dtype, a C whose base TMA cannot address, or a
@@ -295,7 +323,10 @@ def test_plan_stages_only_a_c_tma_can_read(monkeypatch):
         return dispatch_bf16._build_plan(desc, cfg, a, b, d, c)[2]
 
     m = meta(torch.zeros(256, 512, dtype=torch.bfloat16))
-    assert m.get("C_TMA") is True and list(m["c_desc"].block_shape) == [64, cfg.block_n]
+    assert m.get("C_TMA") is True and list(m["c_desc"].block_shape) == [64, cfg.block_n] and "c1_desc" not in m
+    split = dispatch_bf16._build_plan(desc, make_bf16_config(desc, H200, 128, 144), a, b, d,
+                                      torch.zeros(256, 512, dtype=torch.bfloat16))[2]
+    assert [list(split[k].block_shape) for k in ("c_desc", "c1_desc")] == [[64, 128], [64, 16]]
     assert "C_TMA" not in meta(torch.zeros(512, 256, dtype=torch.bfloat16).T)
     assert "C_TMA" not in meta(torch.zeros(256, 512, dtype=torch.float32))
     assert "C_TMA" not in meta(torch.zeros(256 * 512 + 1, dtype=torch.bfloat16)[1:].view(256, 512))

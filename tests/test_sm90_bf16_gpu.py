@@ -204,7 +204,10 @@ def test_b_prefetch_changes_nothing(m, n, k, b_k_major):
 STAGED_C = [(4096, 576, 7168, 192, 128, torch.bfloat16), (333, 2112, 7168, 128, 256, torch.bfloat16),
             (4095, 4096, 1536, 128, 256, torch.bfloat16), (1, 24576, 1536, 64, 256, torch.bfloat16),
             (77, 576, 7168, 64, 128, torch.bfloat16), (77, 576, 7168, 64, 128, torch.float32),
-            (4095, 4096, 1536, 128, 128, torch.float32), (4096, 2112, 2048, 192, 128, torch.float32)]
+            (4095, 4096, 1536, 128, 128, torch.float32), (4096, 2112, 2048, 192, 128, torch.float32),
+            # two column blocks (the second C box wholly past N at 584)
+            (4096, 576, 7168, 128, 144, torch.bfloat16), (333, 584, 1536, 128, 144, torch.bfloat16),
+            (777, 1000, 2048, 128, 160, torch.float32), (4095, 2112, 2048, 192, 192, torch.bfloat16)]
 
 
 @pytest.mark.parametrize("in_place", [False, True], ids=["c", "c-is-d"])

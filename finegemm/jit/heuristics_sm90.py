@@ -494,9 +494,10 @@ def _bf16_candidates(desc: GemmDesc, facts: DeviceFacts):
         for bn in (64, 128, 256) + (BF16_SPLIT_N_WIDTHS if BF16_SPLIT_N_WANTED else ()):
             if bn > 64 and bn // 2 >= desc.n:
                 continue  # a narrower tile covers N
-            # Widths that are not powers of two (two WGMMAs a K slice; unmeasured): BF16 out; at 192 rows without
-            # C (CPU compile: a C read from global memory beside 192x192 spills 312 bytes at 152 registers).
-            if bn not in (64, 128, 256) and (desc.out_fp32 or (bm == 192 and desc.with_c)):
+            # Widths that are not powers of two (two WGMMAs a K slice; unmeasured): BF16 out; at 192 rows no C read
+            # from global memory (CPU compile: beside 192x192 it spills 312 bytes at 152 registers; staged, none).
+            if bn not in (64, 128, 256) and (desc.out_fp32 or (bm == 192 and desc.with_c
+                                                                and not bf16_c_staged(desc))):
                 continue
             # Fewer than 64 rows: 64-column tiles lost to wider ones on every decode shape at M = 1 (H200,
             # results/sm90-bf16-m1-h200-2026-12-04.json: 1x7168x16384 64x64 112.8 us, 64x256 split 4 72.5;
@@ -535,10 +536,8 @@ def get_sm90_bf16_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Bf16Config:
 
 def make_bf16_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int = 1) -> Sm90Bf16Config:
     """A BF16 config for explicit tiles: stages fill the shared memory left beside the D tile; C staged by TMA
-    where :func:`bf16_c_staged` says so and the tile's width is a power of two; ``bn`` a width
-    :func:`bf16_column_blocks` takes."""
+    where :func:`bf16_c_staged` says so; ``bn`` a width :func:`bf16_column_blocks` takes."""
     d_fp32 = desc.out_fp32 or split > 1
-    split_n = bf16_column_blocks(bn)[1] > 0
+    bf16_column_blocks(bn)  # raises for a width the kernel cannot run
     stages = bf16_max_stages(bm, bn, d_fp32, facts.smem_per_block)
-    return Sm90Bf16Config(bm, bn, stages, split, 8, facts.num_sms,
-                          c_tma=bf16_c_staged(desc, split) and not split_n)
+    return Sm90Bf16Config(bm, bn, stages, split, 8, facts.num_sms, c_tma=bf16_c_staged(desc, split))

@@ -340,6 +340,8 @@ def compile_bf16_variant(desc: GemmDesc, config, c_dtype: str = "fp32"):
         sig["b1_desc"] = _desc_sig("bf16", [bn1, bk] if desc.b_k_major else [bk, bn1], gl.bfloat16)
         sig["d1_desc"] = (_desc_sig("fp32", [64, bn1], gl.float32) if d_fp32
                           else _desc_sig("bf16", [64, bn1], gl.bfloat16))
+        if constexprs.get("C_TMA"):
+            sig["c1_desc"] = sig["d1_desc"]
     constexprs["BLOCK_N1"] = bn1
     for name in constexprs:
         sig[name] = "constexpr"

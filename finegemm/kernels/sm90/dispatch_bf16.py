@@ -129,10 +129,12 @@ def _build_plan(desc: GemmDesc, config: Sm90Bf16Config, a, b, d, c):
     )
     # as keywords only when on: the kernel's other specializations keep their signature
     if c_tma:
-        meta.update(c_desc=_desc(c, [64, bn]), C_TMA=True)
+        meta.update(c_desc=_desc(c, [64, bn0]), C_TMA=True)
     if bn1:
         meta.update(b1_desc=_desc(bv, [bn1, bk] if desc.b_k_major else [bk, bn1]), d1_desc=_desc(out, [64, bn1]),
                     BLOCK_N1=bn1)
+        if c_tma:
+            meta.update(c1_desc=_desc(c, [64, bn1]))
     return grid, kernel_args, meta, reduce
 
 

@@ -252,16 +252,33 @@ def _add_c(acc, c_ptr, rows, off_n, M, N, stride_cm, stride_cn, WIDTH: gl.conste
 
 
 @gluon.jit
+def _prefetch_c_blocks(c_desc, c1_desc, c_bar, d_sub, d1_sub, off_row, off_n, BLOCK_N: gl.constexpr,
+                       BLOCK_N1: gl.constexpr):
+    """``C_TMA``: start the TMA load of this warpgroup's 64 C rows into its D staging rows (gemm_1d2d._prefetch_c),
+    with ``BLOCK_N1`` > 0 both column blocks (``c_desc`` into ``d_sub``, ``c1_desc`` into ``d1_sub``) on one
+    expect-tx of both boxes' bytes."""
+    if BLOCK_N1 > 0:
+        tma.store_wait(0)
+        gl.thread_barrier()
+        mbarrier.expect(c_bar, c_desc.block_type.nbytes + c1_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(c_desc, [off_row, off_n], c_bar, d_sub)
+        tma.async_copy_global_to_shared(c1_desc, [off_row, off_n + BLOCK_N], c_bar, d1_sub)
+    else:
+        _prefetch_c(c_desc, c_bar, d_sub, off_row, off_n)
+
+
+@gluon.jit
 def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr,
                     M, N, K, stride_cm, stride_cn,
                     BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
                     STAGES: gl.constexpr, GROUP_M: gl.constexpr, SPLIT_K: gl.constexpr,
                     A_MN_MAJOR: gl.constexpr, B_MN_MAJOR: gl.constexpr, HAS_C: gl.constexpr,
                     WG: gl.constexpr, c_desc, c_bars, C_TMA: gl.constexpr, b1_bufs, d1_desc, d1_smem,
-                    BLOCK_N1: gl.constexpr):
+                    BLOCK_N1: gl.constexpr, c1_desc):
     # One warpgroup: rows [64 * WG, 64 * WG + 64) of every BLOCK_M tile. C_TMA: each tile's C rows arrive by
     # TMA in this warpgroup's D staging rows while its main loop runs (gemm_1d2d._prefetch_c), on c_bars[WG].
-    # BLOCK_N1 > 0: tiles BLOCK_N + BLOCK_N1 wide, the second accumulator staged in d1_smem, stored by d1_desc.
+    # BLOCK_N1 > 0: tiles BLOCK_N + BLOCK_N1 wide, the second accumulator staged in d1_smem, stored by d1_desc
+    # (and with C_TMA its C loaded there by c1_desc).
     mma_layout: gl.constexpr = bf16_mma_layout(BLOCK_N)
     row_layout: gl.constexpr = gl.SliceLayout(1, mma_layout)
     TILE_N: gl.constexpr = BLOCK_N + BLOCK_N1
@@ -273,8 +290,7 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr
     d_sub = _d_rows(d_smem, WG * 64)
     d1_sub = _d_rows(d1_smem, WG * 64)
     if C_TMA:
-        gl.static_assert(HAS_C and SPLIT_K == 1 and BLOCK_N1 == 0,
-                         "C_TMA: C added in this kernel (no split-K), power-of-two tiles")
+        gl.static_assert(HAS_C and SPLIT_K == 1, "C_TMA: C added in this kernel (no split-K)")
     c_bar = c_bars.index(WG)
     it = 0
     tcount = 0
@@ -283,7 +299,7 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr
         off_m = pid_m * BLOCK_M
         off_n = pid_n * TILE_N
         if C_TMA:
-            _prefetch_c(c_desc, c_bar, d_sub, off_m + WG * 64, off_n)
+            _prefetch_c_blocks(c_desc, c1_desc, c_bar, d_sub, d1_sub, off_m + WG * 64, off_n, BLOCK_N, BLOCK_N1)
 
         if BLOCK_N1 > 0:
             acc, acc1, it = _mma_k_range_split(a_bufs, b_bufs, b1_bufs, full_bars, empty_bars, it, kb0, kb1, BLOCK_N,
@@ -301,6 +317,8 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr
             tcount += 1
             # each thread reads back exactly the elements it overwrites below (same layout)
             acc = acc + d_sub.load(mma_layout).to(gl.float32)
+            if BLOCK_N1 > 0:
+                acc1 = acc1 + d1_sub.load(acc1.type.layout).to(gl.float32)
         else:
             out_row = off_m + WG * 64
             if HAS_C:
@@ -345,7 +363,7 @@ def bf16_gemm_kernel(a_desc, b_desc, d_desc, c_ptr, M, N, K, stride_cm, stride_c
                      A_MN_MAJOR: gl.constexpr, B_MN_MAJOR: gl.constexpr, HAS_C: gl.constexpr,
                      PRODUCER_REGS: gl.constexpr, MATH_REGS: gl.constexpr, B_PREFETCH: gl.constexpr = 0,
                      c_desc=None, C_TMA: gl.constexpr = False, b1_desc=None, d1_desc=None,
-                     BLOCK_N1: gl.constexpr = 0):
+                     BLOCK_N1: gl.constexpr = 0, c1_desc=None):
     """Entry: carve shared memory, init barriers, fork the producer and the math partitions.
 
     ``B_PREFETCH`` > 0: the producer also prefetches B's box that many K slices ahead into L2 (for B streaming
@@ -363,7 +381,8 @@ def bf16_gemm_kernel(a_desc, b_desc, d_desc, c_ptr, M, N, K, stride_cm, stride_c
     which fill 132 SMs where power-of-two widths leave a round mostly idle. B's last ``BLOCK_N1`` rows of a tile
     come in a second box (``b1_desc``, ``[BLOCK_N1, BLOCK_K]`` / ``[BLOCK_K, BLOCK_N1]``) into their own ring
     buffer, each K slice runs a second WGMMA into a [64, BLOCK_N1] accumulator, and ``d1_desc`` (boxes
-    ``[64, BLOCK_N1]``) stores it from its own staging tile.
+    ``[64, BLOCK_N1]``) stores it from its own staging tile; with ``C_TMA``, ``c1_desc`` (D's layout, boxes
+    ``[64, BLOCK_N1]``) loads its C there.
     """
     NUM_WG: gl.constexpr = BLOCK_M // 64
     gl.static_assert(BLOCK_M == 64 or BLOCK_M == 128 or BLOCK_M == 192,
@@ -389,11 +408,16 @@ def bf16_gemm_kernel(a_desc, b_desc, d_desc, c_ptr, M, N, K, stride_cm, stride_c
             d1_smem = gl.allocate_shared_memory(d1_desc.dtype, [BLOCK_M, BLOCK_N1], d1_desc.layout)
         b1_tma_desc = b1_desc
         d1_tma_desc = d1_desc
+        if C_TMA:
+            c1_tma_desc = c1_desc
+        else:
+            c1_tma_desc = d1_desc
     else:
         b1_bufs = b_bufs
         d1_smem = d_smem
         b1_tma_desc = b_desc
         d1_tma_desc = d_desc
+        c1_tma_desc = d_desc
     if SPLIT_K > 1:
         launch_dependents()  # the reduction's CTAs wait for this grid on the SMs it leaves free
 
@@ -403,11 +427,13 @@ def bf16_gemm_kernel(a_desc, b_desc, d_desc, c_ptr, M, N, K, stride_cm, stride_c
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr, M, N, K,
                                stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K,
                                A_MN_MAJOR, B_MN_MAJOR, HAS_C, 0, c_tma_desc, c_bars,
-                               C_TMA, b1_bufs, d1_tma_desc, d1_smem, BLOCK_N1)),
+                               C_TMA, b1_bufs, d1_tma_desc, d1_smem, BLOCK_N1,
+                               c1_tma_desc)),
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr, M, N, K,
                                stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K,
                                A_MN_MAJOR, B_MN_MAJOR, HAS_C, 1, c_tma_desc, c_bars,
-                               C_TMA, b1_bufs, d1_tma_desc, d1_smem, BLOCK_N1)),
+                               C_TMA, b1_bufs, d1_tma_desc, d1_smem, BLOCK_N1,
+                               c1_tma_desc)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M, N, K,
                                BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K, A_MN_MAJOR, B_MN_MAJOR,
                                B_PREFETCH, b1_tma_desc, b1_bufs, BLOCK_N1)),
@@ -417,15 +443,18 @@ def bf16_gemm_kernel(a_desc, b_desc, d_desc, c_ptr, M, N, K, stride_cm, stride_c
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr, M, N, K,
                                stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K,
                                A_MN_MAJOR, B_MN_MAJOR, HAS_C, 0, c_tma_desc, c_bars,
-                               C_TMA, b1_bufs, d1_tma_desc, d1_smem, BLOCK_N1)),
+                               C_TMA, b1_bufs, d1_tma_desc, d1_smem, BLOCK_N1,
+                               c1_tma_desc)),
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr, M, N, K,
                                stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K,
                                A_MN_MAJOR, B_MN_MAJOR, HAS_C, 1, c_tma_desc, c_bars,
-                               C_TMA, b1_bufs, d1_tma_desc, d1_smem, BLOCK_N1)),
+                               C_TMA, b1_bufs, d1_tma_desc, d1_smem, BLOCK_N1,
+                               c1_tma_desc)),
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr, M, N, K,
                                stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K,
                                A_MN_MAJOR, B_MN_MAJOR, HAS_C, 2, c_tma_desc, c_bars,
-                               C_TMA, b1_bufs, d1_tma_desc, d1_smem, BLOCK_N1)),
+                               C_TMA, b1_bufs, d1_tma_desc, d1_smem, BLOCK_N1,
+                               c1_tma_desc)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M, N, K,
                                BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K, A_MN_MAJOR, B_MN_MAJOR,
                                B_PREFETCH, b1_tma_desc, b1_bufs, BLOCK_N1)),
@@ -435,7 +464,8 @@ def bf16_gemm_kernel(a_desc, b_desc, d_desc, c_ptr, M, N, K, stride_cm, stride_c
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr, M, N, K,
                                stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K,
                                A_MN_MAJOR, B_MN_MAJOR, HAS_C, 0, c_tma_desc, c_bars,
-                               C_TMA, b1_bufs, d1_tma_desc, d1_smem, BLOCK_N1)),
+                               C_TMA, b1_bufs, d1_tma_desc, d1_smem, BLOCK_N1,
+                               c1_tma_desc)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M, N, K,
                                BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUP_M, SPLIT_K, A_MN_MAJOR, B_MN_MAJOR,
                                B_PREFETCH, b1_tma_desc, b1_bufs, BLOCK_N1)),

@@ -24,7 +24,7 @@
 #                                   contexts) and k-grouped (DeepGEMM's total K), with --kernel-time
 #   (That order, 8, 9, 11, 12, 10, 13, 14, ran in sessions 13-14; session 16's 28, the multicast probe, 25 and 22 ran
 #   in session 17; 31 and 30 ran on an H100 in session 18; 33-37, 30, 32 and 29 in session 19.) After session 19: 38
-#   FIRST (any card: a relative A/B), 39, then 21. Session 20 had no GPU; its order: 43 (1-2 min), 38, 39, 40, 41, 42, then 21. Session 18's order, kept for reference: 33 (36 in a short window:
+#   FIRST (any card: a relative A/B), 39, then 21. Session 20 had no GPU; its order: 43 (1-2 min), 44, 38, 39, 40, 41, 42, then 21. Session 18's order, kept for reference: 33 (36 in a short window:
 #   ptxas 13.0 against Triton's 12.8, the FFMA yield interleave DeepGEMM's build has and ours lacks; NOTES v20), 34
 #   and 35 (the same on grouped and bf16, on paged-mqa and mqa; if 13.0 wins, also the GPU tests under it before FINEGEMM_PTXAS=auto becomes the
 #   default: TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas bash scripts/gpu_pending.sh 7), then 30 (the masked BF16 sweep after the walk fix, then the grouped harness suite: issue 6's masked targets against
@@ -75,6 +75,8 @@
 #   bash scripts/gpu_pending.sh 42  (session 20) the harness bf16 suite without / with both switches, alternating
 #   bash scripts/gpu_pending.sh 43  (session 20) scripts/wgmma_rate_probe.py: WGMMA rate by tile shape without the
 #                                   promotion, with and without TMA writes (the shared-memory-bound question)
+#   bash scripts/gpu_pending.sh 44  (session 20) FP8 tiles of two column blocks (128x192, 64x96, ...): GPU tests, then
+#                                   scripts/sm90_dev.py v18 against the heuristic's pick
 #   bash scripts/gpu_pending.sh 37  (session 19) the per-wave timeline of the weight-gradient kernel at 256 rows
 #   bash scripts/gpu_pending.sh 32  (session 18) scripts/trace_probe.py --waves: per-wave SM-clock timeline of the
 #                                   256-row tiles at M = 4096 (wave in flight share, K-block period, promotions)
@@ -344,6 +346,13 @@ elif [ "$PART" = 43 ]; then
     # session 20 (NOTES v22): scripts/wgmma_rate_probe.py: the FP8 pipeline without promotion by tile shape
     # (256x128, 128x256, 128x192, 128x128), with and without TMA writes: is the 256x128 tile shared-memory bound?
     OUT="$LOGS" timeout 300 python3 scripts/wgmma_rate_probe.py 2>&1 | tee "$LOGS/wgmma_rate_probe.log" | cut -c1-200
+    pack
+elif [ "$PART" = 44 ]; then
+    # session 20 (NOTES v22): FP8 tiles of two column blocks (gemm_1d2d's BLOCK_N1): their GPU tests, then the v18
+    # sweep (128x192 / 64x96 / ... against the heuristic's pick where DeepGEMM runs such widths)
+    PYTEST_TIMEOUT=200 pytest_gpu pytest-fp8-split-n.log tests/test_sm90_gpu.py -k "split_n"
+    OUT="$LOGS" V4_DEADLINE_S=200 timeout 320 python3 scripts/sm90_dev.py v18 2>&1 | tee "$LOGS/sm90_v18.log" \
+        | grep -E "^V4|^ +(large|small)" | cut -c1-200
     pack
 elif [ "$PART" = 37 ]; then
     # session 19 (NOTES v21): the same timeline for the weight-gradient kernel (1d1d, FP32 d = c + a @ b) at its

@@ -15,7 +15,8 @@ reduction launched by programmatic dependent launch; ``v13``: BLOCK_M 192 (three
 ``v14``: the BLOCK_M 192 rule's other shapes against the rule before it; ``v15``: BLOCK_M 192 with FP32 out and C;
 ``v16`` (removed with the tile it timed, results/sm90_v16_a_regs_sweep.json): the 128x256 two-panel tile with A
 in registers at M = 4096, slower on all six shapes; ``v17``: FP32-out 1d2d
-tiles (192, 256 with the shared staging, 128 rows) where the BLOCK_M 192 rule's FP32 extension is unmeasured.
+tiles (192, 256 with the shared staging, 128 rows) where the BLOCK_M 192 rule's FP32 extension is unmeasured;
+``v18``: tiles of two column blocks (128x192, 64x96, ...; BLOCK_N1) where DeepGEMM's configs are such widths.
 ``v4compile`` (CPU, no GPU): compiles every v4 candidate for sm_90 and prints registers/spills.
 Writes ``$OUT/sm90_dev.json`` (or ./sm90_dev.json) and prints a short table last.
 Timing: CUDA events around each call, a 1 GiB buffer zeroed before each timed call (L2 flush),
@@ -726,6 +727,27 @@ def v17_configs(desc, facts):
                       ("128x128", make_config(desc, facts, 128, 128, sfa_tma=True))])
 
 
+def v18_shapes():
+    """v18 (session 20, NOTES v22): shapes where DeepGEMM's configs are widths that are not powers of two (128x192
+    at 4096x2112 and 128x24576; 64x96 at 64x24576; 64x112 at 128x7168) and one where 128x192 should not matter."""
+    return [("large", 4096, 2112, 7168, "1d2d", torch.bfloat16, False),
+            ("large", 4096, 24576, 1536, "1d2d", torch.bfloat16, False),
+            ("large", 4096, 7168, 2048, "1d2d", torch.bfloat16, False),
+            ("small", 64, 24576, 1536, "1d2d", torch.bfloat16, False),
+            ("small", 128, 24576, 1536, "1d2d", torch.bfloat16, False),
+            ("small", 128, 7168, 16384, "1d2d", torch.bfloat16, False),
+            ("small", 128, 7168, 2048, "1d2d", torch.bfloat16, False)]
+
+
+def v18_configs(desc, facts):
+    """v18: the heuristic's pick against tiles of two column blocks (gemm_1d2d's BLOCK_N1; unpipelined, scales by
+    TMA): 128x192 / 128x160 at M > 128, 64x96 / 64x144 / 64x160 at M <= 128."""
+    widths = ((128, 192), (128, 160)) if desc.m > 128 else ((64, 96), (64, 144), (64, 160))
+    out = [("heuristic", get_sm90_config(desc, facts))]
+    out += [(f"{bm}x{bn}", make_config(desc, facts, bm, bn, sfa_tma=True)) for bm, bn in widths]
+    return _distinct(out)
+
+
 def phase_v4(result, path, shapes=None, configs=None, key="v4"):
     shapes, configs = shapes or v4_shapes, configs or v4_configs
     t_start = time.time()
@@ -856,6 +878,7 @@ def main():
         "v14": ("sm90_v14_bm192_rule_sweep.json", v14_shapes, v14_configs),
         "v15": ("sm90_v15_bm192_fp32_sweep.json", v15_shapes, v15_configs),
         "v17": ("sm90_v17_fp32_out_sweep.json", v17_shapes, v17_configs),
+        "v18": ("sm90_v18_split_n_sweep.json", v18_shapes, v18_configs),
         "v8": ("sm90_v8_splitk_fused_sweep.json", v7_shapes, v8_configs),
     }
     for name, (filename, shapes, configs) in sweeps.items():

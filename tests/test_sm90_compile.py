@@ -333,3 +333,66 @@ def test_in_place_accumulate_reduces_into_d_by_tma(m, n, k):
     c_loads = r"ld\.global(\.\w+)*\.(f32|b32|v4\.f32|v4\.b32|v2\.f32)"
     assert re.search(c_loads, separate) or config.c_tma, "the separate-C variant reads C"
     assert not re.search(r"ld\.global(\.\w+)*\.v4\.(f32|b32)", reduced)
+
+
+# ---------------------------------------------- tiles of two column blocks (BLOCK_N1), recipe (1, 128, 128)
+SPLIT_N = [(GemmDesc("fp8_1d2d", 4096, 2112, 7168), 128, 192, True),
+           (GemmDesc("fp8_1d2d", 128, 7168, 2048), 64, 96, True),
+           (GemmDesc("fp8_1d2d", 77, 2112, 7168, sf_packed=True), 64, 144, True),
+           (GemmDesc("fp8_1d2d", 4095, 4096, 1536, out_fp32=True, with_c=True), 128, 160, True),
+           (GemmDesc("fp8_1d2d", 4096, 2112, 2048), 128, 192, False)]
+
+
+@pytest.mark.parametrize("desc,bm,bn,sfa_tma", SPLIT_N,
+                         ids=[f"{d.m}x{d.n}x{d.k}-{bm}x{bn}{'-tma' if t else ''}" for d, bm, bn, t in SPLIT_N])
+def test_split_n_tiles_compile(desc, bm, bn, sfa_tma):
+    """A tile of two column blocks: both WGMMA widths, B's two boxes (and the ring scales) on one expect-tx, both D
+    boxes stored, unpipelined, no serialized WGMMA, no spills, within the shared memory."""
+    from finegemm.kernels.sm90.compile_check import wgmma_serialization
+
+    cfg = make_config(desc, H200, bm, bn, sfa_tma=sfa_tma)
+    assert not cfg.pipe_mma and not cfg.c_tma
+    bn0, bn1 = cfg.column_blocks
+    kernel = compile_variant(desc, cfg)
+    ptx = assert_fast_path_kernel(kernel, H200.smem_per_block)
+    for width in (bn0, bn1):
+        assert re.search(rf"wgmma\.mma_async\.sync\.aligned\.m64n{width}k32\.f32\.e4m3\.e4m3", ptx), width
+    stage = layouts.stage_tx_bytes(bm, bn, cfg.sfa_tma)
+    assert re.search(rf"mbarrier\.arrive\.expect_tx\.shared\.b64 _, \[%r\d+\], {stage};", ptx), stage
+    assert len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta", ptx)) >= 2
+    assert wgmma_serialization(kernel) == []
+    usage = resource_usage(kernel)
+    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
+
+
+@pytest.mark.parametrize("kind,bm,split,layout", [("fp8_1d2d", 256, 1, "normal"), ("fp8_1d2d", 128, 2, "normal"),
+                                                  ("fp8_1d1d", 128, 1, "normal"),
+                                                  ("fp8_1d2d", 128, 1, "m_grouped_contiguous")])
+def test_split_n_tiles_only_where_the_kernel_runs_them(kind, bm, split, layout):
+    desc = GemmDesc(kind, 4096, 2112, 7168, out_fp32=kind == "fp8_1d1d", with_c=kind == "fp8_1d1d", layout=layout)
+    with pytest.raises(ValueError, match="two column blocks"):
+        make_config(desc, H200, bm, 192, split)
+    with pytest.raises(ValueError, match="BLOCK_N"):
+        make_config(GemmDesc("fp8_1d2d", 4096, 2112, 7168), H200, 128, 112)
+
+
+def test_split_n_launch_plan():
+    """The launch plan of a 128x192 tile: B's [128, 128] and [64, 128] boxes, D's [64, 128] and [64, 64], the kernel's
+    BLOCK_N 128 and BLOCK_N1 64, a grid over 192-wide tiles (4096 x 2112: 32 x 11 = 352 tiles on 132 SMs); the rules
+    never pick it."""
+    import torch
+
+    from finegemm.kernels.sm90 import dispatch
+
+    desc = GemmDesc("fp8_1d2d", 4096, 2112, 7168)
+    cfg = make_config(desc, H200, 128, 192, sfa_tma=True)
+    a = torch.zeros(4096, 7168, dtype=torch.float8_e4m3fn)
+    b = torch.zeros(2112, 7168, dtype=torch.float8_e4m3fn)
+    sfa, sfb = torch.ones(56, 4096).T, torch.ones(17, 56)
+    d = torch.zeros(4096, 2112, dtype=torch.bfloat16)
+    grid, args, meta, reduce = dispatch._build_plan(desc, cfg, a, sfa, b, sfb, d, None)
+    assert grid == (132,) and reduce is None
+    assert list(args[1].block_shape) == [128, 128] and list(meta["b1_desc"].block_shape) == [64, 128]
+    assert list(args[2].block_shape) == [64, 128] and list(meta["d1_desc"].block_shape) == [64, 64]
+    assert (meta["BLOCK_N"], meta["BLOCK_N1"]) == (128, 64)
+    assert get_sm90_config(desc, H200).column_blocks[1] == 0

@@ -135,6 +135,26 @@ def test_block_m_192(m, n, k, packed, with_c, variant):
     _run_cfg(m, n, k, packed, with_c, tile=(192, 128, 1), **variant)
 
 
+# (m, n, k, packed, with C, tile, scales by TMA): tiles of two column blocks (BLOCK_N1), incl. the last tile's second
+# block wholly past N (1000 = 6 x 160 + 40), M not a multiple of BLOCK_M, packed UE8M0, FP32 out with C, scales from
+# global memory
+SPLIT_N_CASES = [(4096, 2112, 7168, False, False, (128, 192, 1), True),
+                 (333, 1000, 1536, False, False, (128, 160, 1), True),
+                 (128, 7168, 2048, False, False, (64, 96, 1), True),
+                 (77, 2112, 7168, True, False, (64, 144, 1), True),
+                 (4095, 4096, 1536, False, True, (128, 160, 1), True),
+                 (4096, 2112, 2048, False, False, (128, 192, 1), False)]
+
+
+@pytest.mark.parametrize("m,n,k,packed,with_c,tile,sfa_tma", SPLIT_N_CASES,
+                         ids=[f"{v[0]}x{v[1]}x{v[2]}-{v[5][0]}x{v[5][1]}{'-ue8m0' if v[3] else ''}"
+                              f"{'-c' if v[4] else ''}{'' if v[6] else '-global-sfa'}" for v in SPLIT_N_CASES])
+def test_split_n_tiles(m, n, k, packed, with_c, tile, sfa_tma):
+    """Recipe (1, 128, 128) tiles BLOCK_N + BLOCK_N1 wide (two WGMMAs, two B boxes and two D boxes; the first block
+    straddles two 128-column scale blocks on every other tile): right against the reference, the same on a repeat."""
+    _run_cfg(m, n, k, packed, with_c, tile=tile, sfa_tma=sfa_tma)
+
+
 @pytest.mark.parametrize("tile", [(128, 128, 1), (64, 64, 4)])
 @pytest.mark.parametrize("packed", [False, True])
 def test_sfa_tma_small_tiles(tile, packed):

@@ -23,6 +23,21 @@ from .heuristics import GemmDesc
 MAX_STAGES = 16
 
 
+def column_blocks(block_n: int) -> tuple[int, int]:
+    """A tile ``block_n`` columns wide as the sm90 kernels run it: (the largest power of two in it, the rest). The
+    rest is 0 or a smaller power of two of at least 16 (a second WGMMA, B box and D box: gemm_bf16's and
+    gemm_1d2d's ``BLOCK_N1``; e.g. 144 = 128 + 16, 192 = 128 + 64); other widths (112 = 64 + 48) raise ValueError."""
+    if block_n > 0 and block_n & (block_n - 1) == 0:
+        return block_n, 0
+    if block_n < 16 or block_n % 16:
+        raise ValueError(f"BLOCK_N must be a power of two or a multiple of 16, got {block_n}")
+    first = 1 << (block_n.bit_length() - 1)
+    rest = block_n - first
+    if rest and (rest < 16 or rest & (rest - 1)):
+        raise ValueError(f"BLOCK_N {block_n} = {first} + {rest}: the rest must be 0 or a power of two >= 16")
+    return first, rest
+
+
 @dataclass(frozen=True)
 class Sm90Config:
     """One compiled variant of :func:`finegemm.kernels.sm90.gemm_1d2d.fp8_gemm_kernel` and its launch."""
@@ -65,6 +80,11 @@ class Sm90Config:
     def num_warps(self) -> int:
         """Warps of the default partition (math warpgroup 0); the others are worker partitions."""
         return 4
+
+    @property
+    def column_blocks(self) -> tuple[int, int]:
+        """(``BLOCK_N``, ``BLOCK_N1``) of the kernel: see :func:`column_blocks`."""
+        return column_blocks(self.block_n)
 
     @property
     def can_stage_c(self) -> bool:
@@ -305,7 +325,9 @@ def head_split_config(desc: GemmDesc, facts: DeviceFacts, cfg: Sm90Config) -> Sm
 
 def make_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int = 1,
                 small_epi: bool = False, sfa_tma: bool = False, sfb_tma: bool = False) -> Sm90Config:
-    """A config for explicit tiles: stages from the shared-memory budget, PIPE_MMA where registers allow.
+    """A config for explicit tiles: stages from the shared-memory budget, PIPE_MMA where registers allow. ``bn`` may
+    be a width of two column blocks (:func:`column_blocks`, e.g. 192; dense 1d2d, BLOCK_M 64 / 128, no split-K):
+    never picked by the rules until measured (benchmarks/NOTES.md v22).
 
     BLOCK_M 256 never pipelines (its two accumulator waves plus one partial already take 192 registers
     at BLOCK_N 128); ``small_epi`` (BLOCK_M 256 only) trades the D staging overlap for one more stage.
@@ -313,6 +335,11 @@ def make_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int
     if bm == 192 and (desc.kind == "fp8_1d1d" or split > 1):
         raise ValueError(f"BLOCK_M 192 runs 1d2d tiles without split-K only (got {desc.kind}, split {split}): "
                          "the per-channel scales spill at its 152 registers")
+    split_n = column_blocks(bn)[1] > 0
+    if split_n and (bm > 128 or split > 1 or desc.kind != "fp8_1d2d" or desc.head_splits or desc.layout != "normal"):
+        raise ValueError(f"BLOCK_N {bn} (two column blocks) runs dense recipe (1, 128, 128) tiles of BLOCK_M 64 / 128 "
+                         f"without split-K or head splits only (got {desc.kind}, {desc.layout}, BLOCK_M {bm}, "
+                         f"split {split})")
     out_fp32 = desc.out_fp32 or split > 1
     small_epi = small_epi and bm == 256
     # CPU compile check: packed UE8M0 scales from the ring at BLOCK_M 256 spill 112 bytes (the decode
@@ -327,7 +354,8 @@ def make_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int
     regs = layouts.accumulator_regs(bm, bn, pipelined=True)
     if desc.kind == "fp8_1d1d":
         regs += bn // 4 if sfb_tma else 2 * bn // 4
-    pipe = regs <= 192 and bm <= 128  # BLOCK_M 192 runs three warpgroups at 152 registers: one partial
+    # BLOCK_M 192 runs three warpgroups at 152 registers: one partial; two column blocks: one partial each, unpipelined
+    pipe = regs <= 192 and bm <= 128 and not split_n
     # C by TMA into the D staging buffer wherever the kernel takes it (dispatch.c_tma_ok checks the tensors:
     # FP32 C, row-major, aligned). H200, results/c-epilogue-probe-h200-2026-12-03-8d46235.json, c = d:
     # 24576x4096x1536 536.8 -> 477.5 us, 7168x4096x2048 203.1 -> 181.9, 4096x7168x2048 209.2 -> 183.4,
@@ -338,7 +366,7 @@ def make_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int
     # 24576x4096x1536 472.8 -> 447.4 us, 7168x4096x2048 181.6 -> 173.5, 4096x7168x2048 182.4 -> 175.1,
     # 2112x4096x7168 (64x128) 169.0 -> 168.5; the 256-row tiles (two waves) keep the early load.
     cfg = Sm90Config(bm, bn, stages, split, 8, facts.num_sms, pipe, small_epi, sfa_tma, sfb_tma)
-    return dataclasses.replace(cfg, c_tma=desc.with_c and out_fp32 and cfg.can_stage_c)
+    return dataclasses.replace(cfg, c_tma=desc.with_c and out_fp32 and cfg.can_stage_c and not split_n)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -389,21 +417,8 @@ class Sm90Bf16Config:
 
     @property
     def column_blocks(self) -> tuple[int, int]:
-        """(``BLOCK_N``, ``BLOCK_N1``) of the kernel: see :func:`bf16_column_blocks`."""
-        return bf16_column_blocks(self.block_n)
-
-
-def bf16_column_blocks(block_n: int) -> tuple[int, int]:
-    """A tile ``block_n`` columns wide as the BF16 kernel runs it: (the largest power of two in it, the rest). The
-    rest is 0 or a smaller power of two of at least 16 (a second WGMMA and B box; e.g. 144 = 128 + 16, 192 = 128 +
-    64); other widths (112 = 64 + 48) raise ValueError."""
-    if block_n < 16 or block_n % 16:
-        raise ValueError(f"BLOCK_N must be a positive multiple of 16, got {block_n}")
-    first = 1 << (block_n.bit_length() - 1)
-    rest = block_n - first
-    if rest and (rest < 16 or rest & (rest - 1)):
-        raise ValueError(f"BLOCK_N {block_n} = {first} + {rest}: the rest must be 0 or a power of two >= 16")
-    return first, rest
+        """(``BLOCK_N``, ``BLOCK_N1``) of the kernel: see :func:`column_blocks`."""
+        return column_blocks(self.block_n)
 
 
 # Prepared, not yet measured on a GPU (benchmarks/NOTES.md v22): tiles whose width is not a power of two (a second
@@ -421,7 +436,7 @@ if BF16_SPLIT_N_WANTED:
 def bf16_tile_eff(bm: int, bn: int) -> float:
     """:data:`BF16_TILE_EFF` of a tile; a width that is not a power of two takes its first column block's figure
     (unmeasured: two WGMMAs a K slice, the second narrower)."""
-    return BF16_TILE_EFF.get((bm, bn)) or BF16_TILE_EFF[(bm, bf16_column_blocks(bn)[0])]
+    return BF16_TILE_EFF.get((bm, bn)) or BF16_TILE_EFF[(bm, column_blocks(bn)[0])]
 
 
 # Prepared, not yet measured on a GPU (benchmarks/NOTES.md v22): C staged by TMA in the BF16 GEMM, which also
@@ -536,8 +551,8 @@ def get_sm90_bf16_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Bf16Config:
 
 def make_bf16_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int = 1) -> Sm90Bf16Config:
     """A BF16 config for explicit tiles: stages fill the shared memory left beside the D tile; C staged by TMA
-    where :func:`bf16_c_staged` says so; ``bn`` a width :func:`bf16_column_blocks` takes."""
+    where :func:`bf16_c_staged` says so; ``bn`` a width :func:`column_blocks` takes."""
     d_fp32 = desc.out_fp32 or split > 1
-    bf16_column_blocks(bn)  # raises for a width the kernel cannot run
+    column_blocks(bn)  # raises for a width the kernel cannot run
     stages = bf16_max_stages(bm, bn, d_fp32, facts.smem_per_block)
     return Sm90Bf16Config(bm, bn, stages, split, 8, facts.num_sms, c_tma=bf16_c_staged(desc, split))

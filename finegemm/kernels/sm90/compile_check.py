@@ -103,6 +103,17 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32", p
         sig["ws_ptr"], sig["cnt_ptr"] = "*fp32", "*i32"
     else:
         constexprs["ws_ptr"] = constexprs["cnt_ptr"] = None
+    bn0, bn1 = config.column_blocks
+    constexprs["BLOCK_N1"] = bn1
+    if bn1:  # a tile bn0 + bn1 wide: B and D in two boxes each (dispatch._build_plan)
+        constexprs["BLOCK_N"] = bn0
+        sig["b_desc"] = _desc_sig("fp8e4nv", [bn0, 128], gl.float8e4nv)
+        sig["b1_desc"] = _desc_sig("fp8e4nv", [bn1, 128], gl.float8e4nv)
+        d_dtype, d_gl = ("fp32", gl.float32) if d_fp32 else ("bf16", gl.bfloat16)
+        sig["d_desc"] = _desc_sig(d_dtype, [64, bn0], d_gl)
+        sig["d1_desc"] = _desc_sig(d_dtype, [64, bn1], d_gl)
+    else:
+        constexprs["b1_desc"] = constexprs["d1_desc"] = None
     for name in constexprs:
         sig[name] = "constexpr"
     src = GluonASTSource(gemm_1d2d.fp8_gemm_kernel, sig, constexprs)
@@ -137,7 +148,7 @@ def compile_grouped_variant(desc: GemmDesc, config: Sm90Config, use_psum: bool =
         PRODUCER_REGS=layouts.PRODUCER_REGS, MATH_REGS=layouts.MATH_REGS, SMALL_EPI=False, SFA_TMA=config.sfa_tma,
         **dispatch_grouped.grouped_constexprs(desc, use_psum), sfb_desc=None, SFB_TMA=False,
         K_DYN=False, c_desc=None, C_TMA=False, C_TMA_LATE=False, PDL=False, PDL_CHAIN=0, B_PREFETCH=config.b_prefetch,
-        HEAD_SPLITS=(0, 0, 0),
+        HEAD_SPLITS=(0, 0, 0), b1_desc=None, d1_desc=None, BLOCK_N1=0,
     )
     if head_batched:  # fp8_einsum's GROUPING 3 (dispatch_grouped.head_batched_plan's desc is the masked form's)
         constexprs["GROUPING"] = 3

@@ -155,8 +155,9 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c, chain:
     m, k = a.shape
     n = b.shape[0]
     bm, bn, split = config.block_m, config.block_n, config.split_k
+    bn0, bn1 = config.column_blocks  # a tile bn = bn0 + bn1 wide: B and D in two boxes each (bn1 > 0)
     a_desc = _desc(a, [layouts.a_box_rows(bm), 128])
-    b_desc = _desc(b, [bn, 128])
+    b_desc = _desc(b, [bn0, 128])
     num_pid_m = triton.cdiv(m, bm)
     ws = None
     fused = split > 1 and config.splitk_fused
@@ -175,7 +176,7 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c, chain:
         d_desc = _desc(ws, [64, bn])
     else:
         m_pad = m
-        d_desc = _desc(d, [64, bn])
+        d_desc = _desc(d, [64, bn0])
     grid = (min(units, config.num_sms),)
     per_channel = desc.kind == "fp8_1d1d"
     pdl = env.flag(env.PDL)
@@ -210,6 +211,8 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c, chain:
     )
     if fused:
         meta.update(ws_ptr=ws, cnt_ptr=counters)
+    if bn1:
+        meta.update(BLOCK_N=bn0, BLOCK_N1=bn1, b1_desc=_desc(b, [bn1, 128]), d1_desc=_desc(d, [64, bn1]))
     reduce = None
     if split > 1 and not fused:
         block = 256 if n >= 256 else triton.next_power_of_2(n)

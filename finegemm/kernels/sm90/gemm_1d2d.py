@@ -44,8 +44,9 @@ NOTES:
   - A tile wider than 128 (BLOCK_N 256) spans two RHS scale blocks: the two scales are selected per column
     with a predicate, not by a second loop. BLOCK_N that is not a power of two (DeepGEMM's 96, 112, 160, 192)
     does not compile: Gluon tensors (the accumulator, the column vectors) need power-of-two shapes
-    ("Shape element 0 must be a power of 2", CPU compile of 64x112, 128x144 and 128x192, session 19). The BF16
-    kernel runs such widths as two power-of-two column blocks (gemm_bf16's ``BLOCK_N1``); this one does not yet.
+    ("Shape element 0 must be a power of 2", CPU compile of 64x112, 128x144 and 128x192, session 19). Such widths
+    of two power-of-two blocks (96, 144, 160, 192, ...) run as two column blocks (``BLOCK_N1``, :func:`_split_n_math`:
+    dense recipe (1, 128, 128) tiles of BLOCK_M 64 / 128, unpipelined), as in gemm_bf16.
 """
 
 from __future__ import annotations
@@ -206,7 +207,8 @@ def _load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                     layout_ptr=None, GROUPING: gl.constexpr = 0, NUM_GROUPS: gl.constexpr = 1,
                     GROUP_ROWS: gl.constexpr = 0, SFK_ROWS: gl.constexpr = 0, USE_PSUM: gl.constexpr = False,
                     ALIGN: gl.constexpr = 128, sfb_desc=None, sfb_bufs=None, SFB_TMA: gl.constexpr = False,
-                    K_DYN: gl.constexpr = False, SPLIT_TAIL: gl.constexpr = False, B_PREFETCH: gl.constexpr = 0):
+                    K_DYN: gl.constexpr = False, SPLIT_TAIL: gl.constexpr = False, B_PREFETCH: gl.constexpr = 0,
+                    b1_desc=None, b1_bufs=None, BLOCK_N1: gl.constexpr = 0):
     if GROUPING != 0:
         _grouped_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M, N, K, BLOCK_M, BLOCK_N,
                                 STAGES, GROUP_M, sfa_desc, sfa_bufs, SFA_TMA, SF_PACKED, layout_ptr, GROUPING,
@@ -214,7 +216,7 @@ def _load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
     else:
         _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M, N, K, BLOCK_M, BLOCK_N,
                               STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA, SF_PACKED, sfb_desc, sfb_bufs,
-                              SFB_TMA, K_DYN, SPLIT_TAIL, B_PREFETCH)
+                              SFB_TMA, K_DYN, SPLIT_TAIL, B_PREFETCH, b1_desc, b1_bufs, BLOCK_N1)
 
 
 @gluon.jit
@@ -223,26 +225,29 @@ def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars,
                           STAGES: gl.constexpr, GROUP_M: gl.constexpr, SPLIT_K: gl.constexpr,
                           sfa_desc, sfa_bufs, SFA_TMA: gl.constexpr, SF_PACKED: gl.constexpr, sfb_desc, sfb_bufs,
                           SFB_TMA: gl.constexpr, K_DYN: gl.constexpr, SPLIT_TAIL: gl.constexpr = False,
-                          B_PREFETCH: gl.constexpr = 0):
+                          B_PREFETCH: gl.constexpr = 0, b1_desc=None, b1_bufs=None, BLOCK_N1: gl.constexpr = 0):
     """``B_PREFETCH`` > 0: with each K block's loads, B's tile that many K blocks ahead (in the same work unit) is
-    prefetched into L2 (:mod:`.l2_prefetch`)."""
+    prefetched into L2 (:mod:`.l2_prefetch`). ``BLOCK_N1`` > 0: tiles ``BLOCK_N + BLOCK_N1`` wide, B's last
+    ``BLOCK_N1`` rows of a tile in a second box (``b1_desc``) into ``b1_bufs``, on the same full barrier."""
     num_kb = _num_k_blocks(a_desc, K, K_DYN)
     # A (and its ring scales) come in BOXES boxes of A_ROWS rows a stage: 1, or 3 at BLOCK_M 192
     A_ROWS: gl.constexpr = a_desc.block_type.shape[0]
     BOXES: gl.constexpr = BLOCK_M // A_ROWS
     nbytes: gl.constexpr = (BOXES * a_desc.block_type.nbytes + b_desc.block_type.nbytes
                             + (BOXES * sfa_desc.block_type.nbytes if SFA_TMA else 0)
-                            + (sfb_desc.block_type.nbytes if SFB_TMA else 0))
+                            + (sfb_desc.block_type.nbytes if SFB_TMA else 0)
+                            + (b1_desc.block_type.nbytes if BLOCK_N1 > 0 else 0))
+    TILE_N: gl.constexpr = BLOCK_N + BLOCK_N1
     kb_per_split = num_kb // SPLIT_K
     num_pid_m = gl.cdiv(M, BLOCK_M)
-    num_pid_n: gl.constexpr = (N + BLOCK_N - 1) // BLOCK_N
+    num_pid_n: gl.constexpr = (N + TILE_N - 1) // TILE_N
     n_full, num_units = _unit_plan(num_pid_m * num_pid_n, SPLIT_K, SPLIT_TAIL)
     it = 0
     for unit in range(gl.program_id(0), num_units, gl.num_programs(0)):
         tile, split = _unit_tile(unit, n_full, SPLIT_K)
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
-        off_n = pid_n * BLOCK_N
+        off_n = pid_n * TILE_N
         kb0 = split * kb_per_split
         if SPLIT_K == 1:
             kb_count = num_kb
@@ -270,6 +275,8 @@ def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars,
                 tma.async_copy_global_to_shared(a_desc, [off_m + i * A_ROWS, kb * BLOCK_K], bar,
                                                 a_bufs.index(s * BOXES + i))
             tma.async_copy_global_to_shared(b_desc, [off_n, kb * BLOCK_K], bar, b_bufs.index(s))
+            if BLOCK_N1 > 0:
+                tma.async_copy_global_to_shared(b1_desc, [off_n + BLOCK_N, kb * BLOCK_K], bar, b1_bufs.index(s))
             if B_PREFETCH > 0:
                 if kk + B_PREFETCH < kb_count:
                     prefetch_tile_l2((kb + B_PREFETCH) * BLOCK_K, off_n, B_TENSOR_MAP)
@@ -912,16 +919,22 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                     K_DYN: gl.constexpr = False, c_desc=None, c_bars=None, C_TMA: gl.constexpr = False,
                     C_TMA_LATE: gl.constexpr = False, ws_ptr=None, cnt_ptr=None, SPLITK_FUSED: gl.constexpr = False,
                     SPLIT_TAIL: gl.constexpr = False, trace_ptr=None, TRACE: gl.constexpr = False,
-                    HEAD_SPLITS: gl.constexpr = (0, 0, 0), D_REDUCE: gl.constexpr = False):
+                    HEAD_SPLITS: gl.constexpr = (0, 0, 0), D_REDUCE: gl.constexpr = False, b1_bufs=None,
+                    d1_desc=None, d1_smem=None, BLOCK_N1: gl.constexpr = 0):
     """One math warpgroup (4 warps). Its rows of each tile: wave ``w`` covers tile rows
     ``w * 64 * NUM_WG + 64 * WG + [0, 64)`` (BLOCK_M 64/128: one wave; 256: two, DeepGEMM's order).
     ``d_smem`` holds [BLOCK_M, BLOCK_N] (or, with ``SMALL_EPI``, [64 * NUM_WG, BLOCK_N] that both
-    waves of a warpgroup reuse in turn) rows of D staging. ``GROUPING`` 1/2: :func:`_grouped_math`."""
+    waves of a warpgroup reuse in turn) rows of D staging. ``GROUPING`` 1/2: :func:`_grouped_math`.
+    ``BLOCK_N1`` > 0: :func:`_split_n_math`."""
     if GROUPING != 0:
         _grouped_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr, sfb_ptr, M, stride_sfa_k,
                       stride_sfb, N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SF_PACKED, sfa_bufs, SFA_TMA, WG,
                       layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G, SFB_STRIDE_G, USE_PSUM,
                       ALIGN, PIPE_MMA)
+    elif BLOCK_N1 > 0:
+        _split_n_math(a_bufs, b_bufs, b1_bufs, full_bars, empty_bars, d_desc, d_smem, d1_desc, d1_smem, sfa_ptr,
+                      sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm, N, K, BLOCK_M, BLOCK_N, BLOCK_N1, STAGES,
+                      GROUP_M, SF_PACKED, HAS_C, sfa_bufs, SFA_TMA, WG)
     else:
         _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr, sfb_ptr, c_ptr, M,
                     stride_sfa_k, stride_sfb, stride_cm, N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
@@ -1082,6 +1095,108 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
             _store_wave(acc1, d_desc, d_sub1, c_ptr, rows1, cols, mask1, col_mask, stride_cm,
                         out_m + row1, out_n, 0 if SMALL_EPI else 1, ADD_C, REDUCE=D_REDUCE)
             _stamp(trace_ptr, tcount - 1, WG, 2, NUM_WG, TRACE)
+    tma.store_wait(0)
+
+
+@gluon.jit
+def _split_n_loop(a_bufs, b_bufs, b1_bufs, sfa_bufs, full_bars, empty_bars, it, row0: gl.constexpr, sfa_ptr,
+                  sfb_ptr, rows, rows1, row_mask, row_mask1, cols, cols1, col_mask, col_mask1, nb0, nb1, second_col,
+                  second_col1, stride_sfa_k, stride_sfb, NUM_NB: gl.constexpr, KB, STAGES: gl.constexpr,
+                  SF_PACKED: gl.constexpr, SFA_TMA: gl.constexpr):
+    """One 64-row wave of a tile ``BLOCK_N + BLOCK_N1`` wide over ``KB`` K blocks (recipe (1, 128, 128)): per K block
+    two WGMMAs on the same A rows, into a [64, BLOCK_N] and a [64, BLOCK_N1] partial from B's two boxes of the slot,
+    waited together, each promoted with its own columns' RHS scales (the first block may straddle two 128-column
+    scale blocks, the second never does: its offset is a multiple of its power-of-two width). Unpipelined: the
+    partials and accumulators of a 128 + 64 tile already take 192 registers. Returns (acc, acc1, ring counter)."""
+    BLOCK_N: gl.constexpr = b_bufs.shape[1]
+    BLOCK_N1: gl.constexpr = b1_bufs.shape[1]
+    layout: gl.constexpr = mma_layout_for(64, BLOCK_N, 4)
+    layout1: gl.constexpr = mma_layout_for(64, BLOCK_N1, 4)
+    row_layout1: gl.constexpr = gl.SliceLayout(1, layout1)
+    row_layout: gl.constexpr = gl.SliceLayout(1, layout)
+    zero = gl.zeros([64, BLOCK_N], gl.float32, layout)
+    zero1 = gl.zeros([64, BLOCK_N1], gl.float32, layout1)
+    acc = gl.zeros([64, BLOCK_N], gl.float32, layout)
+    acc1 = gl.zeros([64, BLOCK_N1], gl.float32, layout1)
+    sa, sb0, sb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col, 0, stride_sfa_k,
+                           stride_sfb, NUM_NB, SF_PACKED, False, False, SFA_TMA)
+    sa1, tb0, tb1 = _scales(sfa_ptr, sfb_ptr, rows1, cols1, row_mask1, col_mask1, nb1, second_col1, 0, stride_sfa_k,
+                            stride_sfb, NUM_NB, SF_PACKED, False, True, SFA_TMA)
+    for kk in range(KB):
+        s = it % STAGES
+        mbarrier.wait(full_bars.index(s), (it // STAGES) & 1)
+        a = _a_rows(a_bufs, s, row0)
+        part = warpgroup_mma(a, b_bufs.index(s).permute((1, 0)), zero, use_acc=False, is_async=True)
+        part1 = warpgroup_mma(a, b1_bufs.index(s).permute((1, 0)), zero1, use_acc=False, is_async=True)
+        if SFA_TMA:
+            sa = _ring_scale(sfa_bufs, s, kk, row0, row_layout, SF_PACKED)
+            sa1 = _ring_scale(sfa_bufs, s, kk, row0, row_layout1, SF_PACKED)
+        # the next block's scales load while the WGMMAs run (the last iteration reloads its own)
+        nkb = gl.minimum(kk + 1, KB - 1)
+        nsa, nsb0, nsb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col, nkb,
+                                  stride_sfa_k, stride_sfb, NUM_NB, SF_PACKED, False, False, SFA_TMA)
+        nsa1, ntb0, ntb1 = _scales(sfa_ptr, sfb_ptr, rows1, cols1, row_mask1, col_mask1, nb1, second_col1, nkb,
+                                   stride_sfa_k, stride_sfb, NUM_NB, SF_PACKED, False, True, SFA_TMA)
+        part, part1 = warpgroup_mma_wait(0, deps=(part, part1))
+        acc = _promote(acc, part, sa, sb0, sb1, second_col, False, False)
+        acc1 = _promote(acc1, part1, sa1, tb0, tb1, second_col1, False, True)
+        _release(empty_bars, s, False)
+        sa = nsa
+        sb0 = nsb0
+        sb1 = nsb1
+        sa1 = nsa1
+        tb0 = ntb0
+        tb1 = ntb1
+        it += 1
+    return acc, acc1, it
+
+
+@gluon.jit
+def _split_n_math(a_bufs, b_bufs, b1_bufs, full_bars, empty_bars, d_desc, d_smem, d1_desc, d1_smem, sfa_ptr,
+                  sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm, N: gl.constexpr, K: gl.constexpr,
+                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_N1: gl.constexpr, STAGES: gl.constexpr,
+                  GROUP_M: gl.constexpr, SF_PACKED: gl.constexpr, HAS_C: gl.constexpr, sfa_bufs,
+                  SFA_TMA: gl.constexpr, WG: gl.constexpr):
+    """The dense math partition for tiles ``BLOCK_N + BLOCK_N1`` wide (``BLOCK_N1`` > 0; a width that is not a power
+    of two, which no Gluon tensor can have): BLOCK_M 64 / 128 (one wave a warpgroup), recipe (1, 128, 128), whole
+    K, no C staging. Each tile's two column blocks are stored from their own staging rows (``d_smem`` and
+    ``d1_smem``) by ``d_desc`` and ``d1_desc``; C, if any, is read from global memory in the epilogue."""
+    row0: gl.constexpr = WG * 64
+    TILE_N: gl.constexpr = BLOCK_N + BLOCK_N1
+    layout: gl.constexpr = mma_layout_for(64, BLOCK_N, 4)
+    layout1: gl.constexpr = mma_layout_for(64, BLOCK_N1, 4)
+    NUM_NB: gl.constexpr = (N + 127) // 128
+    num_kb: gl.constexpr = K // BLOCK_K
+    num_pid_m = gl.cdiv(M, BLOCK_M)
+    num_pid_n: gl.constexpr = (N + TILE_N - 1) // TILE_N
+    d_sub = _d_rows(d_smem, row0)
+    d1_sub = _d_rows(d1_smem, row0)
+    it = 0
+    for tile in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
+        pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * TILE_N
+        rows = off_m + row0 + gl.arange(0, 64, layout=gl.SliceLayout(1, layout))
+        rows1 = off_m + row0 + gl.arange(0, 64, layout=gl.SliceLayout(1, layout1))
+        cols = off_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, layout))
+        cols1 = off_n + BLOCK_N + gl.arange(0, BLOCK_N1, layout=gl.SliceLayout(0, layout1))
+        row_mask = rows < M
+        row_mask1 = rows1 < M
+        col_mask = cols < N
+        col_mask1 = cols1 < N
+        nb0 = off_n // 128
+        nb1 = (off_n + BLOCK_N) // 128
+        second_col = (cols // 128) != nb0
+        second_col1 = (cols1 // 128) != nb1
+        acc, acc1, it = _split_n_loop(a_bufs, b_bufs, b1_bufs, sfa_bufs, full_bars, empty_bars, it, row0, sfa_ptr,
+                                      sfb_ptr, rows, rows1, row_mask, row_mask1, cols, cols1, col_mask, col_mask1, nb0,
+                                      nb1, second_col, second_col1, stride_sfa_k, stride_sfb, NUM_NB, num_kb, STAGES,
+                                      SF_PACKED, SFA_TMA)
+        _store_wave(acc, d_desc, d_sub, c_ptr, rows, cols, row_mask, col_mask, stride_cm, off_m + row0, off_n, 0,
+                    HAS_C)
+        # the first block's store may still be in flight; the second's staging rows were freed by its wait
+        _store_wave(acc1, d1_desc, d1_sub, c_ptr, rows1, cols1, row_mask1, col_mask1, stride_cm, off_m + row0,
+                    off_n + BLOCK_N, 1, HAS_C)
     tma.store_wait(0)
 
 
@@ -1406,8 +1521,15 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                     ws_ptr=None, cnt_ptr=None, SPLITK_FUSED: gl.constexpr = False, SPLIT_TAIL: gl.constexpr = False,
                     PDL: gl.constexpr = False, trace_ptr=None, TRACE: gl.constexpr = False,
                     PDL_CHAIN: gl.constexpr = 0, B_PREFETCH: gl.constexpr = 0,
-                    HEAD_SPLITS: gl.constexpr = (0, 0, 0), D_REDUCE: gl.constexpr = False):
+                    HEAD_SPLITS: gl.constexpr = (0, 0, 0), D_REDUCE: gl.constexpr = False, b1_desc=None,
+                    d1_desc=None, BLOCK_N1: gl.constexpr = 0):
     """Entry: carve shared memory, init barriers, fork producer and math partitions.
+
+    ``BLOCK_N1`` > 0 (a power of two below ``BLOCK_N``; dense recipe (1, 128, 128) tiles of BLOCK_M 64 / 128,
+    whole K, unpipelined, no C staging, no head splits): tiles ``BLOCK_N + BLOCK_N1`` wide, e.g. 192 = 128 + 64
+    (DeepGEMM's 4096x2112 tile), as two column blocks: B's second box ``b1_desc`` (``[BLOCK_N1, 128]``) in its own
+    ring buffer, a second WGMMA and accumulator, and ``d1_desc`` (``[64, BLOCK_N1]``) storing it
+    (:func:`_split_n_math`).
 
     ``TRACE`` (timing probes only, ``scripts/trace_probe.py``): every math warpgroup of the dense form records
     ``%globaltimer`` into int64 ``trace_ptr`` [grid, TRACE_UNITS, math warpgroups, 3] (:func:`_stamp`); with
@@ -1491,6 +1613,10 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
     gl.static_assert(HEAD_SPLITS[1] == 0 or (GROUPING == 0 and not HAS_C and SPLIT_K == 1
                                              and HEAD_SPLITS[0] % BLOCK_N == 0 and HEAD_SPLITS[2] % BLOCK_N == 0),
                      "HEAD_SPLITS: dense tiles without C or split-K, BLOCK_N dividing left and right")
+    gl.static_assert(BLOCK_N1 == 0 or (GROUPING == 0 and BLOCK_M <= 128 and BLOCK_N1 < BLOCK_N and SPLIT_K == 1
+                                       and not PIPE_MMA and not SFB_PER_CHANNEL and not C_TMA and not D_REDUCE
+                                       and not K_DYN and not TRACE and B_PREFETCH == 0 and HEAD_SPLITS[1] == 0),
+                     "BLOCK_N1: dense 1d2d tiles of BLOCK_M 64/128, whole K, unpipelined, no C staging / head splits")
     # warp_specialize takes no None argument: unfused, the scale pointers stand in (never read)
     if SPLITK_FUSED:
         ws_arg = ws_ptr
@@ -1532,6 +1658,17 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
         c_tma_desc = c_desc
     else:
         c_tma_desc = d_desc
+    # the second column block's ring buffer and D staging (BLOCK_N1 > 0); else the first's stand in (never used)
+    if BLOCK_N1 > 0:
+        b1_bufs = gl.allocate_shared_memory(b1_desc.dtype, [STAGES] + b1_desc.block_type.shape, b1_desc.layout)
+        d1_smem = gl.allocate_shared_memory(d1_desc.dtype, [BLOCK_M, BLOCK_N1], d1_desc.layout)
+        b1_tma_desc = b1_desc
+        d1_tma_desc = d1_desc
+    else:
+        b1_bufs = b_bufs
+        d1_smem = d_smem
+        b1_tma_desc = b_desc
+        d1_tma_desc = d_desc
 
     gl.static_assert(PDL_CHAIN == 0 or (SPLIT_K == 1 and GROUPING == 0 and (PDL_CHAIN == 1) == PDL),
                      "PDL_CHAIN: dense unsplit launches; its first link waits (PDL), the others do not")
@@ -1551,7 +1688,8 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
                                c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
-                               SPLIT_TAIL, trace_arg, TRACE, HEAD_SPLITS, D_REDUCE)),
+                               SPLIT_TAIL, trace_arg, TRACE, HEAD_SPLITS, D_REDUCE, b1_bufs, d1_tma_desc, d1_smem,
+                               BLOCK_N1)),
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                                sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
@@ -1559,11 +1697,13 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
                                c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
-                               SPLIT_TAIL, trace_arg, TRACE, HEAD_SPLITS, D_REDUCE)),
+                               SPLIT_TAIL, trace_arg, TRACE, HEAD_SPLITS, D_REDUCE, b1_bufs, d1_tma_desc, d1_smem,
+                               BLOCK_N1)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
                                SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,
-                               ALIGN, sfb_tma_desc, sfb_bufs, SFB_TMA, K_DYN, SPLIT_TAIL, B_PREFETCH)),
+                               ALIGN, sfb_tma_desc, sfb_bufs, SFB_TMA, K_DYN, SPLIT_TAIL, B_PREFETCH, b1_tma_desc,
+                               b1_bufs, BLOCK_N1)),
         ], [4, 1], [MATH_REGS, PRODUCER_REGS])
     elif NUM_WG == 3:
         # BLOCK_M 192: three math warpgroups, one 64-row wave each, at MATH_REGS (152: see layouts)
@@ -1575,7 +1715,8 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
                                c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
-                               SPLIT_TAIL, trace_arg, TRACE, HEAD_SPLITS, D_REDUCE)),
+                               SPLIT_TAIL, trace_arg, TRACE, HEAD_SPLITS, D_REDUCE, b1_bufs, d1_tma_desc, d1_smem,
+                               BLOCK_N1)),
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                                sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
@@ -1583,7 +1724,8 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
                                c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
-                               SPLIT_TAIL, trace_arg, TRACE, HEAD_SPLITS, D_REDUCE)),
+                               SPLIT_TAIL, trace_arg, TRACE, HEAD_SPLITS, D_REDUCE, b1_bufs, d1_tma_desc, d1_smem,
+                               BLOCK_N1)),
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                                sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
@@ -1591,11 +1733,13 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
                                c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
-                               SPLIT_TAIL, trace_arg, TRACE, HEAD_SPLITS, D_REDUCE)),
+                               SPLIT_TAIL, trace_arg, TRACE, HEAD_SPLITS, D_REDUCE, b1_bufs, d1_tma_desc, d1_smem,
+                               BLOCK_N1)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
                                SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,
-                               ALIGN, sfb_tma_desc, sfb_bufs, SFB_TMA, K_DYN, SPLIT_TAIL, B_PREFETCH)),
+                               ALIGN, sfb_tma_desc, sfb_bufs, SFB_TMA, K_DYN, SPLIT_TAIL, B_PREFETCH, b1_tma_desc,
+                               b1_bufs, BLOCK_N1)),
         ], [4, 4, 1], [MATH_REGS, MATH_REGS, PRODUCER_REGS])
     else:
         gl.warp_specialize([
@@ -1606,11 +1750,13 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
                                c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
-                               SPLIT_TAIL, trace_arg, TRACE, HEAD_SPLITS, D_REDUCE)),
+                               SPLIT_TAIL, trace_arg, TRACE, HEAD_SPLITS, D_REDUCE, b1_bufs, d1_tma_desc, d1_smem,
+                               BLOCK_N1)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
                                SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,
-                               ALIGN, sfb_tma_desc, sfb_bufs, SFB_TMA, K_DYN, SPLIT_TAIL, B_PREFETCH)),
+                               ALIGN, sfb_tma_desc, sfb_bufs, SFB_TMA, K_DYN, SPLIT_TAIL, B_PREFETCH, b1_tma_desc,
+                               b1_bufs, BLOCK_N1)),
         ], [1], [PRODUCER_REGS])
     if PDL_CHAIN == 2:
         wait_prerequisites()  # finish only after the previous link has

@@ -1185,7 +1185,8 @@ def _split_n_math(a_bufs, b_bufs, b1_bufs, full_bars, empty_bars, d_desc, d_smem
         col_mask = cols < N
         col_mask1 = cols1 < N
         nb0 = off_n // 128
-        nb1 = (off_n + BLOCK_N) // 128
+        # the last tile's second block may lie wholly past N: its scale row is clamped (its columns are never stored)
+        nb1 = gl.minimum((off_n + BLOCK_N) // 128, NUM_NB - 1)
         second_col = (cols // 128) != nb0
         second_col1 = (cols1 // 128) != nb1
         acc, acc1, it = _split_n_loop(a_bufs, b_bufs, b1_bufs, sfa_bufs, full_bars, empty_bars, it, row0, sfa_ptr,

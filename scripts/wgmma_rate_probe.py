@@ -24,7 +24,8 @@ issue rate alone. Reports TFLOPS and, from ``%clock64`` and ``%globaltimer`` aro
 SM clock the loop ran at and its SM clocks per 128-deep K block of 256x128's work (4.19 M MACs; the dense e4m3
 peak, 4096 MACs a clock, makes that 1024), so that the H200's power-limited clock does not blur the comparison.
 
-Timing: CUDA events around a launch of ``ITERS`` K blocks a CTA, 2 warm-ups, median of 10.
+Timing: the harness's CUDA-event timer (1 GiB L2 flush before each call) around a launch of ``ITERS`` K blocks a
+CTA, 2 warm-ups, median of 10.
 Usage (GPU): PYTHONPATH=. python3 scripts/wgmma_rate_probe.py   (writes $OUT/wgmma_rate_probe.json)
        (CPU) PYTHONPATH=. python3 scripts/wgmma_rate_probe.py --compile-only
 """
@@ -47,6 +48,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+from finegemm.bench.timer import L2Flush, time_cuda
 from finegemm.kernels.sm90.gemm_1d2d import mma_layout_for
 
 # (label, BLOCK_M, BLOCK_N): see the module docstring
@@ -206,6 +208,7 @@ def main() -> None:
         return
     dev = torch.device("cuda")
     sms = torch.cuda.get_device_properties(dev).multi_processor_count
+    flush = L2Flush(dev)
     a = torch.randint(0, 256, (A_ROWS, K_TOTAL), dtype=torch.uint8, device=dev).view(torch.float8_e4m3fn)
     b = torch.randint(0, 256, (B_ROWS, K_TOTAL), dtype=torch.uint8, device=dev).view(torch.float8_e4m3fn)
     # keep the values finite and small (e4m3 bit patterns 0x00-0x3f and their negatives): NaN inputs are no test
@@ -228,19 +231,10 @@ def main() -> None:
                     wgmma_rate_kernel[(sms,)](*descs, out, clk, ITERS=ITERS, STAGES=stages, BLOCK_M=bm, BLOCK_N0=bn0,
                                               BLOCK_N1=bn1, TMA=use_tma, num_warps=4)
 
-                for _ in range(2):
-                    launch()
+                launch()
                 torch.cuda.synchronize()
                 assert torch.isfinite(out).all(), "non-finite sums"
-                times = []
-                for _ in range(10):
-                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    start.record()
-                    launch()
-                    end.record()
-                    end.synchronize()
-                    times.append(start.elapsed_time(end) * 1e3)
-                us = sorted(times)[len(times) // 2]
+                us = time_cuda(launch, flush, warmup=2, repeats=10).median_us
                 macs = sms * ITERS * bm * bn * 128
                 tflops = 2 * macs / us / 1e6
                 # the last launch's loop, per CTA: SM clocks and the clock rate they ran at

@@ -740,8 +740,8 @@ def v18_shapes():
 
 
 def v18_configs(desc, facts):
-    """v18: the heuristic's pick against tiles of two column blocks (gemm_1d2d's BLOCK_N1; unpipelined, scales by
-    TMA): 128x192 / 128x160 at M > 128, 64x96 / 64x144 / 64x160 at M <= 128."""
+    """v18: the heuristic's pick against tiles of two column blocks (gemm_1d2d's BLOCK_N1; scales by TMA, pipelined
+    where registers allow, i.e. 64x96): 128x192 / 128x160 at M > 128, 64x96 / 64x144 / 64x160 at M <= 128."""
     widths = ((128, 192), (128, 160)) if desc.m > 128 else ((64, 96), (64, 144), (64, 160))
     out = [("heuristic", get_sm90_config(desc, facts))]
     out += [(f"{bm}x{bn}", make_config(desc, facts, bm, bn, sfa_tma=True)) for bm, bn in widths]

@@ -340,18 +340,21 @@ SPLIT_N = [(GemmDesc("fp8_1d2d", 4096, 2112, 7168), 128, 192, True),
            (GemmDesc("fp8_1d2d", 128, 7168, 2048), 64, 96, True),
            (GemmDesc("fp8_1d2d", 77, 2112, 7168, sf_packed=True), 64, 144, True),
            (GemmDesc("fp8_1d2d", 4095, 4096, 1536, out_fp32=True, with_c=True), 128, 160, True),
-           (GemmDesc("fp8_1d2d", 4096, 2112, 2048), 128, 192, False)]
+           (GemmDesc("fp8_1d2d", 4096, 2112, 2048), 128, 192, False),
+           (GemmDesc("fp8_1d2d", 64, 24576, 1536), 64, 96, True),
+           (GemmDesc("fp8_1d2d", 77, 2112, 1152, out_fp32=True, with_c=True, sf_packed=True), 64, 96, True)]
 
 
 @pytest.mark.parametrize("desc,bm,bn,sfa_tma", SPLIT_N,
                          ids=[f"{d.m}x{d.n}x{d.k}-{bm}x{bn}{'-tma' if t else ''}" for d, bm, bn, t in SPLIT_N])
 def test_split_n_tiles_compile(desc, bm, bn, sfa_tma):
     """A tile of two column blocks: both WGMMA widths, B's two boxes (and the ring scales) on one expect-tx, both D
-    boxes stored, unpipelined, no serialized WGMMA, no spills, within the shared memory."""
+    boxes stored, pipelined only where registers allow (64x96, K blocks in pairs, an odd count's single tail), no
+    serialized WGMMA, no spills, within the shared memory."""
     from finegemm.kernels.sm90.compile_check import wgmma_serialization
 
     cfg = make_config(desc, H200, bm, bn, sfa_tma=sfa_tma)
-    assert not cfg.pipe_mma and not cfg.c_tma
+    assert cfg.pipe_mma == (bn == 96) and not cfg.c_tma  # 64x96: three 48-register blocks fit; wider ones do not
     bn0, bn1 = cfg.column_blocks
     kernel = compile_variant(desc, cfg)
     ptx = assert_fast_path_kernel(kernel, H200.smem_per_block)
@@ -360,6 +363,7 @@ def test_split_n_tiles_compile(desc, bm, bn, sfa_tma):
     stage = layouts.stage_tx_bytes(bm, bn, cfg.sfa_tma)
     assert re.search(rf"mbarrier\.arrive\.expect_tx\.shared\.b64 _, \[%r\d+\], {stage};", ptx), stage
     assert len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta", ptx)) >= 2
+    assert ("wgmma.wait_group.sync.aligned 2;" in ptx) == cfg.pipe_mma  # a pair's second K block left in flight
     assert wgmma_serialization(kernel) == []
     usage = resource_usage(kernel)
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage

@@ -143,7 +143,10 @@ SPLIT_N_CASES = [(4096, 2112, 7168, False, False, (128, 192, 1), True),
                  (128, 7168, 2048, False, False, (64, 96, 1), True),
                  (77, 2112, 7168, True, False, (64, 144, 1), True),
                  (4095, 4096, 1536, False, True, (128, 160, 1), True),
-                 (4096, 2112, 2048, False, False, (128, 192, 1), False)]
+                 (4096, 2112, 2048, False, False, (128, 192, 1), False),
+                 # pipelined (64x96 has the registers): K blocks in pairs, and an odd count (9) with its single tail
+                 (64, 24576, 1536, False, False, (64, 96, 1), True),
+                 (77, 2112, 1152, True, True, (64, 96, 1), True)]
 
 
 @pytest.mark.parametrize("m,n,k,packed,with_c,tile,sfa_tma", SPLIT_N_CASES,
@@ -151,7 +154,8 @@ SPLIT_N_CASES = [(4096, 2112, 7168, False, False, (128, 192, 1), True),
                               f"{'-c' if v[4] else ''}{'' if v[6] else '-global-sfa'}" for v in SPLIT_N_CASES])
 def test_split_n_tiles(m, n, k, packed, with_c, tile, sfa_tma):
     """Recipe (1, 128, 128) tiles BLOCK_N + BLOCK_N1 wide (two WGMMAs, two B boxes and two D boxes; the first block
-    straddles two 128-column scale blocks on every other tile): right against the reference, the same on a repeat."""
+    straddles two 128-column scale blocks on every other tile; 64x96 pipelined): right against the reference, the
+    same on a repeat."""
     _run_cfg(m, n, k, packed, with_c, tile=tile, sfa_tma=sfa_tma)
 
 

@@ -326,8 +326,9 @@ def head_split_config(desc: GemmDesc, facts: DeviceFacts, cfg: Sm90Config) -> Sm
 def make_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int = 1,
                 small_epi: bool = False, sfa_tma: bool = False, sfb_tma: bool = False) -> Sm90Config:
     """A config for explicit tiles: stages from the shared-memory budget, PIPE_MMA where registers allow. ``bn`` may
-    be a width of two column blocks (:func:`column_blocks`, e.g. 192; dense 1d2d, BLOCK_M 64 / 128, no split-K):
-    never picked by the rules until measured (benchmarks/NOTES.md v22).
+    be a width of two column blocks (:func:`column_blocks`, e.g. 192 or 96; dense 1d2d, BLOCK_M 64 / 128, no split-K;
+    pipelined where the same register count allows, e.g. 64x96): never picked by the rules until measured
+    (benchmarks/NOTES.md v22).
 
     BLOCK_M 256 never pipelines (its two accumulator waves plus one partial already take 192 registers
     at BLOCK_N 128); ``small_epi`` (BLOCK_M 256 only) trades the D staging overlap for one more stage.
@@ -354,8 +355,7 @@ def make_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int
     regs = layouts.accumulator_regs(bm, bn, pipelined=True)
     if desc.kind == "fp8_1d1d":
         regs += bn // 4 if sfb_tma else 2 * bn // 4
-    # BLOCK_M 192 runs three warpgroups at 152 registers: one partial; two column blocks: one partial each, unpipelined
-    pipe = regs <= 192 and bm <= 128 and not split_n
+    pipe = regs <= 192 and bm <= 128  # BLOCK_M 192 runs three warpgroups at 152 registers: one partial
     # C by TMA into the D staging buffer wherever the kernel takes it (dispatch.c_tma_ok checks the tensors:
     # FP32 C, row-major, aligned). H200, results/c-epilogue-probe-h200-2026-12-03-8d46235.json, c = d:
     # 24576x4096x1536 536.8 -> 477.5 us, 7168x4096x2048 203.1 -> 181.9, 4096x7168x2048 209.2 -> 183.4,

@@ -46,7 +46,7 @@ NOTES:
     does not compile: Gluon tensors (the accumulator, the column vectors) need power-of-two shapes
     ("Shape element 0 must be a power of 2", CPU compile of 64x112, 128x144 and 128x192, session 19). Such widths
     of two power-of-two blocks (96, 144, 160, 192, ...) run as two column blocks (``BLOCK_N1``, :func:`_split_n_math`:
-    dense recipe (1, 128, 128) tiles of BLOCK_M 64 / 128, unpipelined), as in gemm_bf16.
+    dense recipe (1, 128, 128) tiles of BLOCK_M 64 / 128), as in gemm_bf16.
 """
 
 from __future__ import annotations
@@ -934,7 +934,7 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
     elif BLOCK_N1 > 0:
         _split_n_math(a_bufs, b_bufs, b1_bufs, full_bars, empty_bars, d_desc, d_smem, d1_desc, d1_smem, sfa_ptr,
                       sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm, N, K, BLOCK_M, BLOCK_N, BLOCK_N1, STAGES,
-                      GROUP_M, SF_PACKED, HAS_C, sfa_bufs, SFA_TMA, WG)
+                      GROUP_M, SF_PACKED, HAS_C, sfa_bufs, SFA_TMA, WG, PIPE_MMA)
     else:
         _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_ptr, sfb_ptr, c_ptr, M,
                     stride_sfa_k, stride_sfb, stride_cm, N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
@@ -1099,55 +1099,107 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
 
 
 @gluon.jit
+def _split_n_issue(a_bufs, b_bufs, b1_bufs, full_bars, it, row0: gl.constexpr, zero, zero1, STAGES: gl.constexpr):
+    """Wait for ring entry ``it`` and issue its two WGMMAs (the tile's two column blocks, the same A rows) into fresh
+    partials: (partial, second partial, slot)."""
+    s = it % STAGES
+    mbarrier.wait(full_bars.index(s), (it // STAGES) & 1)
+    a = _a_rows(a_bufs, s, row0)
+    part = warpgroup_mma(a, b_bufs.index(s).permute((1, 0)), zero, use_acc=False, is_async=True)
+    part1 = warpgroup_mma(a, b1_bufs.index(s).permute((1, 0)), zero1, use_acc=False, is_async=True)
+    return part, part1, s
+
+
+@gluon.jit
+def _split_n_retire(acc, acc1, part, part1, s, kb, PENDING: gl.constexpr, sfa_bufs, empty_bars, row0: gl.constexpr,
+                    sa, sb0, sb1, sa1, tb0, tb1, second_col, second_col1, PACKED: gl.constexpr,
+                    SFA_TMA: gl.constexpr):
+    """Wait for K block ``kb``'s two WGMMAs (``PENDING`` later groups stay in flight), promote each partial with its
+    column block's scales (the first block may straddle two 128-column scale blocks, the second never does: its
+    offset is a multiple of its power-of-two width; ring scales read here), release slot ``s``."""
+    part, part1 = warpgroup_mma_wait(PENDING, deps=(part, part1))
+    if SFA_TMA:
+        sa = _ring_scale(sfa_bufs, s, kb, row0, gl.SliceLayout(1, part.type.layout), PACKED)
+        sa1 = _ring_scale(sfa_bufs, s, kb, row0, gl.SliceLayout(1, part1.type.layout), PACKED)
+    acc = _promote(acc, part, sa, sb0, sb1, second_col, False, False)
+    acc1 = _promote(acc1, part1, sa1, tb0, tb1, second_col1, False, True)
+    _release(empty_bars, s, False)
+    return acc, acc1
+
+
+@gluon.jit
+def _split_n_scales(sfa_ptr, sfb_ptr, rows, rows1, row_mask, row_mask1, cols, cols1, col_mask, col_mask1, nb0, nb1,
+                    second_col, second_col1, kb, stride_sfa_k, stride_sfb, NUM_NB: gl.constexpr,
+                    SF_PACKED: gl.constexpr, SFA_TMA: gl.constexpr):
+    """Both column blocks' scales for K block ``kb``: (sa, sb0, sb1) of the first, (sa1, tb0, tb1) of the second."""
+    sa, sb0, sb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col, kb, stride_sfa_k,
+                           stride_sfb, NUM_NB, SF_PACKED, False, False, SFA_TMA)
+    sa1, tb0, tb1 = _scales(sfa_ptr, sfb_ptr, rows1, cols1, row_mask1, col_mask1, nb1, second_col1, kb, stride_sfa_k,
+                            stride_sfb, NUM_NB, SF_PACKED, False, True, SFA_TMA)
+    return sa, sb0, sb1, sa1, tb0, tb1
+
+
+@gluon.jit
 def _split_n_loop(a_bufs, b_bufs, b1_bufs, sfa_bufs, full_bars, empty_bars, it, row0: gl.constexpr, sfa_ptr,
                   sfb_ptr, rows, rows1, row_mask, row_mask1, cols, cols1, col_mask, col_mask1, nb0, nb1, second_col,
                   second_col1, stride_sfa_k, stride_sfb, NUM_NB: gl.constexpr, KB, STAGES: gl.constexpr,
-                  SF_PACKED: gl.constexpr, SFA_TMA: gl.constexpr):
+                  SF_PACKED: gl.constexpr, SFA_TMA: gl.constexpr, PIPE_MMA: gl.constexpr = False):
     """One 64-row wave of a tile ``BLOCK_N + BLOCK_N1`` wide over ``KB`` K blocks (recipe (1, 128, 128)): per K block
     two WGMMAs on the same A rows, into a [64, BLOCK_N] and a [64, BLOCK_N1] partial from B's two boxes of the slot,
-    waited together, each promoted with its own columns' RHS scales (the first block may straddle two 128-column
-    scale blocks, the second never does: its offset is a multiple of its power-of-two width). Unpipelined: the
-    partials and accumulators of a 128 + 64 tile already take 192 registers. Returns (acc, acc1, ring counter)."""
+    waited together and promoted each with its own columns' scales (:func:`_split_n_retire`). ``PIPE_MMA`` (where
+    registers allow: 64x96 takes 144 of them, 128 + 64 would take 288): K blocks in pairs as in
+    :func:`_one_wave_loop`, the first pair's partials promoted while the second's run, nothing in flight at the
+    loop's back edge. Returns (acc, acc1, ring counter)."""
     BLOCK_N: gl.constexpr = b_bufs.shape[1]
     BLOCK_N1: gl.constexpr = b1_bufs.shape[1]
     layout: gl.constexpr = mma_layout_for(64, BLOCK_N, 4)
     layout1: gl.constexpr = mma_layout_for(64, BLOCK_N1, 4)
-    row_layout1: gl.constexpr = gl.SliceLayout(1, layout1)
-    row_layout: gl.constexpr = gl.SliceLayout(1, layout)
     zero = gl.zeros([64, BLOCK_N], gl.float32, layout)
     zero1 = gl.zeros([64, BLOCK_N1], gl.float32, layout1)
     acc = gl.zeros([64, BLOCK_N], gl.float32, layout)
     acc1 = gl.zeros([64, BLOCK_N1], gl.float32, layout1)
-    sa, sb0, sb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col, 0, stride_sfa_k,
-                           stride_sfb, NUM_NB, SF_PACKED, False, False, SFA_TMA)
-    sa1, tb0, tb1 = _scales(sfa_ptr, sfb_ptr, rows1, cols1, row_mask1, col_mask1, nb1, second_col1, 0, stride_sfa_k,
-                            stride_sfb, NUM_NB, SF_PACKED, False, True, SFA_TMA)
-    for kk in range(KB):
-        s = it % STAGES
-        mbarrier.wait(full_bars.index(s), (it // STAGES) & 1)
-        a = _a_rows(a_bufs, s, row0)
-        part = warpgroup_mma(a, b_bufs.index(s).permute((1, 0)), zero, use_acc=False, is_async=True)
-        part1 = warpgroup_mma(a, b1_bufs.index(s).permute((1, 0)), zero1, use_acc=False, is_async=True)
-        if SFA_TMA:
-            sa = _ring_scale(sfa_bufs, s, kk, row0, row_layout, SF_PACKED)
-            sa1 = _ring_scale(sfa_bufs, s, kk, row0, row_layout1, SF_PACKED)
-        # the next block's scales load while the WGMMAs run (the last iteration reloads its own)
-        nkb = gl.minimum(kk + 1, KB - 1)
-        nsa, nsb0, nsb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col, nkb,
-                                  stride_sfa_k, stride_sfb, NUM_NB, SF_PACKED, False, False, SFA_TMA)
-        nsa1, ntb0, ntb1 = _scales(sfa_ptr, sfb_ptr, rows1, cols1, row_mask1, col_mask1, nb1, second_col1, nkb,
-                                   stride_sfa_k, stride_sfb, NUM_NB, SF_PACKED, False, True, SFA_TMA)
-        part, part1 = warpgroup_mma_wait(0, deps=(part, part1))
-        acc = _promote(acc, part, sa, sb0, sb1, second_col, False, False)
-        acc1 = _promote(acc1, part1, sa1, tb0, tb1, second_col1, False, True)
-        _release(empty_bars, s, False)
-        sa = nsa
-        sb0 = nsb0
-        sb1 = nsb1
-        sa1 = nsa1
-        tb0 = ntb0
-        tb1 = ntb1
-        it += 1
+    sa, sb0, sb1, sa1, tb0, tb1 = _split_n_scales(sfa_ptr, sfb_ptr, rows, rows1, row_mask, row_mask1, cols, cols1,
+                                                  col_mask, col_mask1, nb0, nb1, second_col, second_col1, 0,
+                                                  stride_sfa_k, stride_sfb, NUM_NB, SF_PACKED, SFA_TMA)
+    if PIPE_MMA:
+        for kk in range(0, KB - 1, 2):
+            pa, pa1, s_a = _split_n_issue(a_bufs, b_bufs, b1_bufs, full_bars, it, row0, zero, zero1, STAGES)
+            pb, pb1, s_b = _split_n_issue(a_bufs, b_bufs, b1_bufs, full_bars, it + 1, row0, zero, zero1, STAGES)
+            it += 2
+            nsa, nsb0, nsb1, nsa1, ntb0, ntb1 = _split_n_scales(sfa_ptr, sfb_ptr, rows, rows1, row_mask, row_mask1,
+                                                                cols, cols1, col_mask, col_mask1, nb0, nb1,
+                                                                second_col, second_col1, kk + 1, stride_sfa_k,
+                                                                stride_sfb, NUM_NB, SF_PACKED, SFA_TMA)
+            acc, acc1 = _split_n_retire(acc, acc1, pa, pa1, s_a, kk, 2, sfa_bufs, empty_bars, row0, sa, sb0, sb1,
+                                        sa1, tb0, tb1, second_col, second_col1, SF_PACKED, SFA_TMA)
+            sa, sb0, sb1, sa1, tb0, tb1 = _split_n_scales(sfa_ptr, sfb_ptr, rows, rows1, row_mask, row_mask1, cols,
+                                                          cols1, col_mask, col_mask1, nb0, nb1, second_col,
+                                                          second_col1, gl.minimum(kk + 2, KB - 1), stride_sfa_k,
+                                                          stride_sfb, NUM_NB, SF_PACKED, SFA_TMA)
+            acc, acc1 = _split_n_retire(acc, acc1, pb, pb1, s_b, kk + 1, 0, sfa_bufs, empty_bars, row0, nsa, nsb0,
+                                        nsb1, nsa1, ntb0, ntb1, second_col, second_col1, SF_PACKED, SFA_TMA)
+        if KB % 2 == 1:
+            part, part1, s = _split_n_issue(a_bufs, b_bufs, b1_bufs, full_bars, it, row0, zero, zero1, STAGES)
+            it += 1
+            acc, acc1 = _split_n_retire(acc, acc1, part, part1, s, KB - 1, 0, sfa_bufs, empty_bars, row0, sa, sb0,
+                                        sb1, sa1, tb0, tb1, second_col, second_col1, SF_PACKED, SFA_TMA)
+    else:
+        for kk in range(KB):
+            part, part1, s = _split_n_issue(a_bufs, b_bufs, b1_bufs, full_bars, it, row0, zero, zero1, STAGES)
+            # the next block's scales load while the WGMMAs run (the last iteration reloads its own)
+            nsa, nsb0, nsb1, nsa1, ntb0, ntb1 = _split_n_scales(sfa_ptr, sfb_ptr, rows, rows1, row_mask, row_mask1,
+                                                                cols, cols1, col_mask, col_mask1, nb0, nb1,
+                                                                second_col, second_col1, gl.minimum(kk + 1, KB - 1),
+                                                                stride_sfa_k, stride_sfb, NUM_NB, SF_PACKED, SFA_TMA)
+            acc, acc1 = _split_n_retire(acc, acc1, part, part1, s, kk, 0, sfa_bufs, empty_bars, row0, sa, sb0, sb1,
+                                        sa1, tb0, tb1, second_col, second_col1, SF_PACKED, SFA_TMA)
+            sa = nsa
+            sb0 = nsb0
+            sb1 = nsb1
+            sa1 = nsa1
+            tb0 = ntb0
+            tb1 = ntb1
+            it += 1
     return acc, acc1, it
 
 
@@ -1156,7 +1208,7 @@ def _split_n_math(a_bufs, b_bufs, b1_bufs, full_bars, empty_bars, d_desc, d_smem
                   sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm, N: gl.constexpr, K: gl.constexpr,
                   BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_N1: gl.constexpr, STAGES: gl.constexpr,
                   GROUP_M: gl.constexpr, SF_PACKED: gl.constexpr, HAS_C: gl.constexpr, sfa_bufs,
-                  SFA_TMA: gl.constexpr, WG: gl.constexpr):
+                  SFA_TMA: gl.constexpr, WG: gl.constexpr, PIPE_MMA: gl.constexpr = False):
     """The dense math partition for tiles ``BLOCK_N + BLOCK_N1`` wide (``BLOCK_N1`` > 0; a width that is not a power
     of two, which no Gluon tensor can have): BLOCK_M 64 / 128 (one wave a warpgroup), recipe (1, 128, 128), whole
     K, no C staging. Each tile's two column blocks are stored from their own staging rows (``d_smem`` and
@@ -1192,7 +1244,7 @@ def _split_n_math(a_bufs, b_bufs, b1_bufs, full_bars, empty_bars, d_desc, d_smem
         acc, acc1, it = _split_n_loop(a_bufs, b_bufs, b1_bufs, sfa_bufs, full_bars, empty_bars, it, row0, sfa_ptr,
                                       sfb_ptr, rows, rows1, row_mask, row_mask1, cols, cols1, col_mask, col_mask1, nb0,
                                       nb1, second_col, second_col1, stride_sfa_k, stride_sfb, NUM_NB, num_kb, STAGES,
-                                      SF_PACKED, SFA_TMA)
+                                      SF_PACKED, SFA_TMA, PIPE_MMA)
         _store_wave(acc, d_desc, d_sub, c_ptr, rows, cols, row_mask, col_mask, stride_cm, off_m + row0, off_n, 0,
                     HAS_C)
         # the first block's store may still be in flight; the second's staging rows were freed by its wait
@@ -1527,10 +1579,10 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
     """Entry: carve shared memory, init barriers, fork producer and math partitions.
 
     ``BLOCK_N1`` > 0 (a power of two below ``BLOCK_N``; dense recipe (1, 128, 128) tiles of BLOCK_M 64 / 128,
-    whole K, unpipelined, no C staging, no head splits): tiles ``BLOCK_N + BLOCK_N1`` wide, e.g. 192 = 128 + 64
-    (DeepGEMM's 4096x2112 tile), as two column blocks: B's second box ``b1_desc`` (``[BLOCK_N1, 128]``) in its own
-    ring buffer, a second WGMMA and accumulator, and ``d1_desc`` (``[64, BLOCK_N1]``) storing it
-    (:func:`_split_n_math`).
+    whole K, no C staging, no head splits; ``PIPE_MMA`` where registers allow): tiles ``BLOCK_N + BLOCK_N1`` wide,
+    e.g. 192 = 128 + 64 (DeepGEMM's 4096x2112 tile), as two column blocks: B's second box ``b1_desc``
+    (``[BLOCK_N1, 128]``) in its own ring buffer, a second WGMMA and accumulator, and ``d1_desc``
+    (``[64, BLOCK_N1]``) storing it (:func:`_split_n_math`).
 
     ``TRACE`` (timing probes only, ``scripts/trace_probe.py``): every math warpgroup of the dense form records
     ``%globaltimer`` into int64 ``trace_ptr`` [grid, TRACE_UNITS, math warpgroups, 3] (:func:`_stamp`); with
@@ -1615,9 +1667,9 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                              and HEAD_SPLITS[0] % BLOCK_N == 0 and HEAD_SPLITS[2] % BLOCK_N == 0),
                      "HEAD_SPLITS: dense tiles without C or split-K, BLOCK_N dividing left and right")
     gl.static_assert(BLOCK_N1 == 0 or (GROUPING == 0 and BLOCK_M <= 128 and BLOCK_N1 < BLOCK_N and SPLIT_K == 1
-                                       and not PIPE_MMA and not SFB_PER_CHANNEL and not C_TMA and not D_REDUCE
+                                       and not SFB_PER_CHANNEL and not C_TMA and not D_REDUCE
                                        and not K_DYN and not TRACE and B_PREFETCH == 0 and HEAD_SPLITS[1] == 0),
-                     "BLOCK_N1: dense 1d2d tiles of BLOCK_M 64/128, whole K, unpipelined, no C staging / head splits")
+                     "BLOCK_N1: dense 1d2d tiles of BLOCK_M 64/128, whole K, no C staging / head splits")
     # warp_specialize takes no None argument: unfused, the scale pointers stand in (never read)
     if SPLITK_FUSED:
         ws_arg = ws_ptr

@@ -25,7 +25,7 @@ from ...jit.heuristics import GemmDesc, get_portable_config
 from ...jit.heuristics_sm90 import HEAD_SPLIT_BLOCK_NS, Sm90Config, get_sm90_config, head_split_config
 from ..portable.gemm_fp8 import launch_fp8_gemm
 from . import gemm_1d2d, launcher, layouts
-from .dispatch_bf16 import _facts_of, _tma_ready
+from .dispatch_bf16 import _facts_of, _tma_ready, tma_row_major
 from .transpose import operand_workspace, transpose_launch
 
 SUPPORTED_KINDS = ("fp8_1d2d", "fp8_1d1d")
@@ -123,11 +123,9 @@ def _scale_desc(sfa: torch.Tensor, bm: int, tma: bool) -> TensorDescriptor | Non
 
 def c_tma_ok(config: Sm90Config, c: torch.Tensor | None, d: torch.Tensor) -> bool:
     """Whether C can be staged by TMA in the D buffer (``Sm90Config.c_tma``): a tiling that can
-    (``Sm90Config.can_stage_c``), FP32 C and D, C row-major with rows that do not overlap (a broadcast C, row
-    stride 0, is no TMA tensor) and a 16-byte aligned base and row stride."""
+    (``Sm90Config.can_stage_c``), FP32 C and D, C a tensor :func:`.dispatch_bf16.tma_row_major` takes."""
     return (c is not None and config.can_stage_c and c.dtype == torch.float32 and d.dtype == torch.float32
-            and c.dim() == 2 and c.stride(1) == 1 and (c.shape[0] == 1 or c.stride(0) >= c.shape[1])
-            and c.data_ptr() % 16 == 0 and (c.stride(0) * 4) % 16 == 0)
+            and tma_row_major(c))
 
 
 # Prepared, not yet measured on a GPU (benchmarks/NOTES.md v21): the in-place accumulate by TMA reduce-add. Off

@@ -81,12 +81,18 @@ def _tma_ready(t: torch.Tensor) -> bool:
     return t.data_ptr() % 16 == 0 and (other * t.element_size()) % 16 == 0
 
 
+def tma_row_major(t: torch.Tensor) -> bool:
+    """A 2-D tensor a TMA box can read as D's staging tile reads: row-major, rows that do not overlap (a broadcast
+    row, stride 0, is no TMA tensor), base and row stride 16-byte aligned."""
+    return (t.dim() == 2 and t.stride(1) == 1 and (t.shape[0] == 1 or t.stride(0) >= t.shape[1])
+            and _tma_ready(t))
+
+
 def c_tma_ok(config: Sm90Bf16Config, c: torch.Tensor | None, d: torch.Tensor) -> bool:
-    """Whether this launch stages C by TMA (``config.c_tma``): C of D's dtype and shape, row-major with rows that do
-    not overlap (a broadcast C, row stride 0, is no TMA tensor), base and rows 16-byte aligned. Otherwise the kernel
-    reads C from global memory in its epilogue (same result)."""
+    """Whether this launch stages C by TMA (``config.c_tma``): C of D's dtype and shape that :func:`tma_row_major`
+    takes. Otherwise the kernel reads C from global memory in its epilogue (same result)."""
     return (config.c_tma and config.split_k == 1 and c is not None and c.dtype == d.dtype and c.shape == d.shape
-            and c.stride(1) == 1 and (c.shape[0] == 1 or c.stride(0) >= c.shape[1]) and _tma_ready(c))
+            and tma_row_major(c))
 
 
 def operand_views(a: torch.Tensor, b: torch.Tensor, desc: GemmDesc) -> tuple[torch.Tensor, torch.Tensor]:

@@ -857,17 +857,23 @@ def _splitk_fused_epilogue(acc, ws_tile, cnt_ptr, slot, split, local, d_desc, d_
 
 
 @gluon.jit
-def _prefetch_c(c_desc, c_bar, d_sub, off_row, off_n):
+def _prefetch_c(c_desc, c_bar, d_sub, off_row, off_n, c1_desc=None, d1_sub=None, off_n1=0):
     """Start the TMA load of the 64 C rows from ``off_row`` into this warpgroup's D staging rows ``d_sub``,
-    arriving on ``c_bar``: it runs under the tile's main loop.
+    arriving on ``c_bar``: it runs under the tile's main loop. With ``c1_desc`` (a tile of two column blocks) the
+    second block's C, columns from ``off_n1``, comes into ``d1_sub`` on the same expect-tx.
 
     The buffer must be free: every TMA store of this warpgroup has finished reading it first.
     Rows past M arrive as zeros (and are never stored).
     """
     tma.store_wait(0)
     gl.thread_barrier()
-    mbarrier.expect(c_bar, c_desc.block_type.nbytes)
+    if c1_desc is None:
+        mbarrier.expect(c_bar, c_desc.block_type.nbytes)
+    else:
+        mbarrier.expect(c_bar, c_desc.block_type.nbytes + c1_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(c_desc, [off_row, off_n], c_bar, d_sub)
+    if c1_desc is not None:
+        tma.async_copy_global_to_shared(c1_desc, [off_row, off_n1], c_bar, d1_sub)
 
 
 # Units a CTA may record with ``TRACE`` (the last slot holds the partition's entry time).

@@ -252,22 +252,6 @@ def _add_c(acc, c_ptr, rows, off_n, M, N, stride_cm, stride_cn, WIDTH: gl.conste
 
 
 @gluon.jit
-def _prefetch_c_blocks(c_desc, c1_desc, c_bar, d_sub, d1_sub, off_row, off_n, BLOCK_N: gl.constexpr,
-                       BLOCK_N1: gl.constexpr):
-    """``C_TMA``: start the TMA load of this warpgroup's 64 C rows into its D staging rows (gemm_1d2d._prefetch_c),
-    with ``BLOCK_N1`` > 0 both column blocks (``c_desc`` into ``d_sub``, ``c1_desc`` into ``d1_sub``) on one
-    expect-tx of both boxes' bytes."""
-    if BLOCK_N1 > 0:
-        tma.store_wait(0)
-        gl.thread_barrier()
-        mbarrier.expect(c_bar, c_desc.block_type.nbytes + c1_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(c_desc, [off_row, off_n], c_bar, d_sub)
-        tma.async_copy_global_to_shared(c1_desc, [off_row, off_n + BLOCK_N], c_bar, d1_sub)
-    else:
-        _prefetch_c(c_desc, c_bar, d_sub, off_row, off_n)
-
-
-@gluon.jit
 def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr,
                     M, N, K, stride_cm, stride_cn,
                     BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
@@ -299,7 +283,10 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr
         off_m = pid_m * BLOCK_M
         off_n = pid_n * TILE_N
         if C_TMA:
-            _prefetch_c_blocks(c_desc, c1_desc, c_bar, d_sub, d1_sub, off_m + WG * 64, off_n, BLOCK_N, BLOCK_N1)
+            if BLOCK_N1 > 0:
+                _prefetch_c(c_desc, c_bar, d_sub, off_m + WG * 64, off_n, c1_desc, d1_sub, off_n + BLOCK_N)
+            else:
+                _prefetch_c(c_desc, c_bar, d_sub, off_m + WG * 64, off_n)
 
         if BLOCK_N1 > 0:
             acc, acc1, it = _mma_k_range_split(a_bufs, b_bufs, b1_bufs, full_bars, empty_bars, it, kb0, kb1, BLOCK_N,

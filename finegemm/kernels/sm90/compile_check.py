@@ -50,7 +50,9 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32", p
     TMA reduce-add (``D_REDUCE``, as the dispatch launches ``desc.with_c`` calls whose C is D: no C read)."""
     if d_reduce:
         desc = dataclasses.replace(desc, with_c=False)
-    bm, bn, split = config.block_m, config.block_n, config.split_k
+    bm, split = config.block_m, config.split_k
+    # the kernel's BLOCK_N: the tile's width, or its first column block (and BLOCK_N1 the second, dispatch._build_plan)
+    bn, bn1 = config.column_blocks
     d_fp32 = desc.out_fp32 or (split > 1 and not config.splitk_fused)
     sf = "*i32" if desc.sf_packed else "*fp32"
     sig = {
@@ -103,15 +105,11 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32", p
         sig["ws_ptr"], sig["cnt_ptr"] = "*fp32", "*i32"
     else:
         constexprs["ws_ptr"] = constexprs["cnt_ptr"] = None
-    bn0, bn1 = config.column_blocks
     constexprs["BLOCK_N1"] = bn1
-    if bn1:  # a tile bn0 + bn1 wide: B and D in two boxes each (dispatch._build_plan)
-        constexprs["BLOCK_N"] = bn0
-        sig["b_desc"] = _desc_sig("fp8e4nv", [bn0, 128], gl.float8e4nv)
+    if bn1:
         sig["b1_desc"] = _desc_sig("fp8e4nv", [bn1, 128], gl.float8e4nv)
-        d_dtype, d_gl = ("fp32", gl.float32) if d_fp32 else ("bf16", gl.bfloat16)
-        sig["d_desc"] = _desc_sig(d_dtype, [64, bn0], d_gl)
-        sig["d1_desc"] = _desc_sig(d_dtype, [64, bn1], d_gl)
+        sig["d1_desc"] = (_desc_sig("fp32", [64, bn1], gl.float32) if d_fp32
+                          else _desc_sig("bf16", [64, bn1], gl.bfloat16))
     else:
         constexprs["b1_desc"] = constexprs["d1_desc"] = None
     for name in constexprs:

@@ -53,6 +53,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from finegemm.bench.timer import L2Flush, time_cuda
+from finegemm.jit.heuristics_sm90 import column_blocks
 from finegemm.kernels.sm90.gemm_1d2d import mma_layout_for
 
 # (label, BLOCK_M, BLOCK_N): see the module docstring
@@ -199,18 +200,13 @@ def wgmma_rate_kernel(a_desc, b_desc, b1_desc, out_ptr, clk_ptr, ITERS: gl.const
     ], [4, 1], [232, 40])
 
 
-def _blocks(bn: int) -> tuple[int, int]:
-    first = 1 << (bn.bit_length() - 1)
-    return first, bn - first
-
-
 def _stages(bm: int, bn: int) -> int:
     """As many ring slots as fit beside nothing else (the kernel's 256x128 tile has 3 beside its D staging)."""
     return min(4, (227 * 1024 - 1024) // ((bm + bn) * 128))
 
 
 def _sig(bm: int, bn: int, promote: bool = False) -> tuple[dict, dict]:
-    bn0, bn1 = _blocks(bn)
+    bn0, bn1 = column_blocks(bn)
 
     def box(rows):
         layout = gl.NVMMASharedLayout.get_default_for([rows, 128], gl.float8e4nv)
@@ -258,7 +254,7 @@ def main() -> None:
     result = dict(device=torch.cuda.get_device_name(), torch=torch.__version__, sms=sms, iters=ITERS, rows=[])
     out_dir = os.environ.get("OUT", ".")
     for label, bm, bn, use_tma, promote in VARIANTS:
-        bn0, bn1 = _blocks(bn)
+        bn0, bn1 = column_blocks(bn)
         stages = _stages(bm, bn)
         entry = dict(shape=label, block_m=bm, block_n=bn, tma=use_tma, promote=promote, stages=stages)
         try:

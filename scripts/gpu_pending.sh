@@ -77,6 +77,8 @@
 #                                   promotion, with and without TMA writes (the shared-memory-bound question)
 #   bash scripts/gpu_pending.sh 44  (session 20) FP8 tiles of two column blocks (128x192, 64x96, ...): GPU tests, then
 #                                   scripts/sm90_dev.py v18 against the heuristic's pick
+#   bash scripts/gpu_pending.sh 45  (session 21) 43, the tests of 40 and 41, the bf16 suite off / on once: one start
+#   bash scripts/gpu_pending.sh 46  (session 21) 44, then 38's tests under the switch: one start
 #   bash scripts/gpu_pending.sh 37  (session 19) the per-wave timeline of the weight-gradient kernel at 256 rows
 #   bash scripts/gpu_pending.sh 32  (session 18) scripts/trace_probe.py --waves: per-wave SM-clock timeline of the
 #                                   256-row tiles at M = 4096 (wave in flight share, K-block period, promotions)
@@ -342,6 +344,26 @@ elif [ "$PART" = 42 ]; then
         done
         pack
     done
+elif [ "$PART" = 45 ]; then
+    # session 21 (one device start, under 10 minutes): 43's probe, the GPU tests of 40 and 41 (the BF16 switches'
+    # own tests), then the harness bf16 suite without and with both switches once each (events)
+    OUT="$LOGS" timeout 120 python3 scripts/wgmma_rate_probe.py 2>&1 | tee "$LOGS/wgmma_rate_probe.log" | cut -c1-200
+    pack
+    PYTEST_TIMEOUT=120 pytest_gpu pytest-bf16-c-tma.log tests/test_sm90_bf16_gpu.py -k "staged"
+    PYTEST_TIMEOUT=120 pytest_gpu pytest-bf16-split-n.log tests/test_sm90_bf16_gpu.py -k "split_n"
+    for on in 0 1; do
+        HARNESS_TIMEOUT=150 harness_run "bf16-session20-$on-1" bf16 FINEGEMM_PROBE_BF16_C_TMA=$on \
+            FINEGEMM_PROBE_BF16_SPLIT_N=$on
+        pack
+    done
+elif [ "$PART" = 46 ]; then
+    # session 21: 44 (FP8 split-width tests and the v18 sweep) then 38's first test set (D_REDUCE), one start
+    PYTEST_TIMEOUT=150 pytest_gpu pytest-fp8-split-n.log tests/test_sm90_gpu.py -k "split_n"
+    OUT="$LOGS" V4_DEADLINE_S=170 timeout 240 python3 scripts/sm90_dev.py v18 2>&1 | tee "$LOGS/sm90_v18.log" \
+        | grep -E "^V4|^ +(large|small)" | cut -c1-200
+    pack
+    FINEGEMM_PROBE_D_REDUCE=1 PYTEST_TIMEOUT=150 pytest_gpu pytest-d-reduce-on.log tests/test_sm90_gpu.py \
+        -k "1d1d or in_place or split"
 elif [ "$PART" = 43 ]; then
     # session 20 (NOTES v22): scripts/wgmma_rate_probe.py: the FP8 pipeline without promotion by tile shape
     # (256x128, 128x256, 128x192, 128x128), with and without TMA writes: is the 256x128 tile shared-memory bound?

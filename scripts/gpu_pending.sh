@@ -358,12 +358,15 @@ elif [ "$PART" = 45 ]; then
     done
 elif [ "$PART" = 46 ]; then
     # session 21: 44 (FP8 split-width tests and the v18 sweep) then 38's first test set (D_REDUCE), one start
-    PYTEST_TIMEOUT=150 pytest_gpu pytest-fp8-split-n.log tests/test_sm90_gpu.py -k "split_n"
-    OUT="$LOGS" V4_DEADLINE_S=170 timeout 240 python3 scripts/sm90_dev.py v18 2>&1 | tee "$LOGS/sm90_v18.log" \
+    PYTEST_TIMEOUT=120 pytest_gpu pytest-fp8-split-n.log tests/test_sm90_gpu.py -k "split_n"
+    OUT="$LOGS" V4_DEADLINE_S=150 timeout 200 python3 scripts/sm90_dev.py v18 2>&1 | tee "$LOGS/sm90_v18.log" \
         | grep -E "^V4|^ +(large|small)" | cut -c1-200
     pack
-    FINEGEMM_PROBE_D_REDUCE=1 PYTEST_TIMEOUT=150 pytest_gpu pytest-d-reduce-on.log tests/test_sm90_gpu.py \
-        -k "1d1d or in_place or split"
+    FINEGEMM_PROBE_D_REDUCE=1 PYTEST_TIMEOUT=120 pytest_gpu pytest-d-reduce-on.log tests/test_sm90_gpu.py \
+        -k "in_place or c_by_tma"
+    FINEGEMM_PROBE_D_REDUCE=1 OUT="$LOGS" timeout 110 python3 -W ignore scripts/d_reduce_probe.py --rounds 1 2>&1 \
+        | tee "$LOGS/d_reduce_probe.log" | cut -c1-300
+    pack
 elif [ "$PART" = 43 ]; then
     # session 20 (NOTES v22): scripts/wgmma_rate_probe.py: the FP8 pipeline without promotion by tile shape
     # (256x128, 128x256, 128x192, 128x128), with and without TMA writes: is the 256x128 tile shared-memory bound?

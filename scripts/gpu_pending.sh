@@ -346,16 +346,19 @@ elif [ "$PART" = 42 ]; then
     done
 elif [ "$PART" = 45 ]; then
     # session 21 (one device start, under 10 minutes): 43's probe, the GPU tests of 40 and 41 (the BF16 switches'
-    # own tests), then the harness bf16 suite without and with both switches once each (events)
+    # own tests), then the harness bf16 suite's 30 cases they touch without / with / without both switches (events)
     OUT="$LOGS" timeout 120 python3 scripts/wgmma_rate_probe.py 2>&1 | tee "$LOGS/wgmma_rate_probe.log" | cut -c1-200
     pack
     PYTEST_TIMEOUT=120 pytest_gpu pytest-bf16-c-tma.log tests/test_sm90_bf16_gpu.py -k "staged"
     PYTEST_TIMEOUT=120 pytest_gpu pytest-bf16-split-n.log tests/test_sm90_bf16_gpu.py -k "split_n"
-    for on in 0 1; do
-        HARNESS_TIMEOUT=150 harness_run "bf16-session20-$on-1" bf16 FINEGEMM_PROBE_BF16_C_TMA=$on \
+    # the 30 cases the switches can touch or that control them (every +c case, every M = 4096 case), off / on / off
+    harness_args=(--cases "4096x*,*x*x*+c"); bf16_round=0
+    for on in 0 1 0; do
+        HARNESS_TIMEOUT=130 harness_run "bf16-session20-$on-$((++bf16_round))" bf16 FINEGEMM_PROBE_BF16_C_TMA=$on \
             FINEGEMM_PROBE_BF16_SPLIT_N=$on
         pack
     done
+    harness_args=()
 elif [ "$PART" = 46 ]; then
     # session 21: 44 (FP8 split-width tests and the v18 sweep) then 38's first test set (D_REDUCE), one start
     PYTEST_TIMEOUT=120 pytest_gpu pytest-fp8-split-n.log tests/test_sm90_gpu.py -k "split_n"

@@ -435,3 +435,23 @@ def test_flush_modes():
 def test_kernel_time_needs_the_flush(capsys):
     assert cli.main(_args("--smoke", "--kernel-time", "--no-flush")) == 2
     assert "--kernel-time needs the L2 flush" in capsys.readouterr().err
+
+
+def test_cases_filter_keeps_matching_names_in_order():
+    args = _args("--suite", "bf16", "--cases", "4096x*+c,4096x576x7168")
+    args.smoke = False
+    cases, _ = cli.build_cases(args)
+    names = [c.name for c in cases]
+    assert names and all(n == "4096x576x7168" or (n.startswith("4096x") and n.endswith("+c")) for n in names)
+    assert "4096x576x7168" in names and "4096x576x7168+c" in names and "4096x7168x16384+c" in names
+    full = [c.name for c in suites.bf16_cases()]
+    assert names == [n for n in full if n in names]  # the suite's order
+
+
+def test_cases_filter_rejects_a_pattern_matching_nothing(capsys):
+    args = _args("--suite", "bf16", "--cases", "4096x*+c,9x9x9")
+    args.smoke = False
+    with pytest.raises(ValueError, match=r"--cases: \['9x9x9'\] match no case"):
+        cli.build_cases(args)
+    assert cli.main(_args("--smoke", "--cases", "nothing-like-this")) == 2
+    assert "--cases" in capsys.readouterr().err

@@ -11,6 +11,7 @@ the exit code (they are not ours to fix).
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import sys
 from typing import Any
 
@@ -35,6 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shapes", default=None,
                         help="custom 'M,N,K;M,N,K' list for the dense suite (or for weight-grad / bf16 when "
                              "--suite names one of them)")
+    parser.add_argument("--cases", default=None, metavar="PATTERNS",
+                        help="keep only the cases whose name matches one of these comma-separated shell patterns "
+                             "(e.g. '4096x*+c,4096x576x7168'); a pattern matching no case is an error")
     parser.add_argument("--peers", default=None,
                         help=f"comma-separated peer names or prefixes (default all): {', '.join(PEER_NAMES)}")
     parser.add_argument("--json", dest="json_path", default=None, metavar="PATH",
@@ -97,7 +101,22 @@ def build_cases(args: argparse.Namespace) -> tuple[list[suites.Case], list[dict[
                                 "reason": f"finegemm has no {', '.join(missing)} yet"})
             chosen = [c for c in chosen if c.op not in missing]
         cases += chosen
+    if args.cases is not None:
+        cases = select_cases(cases, args.cases)
     return cases, unavailable
+
+
+def select_cases(cases: list[suites.Case], patterns: str) -> list[suites.Case]:
+    """The ``cases`` whose name matches one of the comma-separated shell ``patterns`` (``--cases``), in order;
+    raises ValueError naming a pattern that matches none."""
+    wanted = [p.strip() for p in patterns.split(",") if p.strip()]
+    if not wanted:
+        raise ValueError("--cases: no pattern given")
+    unmatched = [p for p in wanted if not any(fnmatch.fnmatchcase(c.name, p) for c in cases)]
+    if unmatched:
+        raise ValueError(f"--cases: {unmatched} match no case of the chosen suites "
+                         f"(names look like {cases[0].name!r})" if cases else f"--cases: {unmatched}: no cases")
+    return [c for c in cases if any(fnmatch.fnmatchcase(c.name, p) for p in wanted)]
 
 
 def main(args: argparse.Namespace) -> int:

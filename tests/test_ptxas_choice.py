@@ -68,12 +68,14 @@ def test_fp8_gemm_options_add_level_10_only_under_an_interleaving_ptxas(fakes, m
     monkeypatch.delenv("PTXAS_OPTIONS", raising=False)
     monkeypatch.setenv("TRITON_PTXAS_PATH", fakes["13.0"])
     assert ptxas.fp8_gemm_options() == ptxas.REGISTER_USAGE_LEVEL == "--register-usage-level=10"
+    assert ptxas.fp8_gemm_options(per_channel=True) is None  # recipe (1, 1, 128): ptxas's default level
     monkeypatch.setenv("TRITON_PTXAS_PATH", fakes["12.8"])
     assert ptxas.fp8_gemm_options() is None
     monkeypatch.setenv("PTXAS_OPTIONS", "-v")
     assert ptxas.fp8_gemm_options() == "-v"
     monkeypatch.setenv("TRITON_PTXAS_PATH", fakes["12.9"])
     assert ptxas.fp8_gemm_options() == "-v --register-usage-level=10"
+    assert ptxas.fp8_gemm_options(per_channel=True) == "-v"
     monkeypatch.setenv("PTXAS_OPTIONS", "--register-usage-level=7")  # the user's own level wins
     assert ptxas.fp8_gemm_options() == "--register-usage-level=7"
     monkeypatch.delenv("TRITON_PTXAS_PATH")

@@ -5,6 +5,8 @@ The plan builder and the launches are replaced by recorders: these tests are abo
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -446,6 +448,6 @@ def test_d_reduce_only_where_c_is_d_in_fp32_whole_k_and_switched_on(monkeypatch)
     assert not dispatch.d_reduce_ok(desc, 1, wide[:, :256], wide[:, 256:])  # same strides, other columns
     bf16 = torch.zeros(64, 256, dtype=torch.bfloat16)
     assert not dispatch.d_reduce_ok(desc, 1, bf16, bf16)
-    import dataclasses
-
+    dense = dataclasses.replace(desc, kind="fp8_1d2d")  # recipe (1, 128, 128): reads C as before
+    assert not dispatch.d_reduce_ok(dense, 1, d, d)
     assert not dispatch.d_reduce_ok(dataclasses.replace(desc, head_splits=(128, 64, 128)), 1, d, d)

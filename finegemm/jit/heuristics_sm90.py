@@ -172,6 +172,15 @@ def _large_m_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Config:
     bm = 256
     if _wave_efficiency(desc, facts, 128, bn) > _wave_efficiency(desc, facts, 256, bn) + 0.1:
         bm = 128
+    if bm == 256 and desc.out_fp32 and not desc.with_c:
+        # FP32 out without C: the 256-row tile (shared D staging) spills 104 bytes in its K loop (CPU compile,
+        # ptxas 12.8 and 13.0; with C it does not), and v17 measured it about 2x slower than 192 rows without C
+        # (229.2 against 109.3 us at 4096x2112x7168, 79.6 against 40.5 at 577x4096x7168): 192 rows unless 128
+        # fill the SMs clearly better (with C, 128x128 tied 192 at 4096x4096x7168, 224.8 / 228.2 us, and lost
+        # at 4096x7168x16384, 850.4 / 784.7; benchmarks/NOTES.md v23)
+        if fill_192 + 0.1 >= _fill(desc, facts, 128, bn):
+            return make_config(desc, facts, 192, bn, sfa_tma=True)
+        bm = 128
     small_epi = desc.out_fp32 and bm == 256
     cfg = dataclasses.replace(make_config(desc, facts, bm, bn, sfa_tma=True, small_epi=small_epi), pipe_mma=False)
     if bm == 256 and desc.k < 2048 and not desc.out_fp32:
@@ -244,7 +253,10 @@ def _with_split_tail(desc: GemmDesc, facts: DeviceFacts, cfg: Sm90Config) -> Sm9
             or tail > _SPLIT_TAIL_MAX_FILL * facts.num_sms or num_kb % SPLIT_TAIL_K or num_kb // SPLIT_TAIL_K < 4):
         return cfg
     tailed = dataclasses.replace(cfg, split_k=SPLIT_TAIL_K, splitk_fused=True, split_tail=True)
-    return dataclasses.replace(tailed, c_tma=desc.with_c and desc.out_fp32 and tailed.can_stage_c)
+    # C by TMA for the whole tiles at 64 rows only: at 128 rows (pipelined, per-channel scales) it spills 280
+    # bytes beside the split tiles' reduction (CPU compile, ptxas 12.8 and 13.0; benchmarks/NOTES.md v23)
+    return dataclasses.replace(tailed, c_tma=desc.with_c and desc.out_fp32 and tailed.can_stage_c
+                               and cfg.block_m == 64)
 
 
 # Small-M tile candidates, largest first: ties in wave efficiency go to the larger tile (fewer

@@ -137,15 +137,24 @@ def _fp8_gemm_options(path: str | None, user: str | None) -> str | None:
     return f"{user} {REGISTER_USAGE_LEVEL}" if user else REGISTER_USAGE_LEVEL
 
 
-def fp8_gemm_options() -> str | None:
+def fp8_gemm_options(per_channel: bool = False) -> str | None:
     """ptxas options of the FP8 GEMM kernels (gemm_1d2d: dense, grouped, k-grouped), passed per launch as
     ``ptx_options``: the user's ``PTXAS_OPTIONS`` plus :data:`REGISTER_USAGE_LEVEL` when the ptxas in use is
-    :data:`MIN_VERSION` or later.
+    :data:`MIN_VERSION` or later and the kernel runs recipe (1, 128, 128). ``per_channel`` (recipe (1, 1, 128),
+    the weight-gradient and k-grouped kernels): the user's options alone.
 
     H100 and H200, dense suite, two rounds each (benchmarks/NOTES.md v21): ptxas 13.0 at level 10 takes 5-6 % off
     the two largest 256-row M = 4096 shapes, 2-4 % off the other M = 4096 ones and the contiguous grouped ones;
     13.0 alone, or level 10 under the bundled 12.8, does not (12.8 at level 10 is 4 % slower at 4096 x 2112 x
     7168). Level 10 hoists the scale loads of the next K block above the current block's WGMMAs; the other kernel
     families measured no gain, so they keep ptxas's default.
+
+    Recipe (1, 1, 128) keeps the default level too: the weight-grad suite measured level 10 neutral (0.994x,
+    v21), and on the CPU, ptxas 13.0 at level 7 and above spills 40-56 bytes in the 128x64 pipelined tile the rules
+    pick at K = 512 (32768x4096x512), which level 5 does not (benchmarks/NOTES.md v23). Its per-channel scales
+    come from the ring, so the weight-scale load that level 10 hoists does not exist there.
     """
-    return _fp8_gemm_options(os.environ.get("TRITON_PTXAS_PATH") or None, os.environ.get("PTXAS_OPTIONS") or None)
+    user = os.environ.get("PTXAS_OPTIONS") or None
+    if per_channel:
+        return user
+    return _fp8_gemm_options(os.environ.get("TRITON_PTXAS_PATH") or None, user)

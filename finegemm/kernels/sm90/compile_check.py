@@ -116,8 +116,9 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32", p
         sig[name] = "constexpr"
     src = GluonASTSource(gemm_1d2d.fp8_gemm_kernel, sig, constexprs)
     restore_language()  # interpreted CPU tests earlier in this process may have left tl patched
-    return triton.compile(src, target=TARGET, options={"num_warps": config.num_warps, "launch_pdl": pdl,
-                                                       "ptx_options": ptxas.fp8_gemm_options()})
+    options = {"num_warps": config.num_warps, "launch_pdl": pdl,
+               "ptx_options": ptxas.fp8_gemm_options(desc.kind == "fp8_1d1d")}
+    return triton.compile(src, target=TARGET, options=options)
 
 
 def compile_grouped_variant(desc: GemmDesc, config: Sm90Config, use_psum: bool = False, head_batched: bool = False):

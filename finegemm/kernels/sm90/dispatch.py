@@ -138,9 +138,11 @@ if D_REDUCE_WANTED:
 
 def d_reduce_ok(desc: GemmDesc, split: int, c: torch.Tensor | None, d: torch.Tensor) -> bool:
     """Whether ``d = c + a @ b`` can run as ``d += a @ b`` by TMA reduce-add (the kernel's ``D_REDUCE``): C is D
-    (same storage, strides and dtype, FP32), the whole K in one launch (no split-K) and plain columns; and
-    :data:`D_REDUCE_WANTED`."""
-    return (D_REDUCE_WANTED and c is not None and split == 1 and not desc.head_splits and d.dtype == torch.float32
+    (same storage, strides and dtype, FP32), the whole K in one launch (no split-K) and plain columns, recipe
+    (1, 1, 128) (the weight-gradient and k-grouped accumulate: at 256 rows recipe (1, 128, 128) without a C read
+    spills 104 bytes in its K loop, benchmarks/NOTES.md v23); and :data:`D_REDUCE_WANTED`."""
+    return (D_REDUCE_WANTED and c is not None and split == 1 and not desc.head_splits and desc.kind == "fp8_1d1d"
+            and d.dtype == torch.float32
             and c.dtype == d.dtype and c.data_ptr() == d.data_ptr() and c.shape == d.shape
             and c.stride() == d.stride())
 
@@ -205,7 +207,8 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c, chain:
         C_TMA_LATE=config.c_tma and config.c_tma_late and not (fused and config.split_tail),
         num_warps=config.num_warps, SPLITK_FUSED=fused, SPLIT_TAIL=fused and config.split_tail,
         PDL=pdl and chain != 2, launch_pdl=pdl, PDL_CHAIN=chain, B_PREFETCH=config.b_prefetch,
-        HEAD_SPLITS=desc.head_splits or (0, 0, 0), D_REDUCE=d_reduce, ptx_options=ptxas.fp8_gemm_options(),
+        HEAD_SPLITS=desc.head_splits or (0, 0, 0), D_REDUCE=d_reduce,
+        ptx_options=ptxas.fp8_gemm_options(per_channel),
     )
     if fused:
         meta.update(ws_ptr=ws, cnt_ptr=counters)

@@ -78,6 +78,7 @@
 #   bash scripts/gpu_pending.sh 44  (session 20) FP8 tiles of two column blocks (128x192, 64x96, ...): GPU tests, then
 #                                   scripts/sm90_dev.py v18 against the heuristic's pick
 #   bash scripts/gpu_pending.sh 45  (session 21) 43, the tests of 40 and 41, the bf16 suite off / on once: one start
+#   bash scripts/gpu_pending.sh 47  (session 21) the short form: BF16 switch tests + A/B, sm90_dev v19, the probe
 #   bash scripts/gpu_pending.sh 46  (session 21) 44, then 38's tests under the switch: one start
 #   bash scripts/gpu_pending.sh 37  (session 19) the per-wave timeline of the weight-gradient kernel at 256 rows
 #   bash scripts/gpu_pending.sh 32  (session 18) scripts/trace_probe.py --waves: per-wave SM-clock timeline of the
@@ -359,6 +360,22 @@ elif [ "$PART" = 45 ]; then
         pack
     done
     harness_args=()
+elif [ "$PART" = 47 ]; then
+    # session 21, for a short device window: the BF16 switches' own tests, the harness bf16 cases they touch off /
+    # on, the v19 sweep (FP32-out picks moved off spilling tiles, NOTES v23), then 43's probe; each packed at once
+    PYTEST_TIMEOUT=100 pytest_gpu pytest-bf16-switches.log tests/test_sm90_bf16_gpu.py -k "staged or split_n"
+    harness_args=(--cases "4096x*,*x*x*+c"); bf16_round=0
+    for on in 0 1; do
+        HARNESS_TIMEOUT=130 harness_run "bf16-session20-$on-$((++bf16_round))" bf16 FINEGEMM_PROBE_BF16_C_TMA=$on \
+            FINEGEMM_PROBE_BF16_SPLIT_N=$on
+        pack
+    done
+    harness_args=()
+    OUT="$LOGS" V4_DEADLINE_S=80 timeout 120 python3 scripts/sm90_dev.py v19 2>&1 | tee "$LOGS/sm90_v19.log" \
+        | grep -E "^V4|^ +(large|small)" | cut -c1-200
+    pack
+    OUT="$LOGS" timeout 90 python3 scripts/wgmma_rate_probe.py 2>&1 | tee "$LOGS/wgmma_rate_probe.log" | cut -c1-200
+    pack
 elif [ "$PART" = 46 ]; then
     # session 21: 44 (FP8 split-width tests and the v18 sweep) then 38's first test set (D_REDUCE), one start
     PYTEST_TIMEOUT=120 pytest_gpu pytest-fp8-split-n.log tests/test_sm90_gpu.py -k "split_n"

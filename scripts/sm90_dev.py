@@ -16,7 +16,8 @@ reduction launched by programmatic dependent launch; ``v13``: BLOCK_M 192 (three
 ``v16`` (removed with the tile it timed, results/sm90_v16_a_regs_sweep.json): the 128x256 two-panel tile with A
 in registers at M = 4096, slower on all six shapes; ``v17``: FP32-out 1d2d
 tiles (192, 256 with the shared staging, 128 rows) where the BLOCK_M 192 rule's FP32 extension is unmeasured;
-``v18``: tiles of two column blocks (128x192, 64x96, ...; BLOCK_N1) where DeepGEMM's configs are such widths.
+``v18``: tiles of two column blocks (128x192, 64x96, ...; BLOCK_N1) where DeepGEMM's configs are such widths;
+``v19``: the FP32-out picks moved off tiles that spill (NOTES v23) against those tiles.
 ``v4compile`` (CPU, no GPU): compiles every v4 candidate for sm_90 and prints registers/spills.
 Writes ``$OUT/sm90_dev.json`` (or ./sm90_dev.json) and prints a short table last.
 Timing: CUDA events around each call, a 1 GiB buffer zeroed before each timed call (L2 flush),
@@ -748,6 +749,33 @@ def v18_configs(desc, facts):
     return _distinct(out)
 
 
+def v19_shapes():
+    """v19 (session 21, NOTES v23): the FP32-out picks moved off spilling tiles: recipe (1, 128, 128) without C (256
+    rows spilled 104 bytes), and the weight gradients of the 128-row split tail and of the 128x64 K = 512 tile."""
+    out = [("large", m, n, k, "1d2d", torch.float32, False)
+           for m, n, k in ((4096, 4096, 7168), (4096, 7168, 16384), (1024, 4096, 7168))]
+    out += [("large", 4096, 2112, 7168, "1d1d", torch.float32, True),
+            ("large", 32768, 4096, 512, "1d1d", torch.float32, True)]
+    return out
+
+
+def v19_configs(desc, facts):
+    """v19: the heuristic's pick against the tiles the rules took before (256 rows with the shared D staging for
+    recipe (1, 128, 128); the split tail with C by TMA for recipe (1, 1, 128)) and the 192 / 128-row alternatives."""
+    out = [("heuristic", get_sm90_config(desc, facts))]
+    if desc.kind == "fp8_1d2d":
+        out += [("256x128 small_epi", make_config(desc, facts, 256, 128, sfa_tma=True, small_epi=True)),
+                ("192x128", make_config(desc, facts, 192, 128, sfa_tma=True)),
+                ("128x128", dataclasses.replace(make_config(desc, facts, 128, 128, sfa_tma=True), pipe_mma=False))]
+    else:
+        pick = out[0][1]
+        if pick.split_tail:
+            out.append(("split tail + C by TMA", dataclasses.replace(pick, c_tma=True)))
+            out.append(("no split tail", dataclasses.replace(pick, split_k=1, splitk_fused=False, split_tail=False,
+                                                             c_tma=True)))
+    return _distinct(out)
+
+
 def phase_v4(result, path, shapes=None, configs=None, key="v4"):
     shapes, configs = shapes or v4_shapes, configs or v4_configs
     t_start = time.time()
@@ -879,6 +907,7 @@ def main():
         "v15": ("sm90_v15_bm192_fp32_sweep.json", v15_shapes, v15_configs),
         "v17": ("sm90_v17_fp32_out_sweep.json", v17_shapes, v17_configs),
         "v18": ("sm90_v18_split_n_sweep.json", v18_shapes, v18_configs),
+        "v19": ("sm90_v19_fp32_spill_sweep.json", v19_shapes, v19_configs),
         "v8": ("sm90_v8_splitk_fused_sweep.json", v7_shapes, v8_configs),
     }
     for name, (filename, shapes, configs) in sweeps.items():

@@ -123,6 +123,16 @@ harness_run() {  # one harness run in its own process: output stem, suites, then
         | tr '\n' ' '; echo
 }
 harness_args=()
+bf16_switch_ab() {  # the harness bf16 cases session 20's switches touch, one process per argument (0 off, 1 on)
+    local on round=0
+    harness_args=(--cases "4096x*,*x*x*+c")
+    for on in "$@"; do
+        HARNESS_TIMEOUT=130 harness_run "bf16-session20-$on-$((++round))" bf16 FINEGEMM_PROBE_BF16_C_TMA=$on \
+            FINEGEMM_PROBE_BF16_SPLIT_N=$on
+        pack
+    done
+    harness_args=()
+}
 clock_probe() {  # scripts/clock_probe.py (parts 27 and 28), seconds
     OUT="$LOGS" timeout "$1" python3 scripts/clock_probe.py 2>&1 | tee "$LOGS/clock_probe.log" | cut -c1-200
     pack
@@ -353,24 +363,12 @@ elif [ "$PART" = 45 ]; then
     PYTEST_TIMEOUT=120 pytest_gpu pytest-bf16-c-tma.log tests/test_sm90_bf16_gpu.py -k "staged"
     PYTEST_TIMEOUT=120 pytest_gpu pytest-bf16-split-n.log tests/test_sm90_bf16_gpu.py -k "split_n"
     # the 30 cases the switches can touch or that control them (every +c case, every M = 4096 case), off / on / off
-    harness_args=(--cases "4096x*,*x*x*+c"); bf16_round=0
-    for on in 0 1 0; do
-        HARNESS_TIMEOUT=130 harness_run "bf16-session20-$on-$((++bf16_round))" bf16 FINEGEMM_PROBE_BF16_C_TMA=$on \
-            FINEGEMM_PROBE_BF16_SPLIT_N=$on
-        pack
-    done
-    harness_args=()
+    bf16_switch_ab 0 1 0
 elif [ "$PART" = 47 ]; then
     # session 21, for a short device window: the BF16 switches' own tests, the harness bf16 cases they touch off /
     # on, the v19 sweep (FP32-out picks moved off spilling tiles, NOTES v23), then 43's probe; each packed at once
     PYTEST_TIMEOUT=100 pytest_gpu pytest-bf16-switches.log tests/test_sm90_bf16_gpu.py -k "staged or split_n"
-    harness_args=(--cases "4096x*,*x*x*+c"); bf16_round=0
-    for on in 0 1; do
-        HARNESS_TIMEOUT=130 harness_run "bf16-session20-$on-$((++bf16_round))" bf16 FINEGEMM_PROBE_BF16_C_TMA=$on \
-            FINEGEMM_PROBE_BF16_SPLIT_N=$on
-        pack
-    done
-    harness_args=()
+    bf16_switch_ab 0 1
     OUT="$LOGS" V4_DEADLINE_S=80 timeout 120 python3 scripts/sm90_dev.py v19 2>&1 | tee "$LOGS/sm90_v19.log" \
         | grep -E "^V4|^ +(large|small)" | cut -c1-200
     pack

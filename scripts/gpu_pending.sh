@@ -133,6 +133,11 @@ bf16_switch_ab() {  # the harness bf16 cases session 20's switches touch, one pr
     done
     harness_args=()
 }
+dev_sweep() {  # scripts/sm90_dev.py: sweep name, its timing deadline (s), the process's limit (s)
+    OUT="$LOGS" V4_DEADLINE_S="$2" timeout "$3" python3 scripts/sm90_dev.py "$1" 2>&1 | tee "$LOGS/sm90_$1.log" \
+        | grep -E "^V4|^ +(large|small)" | cut -c1-200
+    pack
+}
 clock_probe() {  # scripts/clock_probe.py (parts 27 and 28), seconds
     OUT="$LOGS" timeout "$1" python3 scripts/clock_probe.py 2>&1 | tee "$LOGS/clock_probe.log" | cut -c1-200
     pack
@@ -369,17 +374,13 @@ elif [ "$PART" = 47 ]; then
     # on, the v19 sweep (FP32-out picks moved off spilling tiles, NOTES v23), then 43's probe; each packed at once
     PYTEST_TIMEOUT=100 pytest_gpu pytest-bf16-switches.log tests/test_sm90_bf16_gpu.py -k "staged or split_n"
     bf16_switch_ab 0 1
-    OUT="$LOGS" V4_DEADLINE_S=80 timeout 120 python3 scripts/sm90_dev.py v19 2>&1 | tee "$LOGS/sm90_v19.log" \
-        | grep -E "^V4|^ +(large|small)" | cut -c1-200
-    pack
+    dev_sweep v19 80 120
     OUT="$LOGS" timeout 90 python3 scripts/wgmma_rate_probe.py 2>&1 | tee "$LOGS/wgmma_rate_probe.log" | cut -c1-200
     pack
 elif [ "$PART" = 46 ]; then
     # session 21: 44 (FP8 split-width tests and the v18 sweep) then 38's first test set (D_REDUCE), one start
     PYTEST_TIMEOUT=120 pytest_gpu pytest-fp8-split-n.log tests/test_sm90_gpu.py -k "split_n"
-    OUT="$LOGS" V4_DEADLINE_S=150 timeout 200 python3 scripts/sm90_dev.py v18 2>&1 | tee "$LOGS/sm90_v18.log" \
-        | grep -E "^V4|^ +(large|small)" | cut -c1-200
-    pack
+    dev_sweep v18 150 200
     FINEGEMM_PROBE_D_REDUCE=1 PYTEST_TIMEOUT=120 pytest_gpu pytest-d-reduce-on.log tests/test_sm90_gpu.py \
         -k "in_place or c_by_tma"
     FINEGEMM_PROBE_D_REDUCE=1 OUT="$LOGS" timeout 110 python3 -W ignore scripts/d_reduce_probe.py --rounds 1 2>&1 \
@@ -394,9 +395,7 @@ elif [ "$PART" = 44 ]; then
     # session 20 (NOTES v22): FP8 tiles of two column blocks (gemm_1d2d's BLOCK_N1): their GPU tests, then the v18
     # sweep (128x192 / 64x96 / ... against the heuristic's pick where DeepGEMM runs such widths)
     PYTEST_TIMEOUT=200 pytest_gpu pytest-fp8-split-n.log tests/test_sm90_gpu.py -k "split_n"
-    OUT="$LOGS" V4_DEADLINE_S=200 timeout 320 python3 scripts/sm90_dev.py v18 2>&1 | tee "$LOGS/sm90_v18.log" \
-        | grep -E "^V4|^ +(large|small)" | cut -c1-200
-    pack
+    dev_sweep v18 200 320
 elif [ "$PART" = 37 ]; then
     # session 19 (NOTES v21): the same timeline for the weight-gradient kernel (1d1d, FP32 d = c + a @ b) at its
     # 256-row tiles beside the dense twin of one shape: K-block period, promotions (per-channel: two multiplies an

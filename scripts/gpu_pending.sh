@@ -78,6 +78,7 @@
 #   bash scripts/gpu_pending.sh 44  (session 20) FP8 tiles of two column blocks (128x192, 64x96, ...): GPU tests, then
 #                                   scripts/sm90_dev.py v18 against the heuristic's pick
 #   bash scripts/gpu_pending.sh 45  (session 21) 43, the tests of 40 and 41, the bf16 suite off / on once: one start
+#   bash scripts/gpu_pending.sh 48  (session 21) the shortest: sm90_dev v19, then the WGMMA rate probe
 #   bash scripts/gpu_pending.sh 47  (session 21) the short form: BF16 switch tests + A/B, sm90_dev v19, the probe
 #   bash scripts/gpu_pending.sh 46  (session 21) 44, then 38's tests under the switch: one start
 #   bash scripts/gpu_pending.sh 37  (session 19) the per-wave timeline of the weight-gradient kernel at 256 rows
@@ -369,6 +370,12 @@ elif [ "$PART" = 45 ]; then
     PYTEST_TIMEOUT=120 pytest_gpu pytest-bf16-split-n.log tests/test_sm90_bf16_gpu.py -k "split_n"
     # the 30 cases the switches can touch or that control them (every +c case, every M = 4096 case), off / on / off
     bf16_switch_ab 0 1 0
+elif [ "$PART" = 48 ]; then
+    # session 21, under 4 minutes: sm90_dev v19 (today's FP32-out rule change against the spilling tiles), then
+    # the WGMMA rate probe
+    dev_sweep v19 60 100
+    OUT="$LOGS" timeout 90 python3 scripts/wgmma_rate_probe.py 2>&1 | tee "$LOGS/wgmma_rate_probe.log" | cut -c1-200
+    pack
 elif [ "$PART" = 47 ]; then
     # session 21, for a short device window: the BF16 switches' own tests, the harness bf16 cases they touch off /
     # on, the v19 sweep (FP32-out picks moved off spilling tiles, NOTES v23), then 43's probe; each packed at once

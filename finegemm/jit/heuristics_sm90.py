@@ -165,8 +165,8 @@ def _large_m_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Config:
     """
     if desc.kind == "fp8_1d1d":
         return _weight_grad_config(desc, facts, bn)
-    fill_192 = _fill(desc, facts, 192, bn)
-    if fill_192 > max(_fill(desc, facts, 128, bn), _fill(desc, facts, 256, bn)) + 0.05 or \
+    fill_128, fill_192 = _fill(desc, facts, 128, bn), _fill(desc, facts, 192, bn)
+    if fill_192 > max(fill_128, _fill(desc, facts, 256, bn)) + 0.05 or \
             (desc.out_fp32 and desc.k <= 2048 and fill_192 >= 0.85):
         return make_config(desc, facts, 192, bn, sfa_tma=True)  # unpipelined: make_config's rule at 192 rows
     bm = 256
@@ -178,7 +178,7 @@ def _large_m_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Config:
         # (229.2 against 109.3 us at 4096x2112x7168, 79.6 against 40.5 at 577x4096x7168): 192 rows unless 128
         # fill the SMs clearly better (with C, 128x128 tied 192 at 4096x4096x7168, 224.8 / 228.2 us, and lost
         # at 4096x7168x16384, 850.4 / 784.7; benchmarks/NOTES.md v23)
-        if fill_192 + 0.1 >= _fill(desc, facts, 128, bn):
+        if fill_192 + 0.1 >= fill_128:
             return make_config(desc, facts, 192, bn, sfa_tma=True)
         bm = 128
     small_epi = desc.out_fp32 and bm == 256

@@ -1736,6 +1736,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
     if (SPLIT_K > 1 and not SPLITK_FUSED) or PDL_CHAIN != 0:
         launch_dependents()  # the dependents' CTAs (split-K reduction, next link) start on SMs this grid frees
 
+    # (argument tuples written out per partition: a tuple held in a variable loses the constexprs)
     if NUM_WG == 2:
         # Two math warpgroups in two partitions: no CTA-wide barrier couples them, so one
         # promotes while the other's WGMMA runs (the overlap DeepGEMM gets from its 2 WGs).

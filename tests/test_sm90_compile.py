@@ -429,3 +429,34 @@ def test_weight_grad_without_c_at_256_rows_spills_at_most_32_bytes():
     assert cfg.block_m == 256
     usage = resource_usage(compile_variant(desc, cfg, "fp32"))
     assert usage["LOCAL"] == 0 and usage["STACK"] <= 32, usage
+
+
+def _multiplies_before_each_wait(ptx: str) -> list[int]:
+    """Per ``wgmma.commit_group`` ... ``wgmma.wait_group`` stretch of the PTX: its FP32 multiplies."""
+    counts, stretch = [], None
+    for line in ptx.splitlines():
+        if "wgmma.commit_group" in line:
+            stretch = 0
+        elif "wgmma.wait_group" in line and stretch is not None:
+            counts.append(stretch)
+            stretch = None
+        elif stretch is not None and re.search(r"\bmul(\.rn)?\.f32\b", line):
+            stretch += 1
+    return counts
+
+
+@pytest.mark.parametrize("bm,bn", [(128, 128), (64, 128), (128, 64)])
+def test_one_wave_ring_scale_tiles_form_the_scale_product_before_the_wait(bm, bn):
+    """Recipe (1, 1, 128), unpipelined, both scale vectors from the ring (NOTES v24): the [64, BLOCK_N] scale product
+    (one multiply a thread's element) is issued between the WGMMA's commit and its wait, so only one FFMA an element
+    follows the wait; with the scales from global memory (partial-first ``_promote``) none is. No spills."""
+    desc = GemmDesc("fp8_1d1d", 4096, 4096, 7168, out_fp32=True, with_c=True)
+    cfg = dataclasses.replace(make_config(desc, H200, bm, bn, sfa_tma=True, sfb_tma=True), pipe_mma=False)
+    kernel = compile_variant(desc, cfg, "fp32")
+    usage = resource_usage(kernel)
+    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
+    per_thread = 64 * bn // 128  # a warpgroup's [64, BLOCK_N] over 128 threads
+    counts = _multiplies_before_each_wait(kernel.asm["ptx"])
+    assert counts and all(c >= per_thread // 2 for c in counts), counts
+    plain = compile_variant(desc, dataclasses.replace(cfg, sfa_tma=False, sfb_tma=False), "fp32").asm["ptx"]
+    assert max(_multiplies_before_each_wait(plain)) == 0

@@ -235,6 +235,23 @@ def test_1d1d_one_wave_scale_first(m, n, k, tile, packed):
     _run(m, n, k, "1d1d", packed, True, torch.float32, cfg)
 
 
+def test_1d1d_one_wave_scale_first_with_split_tail():
+    """The same 128x128 tile with its last tile round split four ways along K and summed in the kernel."""
+    import dataclasses
+
+    from finegemm.jit.device import device_facts
+    from finegemm.jit.heuristics import GemmDesc
+    from finegemm.jit.heuristics_sm90 import _with_split_tail, make_config
+
+    m, n, k = 2112, 4096, 2048
+    facts = device_facts(torch.device("cuda"))
+    desc = GemmDesc("fp8_1d1d", m, n, k, True, True, True, True, False)
+    one_wave = dataclasses.replace(make_config(desc, facts, 128, 128, sfa_tma=True, sfb_tma=True), pipe_mma=False)
+    cfg = _with_split_tail(desc, facts, one_wave)
+    assert cfg.split_tail and not cfg.pipe_mma
+    _run(m, n, k, "1d1d", False, True, torch.float32, cfg)
+
+
 @pytest.mark.parametrize("m,n,k", [(333, 576, 7168), (4095, 2112, 512), (77, 2112, 1536), (2112, 4096, 2048)])
 @pytest.mark.parametrize("variant", C_TMA_VARIANTS,
                          ids=["128-pipe", "256-se", "128x64-pipe", "64", "128-pipe-late", "64-pipe-late"])

@@ -81,7 +81,7 @@
 #   bash scripts/gpu_pending.sh 48  (session 21) the shortest: sm90_dev v19, then the WGMMA rate probe
 #   bash scripts/gpu_pending.sh 47  (session 21) the short form: BF16 switch tests + A/B, sm90_dev v19, the probe
 #   bash scripts/gpu_pending.sh 49  (session 22) the scale-first one-wave weight-gradient tiles: GPU tests, sm90_dev v20
-#                                   (against the rules' picks on the 7 weight-gradient shapes), then v19
+#                                   (against the rules' picks on the 7 weight-gradient shapes), under 6 minutes
 #   bash scripts/gpu_pending.sh 46  (session 21) 44, then 38's tests under the switch: one start
 #   bash scripts/gpu_pending.sh 37  (session 19) the per-wave timeline of the weight-gradient kernel at 256 rows
 #   bash scripts/gpu_pending.sh 32  (session 18) scripts/trace_probe.py --waves: per-wave SM-clock timeline of the
@@ -380,10 +380,9 @@ elif [ "$PART" = 48 ]; then
     pack
 elif [ "$PART" = 49 ]; then
     # session 22 (NOTES v24): recipe (1, 1, 128) one-wave tiles forming the scale product under the WGMMA: their GPU
-    # tests, the v20 sweep against the weight-gradient picks, then v19 (session 21's FP32-out rule change)
-    PYTEST_TIMEOUT=150 pytest_gpu pytest-scale-first.log tests/test_sm90_gpu.py -k "scale_first"
-    dev_sweep v20 170 230
-    dev_sweep v19 60 100
+    # tests, then the v20 sweep against the weight-gradient picks (under 6 minutes; v19 is in 48)
+    PYTEST_TIMEOUT=120 pytest_gpu pytest-scale-first.log tests/test_sm90_gpu.py -k "scale_first"
+    dev_sweep v20 150 210
 elif [ "$PART" = 47 ]; then
     # session 21, for a short device window: the BF16 switches' own tests, the harness bf16 cases they touch off /
     # on, the v19 sweep (FP32-out picks moved off spilling tiles, NOTES v23), then 43's probe; each packed at once

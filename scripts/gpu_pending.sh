@@ -24,7 +24,7 @@
 #                                   contexts) and k-grouped (DeepGEMM's total K), with --kernel-time
 #   (That order, 8, 9, 11, 12, 10, 13, 14, ran in sessions 13-14; session 16's 28, the multicast probe, 25 and 22 ran
 #   in session 17; 31 and 30 ran on an H100 in session 18; 33-37, 30, 32 and 29 in session 19.) After session 19: 38
-#   FIRST (any card: a relative A/B), 39, then 21. Session 20 had no GPU; its order: 43 (1-2 min), 44, 38, 39, 40, 41, 42, then 21. Session 21 had none either; its order: 47 (48 in a window of minutes), 46, 39, 42, then 21. Session 18's order, kept for reference: 33 (36 in a short window:
+#   FIRST (any card: a relative A/B), 39, then 21. Session 20 had no GPU; its order: 43 (1-2 min), 44, 38, 39, 40, 41, 42, then 21. Session 21 had none either; its order: 47 (48 in a window of minutes), 46, 39, 42, then 21. Session 22 had none either; its order: 49 (any card: the scale-first weight-gradient tiles, under 6 minutes), 47 (48 in a window of minutes), 46, 39, 42, then 21. Session 18's order, kept for reference: 33 (36 in a short window:
 #   ptxas 13.0 against Triton's 12.8, the FFMA yield interleave DeepGEMM's build has and ours lacks; NOTES v20), 34
 #   and 35 (the same on grouped and bf16, on paged-mqa and mqa; if 13.0 wins, also the GPU tests under it before FINEGEMM_PTXAS=auto becomes the
 #   default: TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas bash scripts/gpu_pending.sh 7), then 30 (the masked BF16 sweep after the walk fix, then the grouped harness suite: issue 6's masked targets against

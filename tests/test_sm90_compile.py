@@ -129,11 +129,20 @@ VARIANTS = _variants()
                               f"{'-packed' if d.sf_packed else ''}{'-c' if d.with_c else ''}" for d, c, _ in VARIANTS])
 def test_compiles_with_required_instructions(desc, cfg, c_dtype):
     ptx = assert_fast_path_kernel(compile_variant(desc, cfg, c_dtype), H200.smem_per_block)
-    if cfg.sfb_tma:  # slots whose per-channel scales were read by ld.shared are released behind a proxy fence
+    if cfg.sfb_tma:  # slots whose per-channel scales were read by ld.shared are released behind a proxy fence:
+        # walking back from each release, a fence comes before any shared-memory load (the scale-first one-wave
+        # tiles fence right after forming the scale product, before the WGMMA wait; the others just before it)
         lines = ptx.splitlines()
         releases = [i for i, line in enumerate(lines) if "mbarrier.arrive.shared::cta.b64 _," in line]
-        fenced = [any("fence.proxy.async.shared::cta" in x for x in lines[max(0, i - 8):i]) for i in releases]
-        assert releases and all(fenced), fenced
+
+        def fenced(i):
+            for line in reversed(lines[max(0, i - 400):i]):
+                if "fence.proxy.async.shared::cta" in line:
+                    return True
+                if "ld.shared" in line:
+                    return False
+            return False
+        assert releases and all(fenced(i) for i in releases), [fenced(i) for i in releases]
     if cfg.sfa_tma or cfg.sfb_tma:  # scales ride in the ring: a third (fourth) TMA load beside A's and B's
         plain = compile_variant(desc, dataclasses.replace(cfg, sfa_tma=False, sfb_tma=False), c_dtype).asm["ptx"]
         # ring loads only: C staged by TMA adds one load per math warpgroup to both

@@ -40,7 +40,7 @@ import finegemm
 from finegemm import reference
 from finegemm.jit.device import device_facts
 from finegemm.jit.heuristics import GemmDesc
-from finegemm.jit.heuristics_sm90 import _with_split_tail, get_sm90_config, make_config
+from finegemm.jit.heuristics_sm90 import get_sm90_config, make_config, wgrad_scale_first_config
 from finegemm.kernels.sm90 import dispatch as sm90
 from finegemm.quant import pack_ue8m0, per_block_cast_to_fp8, per_token_cast_to_fp8
 
@@ -784,7 +784,7 @@ def v20_configs(desc, facts):
         return dataclasses.replace(make_config(desc, facts, bm, bn, sfa_tma=True, sfb_tma=True), pipe_mma=False)
     out = [("heuristic", get_sm90_config(desc, facts)),
            ("128x128 scale-first", one_wave(128, 128)),
-           ("128x128 scale-first split tail", _with_split_tail(desc, facts, one_wave(128, 128))),
+           ("128x128 scale-first split tail", wgrad_scale_first_config(desc, facts)),
            ("128x128 pipelined", dataclasses.replace(one_wave(128, 128), pipe_mma=True)),
            ("64x128 scale-first", one_wave(64, 128)),
            ("128x64 scale-first", one_wave(128, 64))]

@@ -469,3 +469,18 @@ def test_one_wave_ring_scale_tiles_form_the_scale_product_before_the_wait(bm, bn
     assert counts and all(c >= per_thread // 2 for c in counts), counts
     plain = compile_variant(desc, dataclasses.replace(cfg, sfa_tma=False, sfb_tma=False), "fp32").asm["ptx"]
     assert max(_multiplies_before_each_wait(plain)) == 0
+
+
+@pytest.mark.parametrize("m,n,k", [(2112, 4096, 7168), (576, 4096, 7168), (24576, 4096, 1536), (7168, 4096, 16384),
+                                   (4096, 4096, 7168), (7168, 4096, 2048), (4096, 7168, 8192), (7168, 2048, 2048)])
+def test_wgrad_scale_first_probe_picks_compile_without_spills(m, n, k):
+    """The FINEGEMM_PROBE_WGRAD_SCALE_FIRST picks of the weight-gradient suite and of k-grouped groups (K per group
+    2048-8192) compile for sm_90 with the ring loads and no stack, with C as the harness passes it (c = d)."""
+    from finegemm.jit.heuristics_sm90 import wgrad_scale_first_config
+
+    desc = GemmDesc("fp8_1d1d", m, n, k, out_fp32=True, with_c=True)
+    cfg = wgrad_scale_first_config(desc, H200)
+    kernel = compile_variant(desc, cfg, "fp32")
+    assert_fast_path_kernel(kernel, H200.smem_per_block)
+    usage = resource_usage(kernel)
+    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, (cfg, usage)

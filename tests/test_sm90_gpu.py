@@ -236,19 +236,16 @@ def test_1d1d_one_wave_scale_first(m, n, k, tile, packed):
 
 
 def test_1d1d_one_wave_scale_first_with_split_tail():
-    """The same 128x128 tile with its last tile round split four ways along K and summed in the kernel."""
-    import dataclasses
-
+    """The same 128x128 tile with its last tile round split four ways along K and summed in the kernel (the
+    ``FINEGEMM_PROBE_WGRAD_SCALE_FIRST`` pick at this shape)."""
     from finegemm.jit.device import device_facts
     from finegemm.jit.heuristics import GemmDesc
-    from finegemm.jit.heuristics_sm90 import _with_split_tail, make_config
+    from finegemm.jit.heuristics_sm90 import wgrad_scale_first_config
 
     m, n, k = 2112, 4096, 2048
-    facts = device_facts(torch.device("cuda"))
     desc = GemmDesc("fp8_1d1d", m, n, k, True, True, True, True, False)
-    one_wave = dataclasses.replace(make_config(desc, facts, 128, 128, sfa_tma=True, sfb_tma=True), pipe_mma=False)
-    cfg = _with_split_tail(desc, facts, one_wave)
-    assert cfg.split_tail and not cfg.pipe_mma
+    cfg = wgrad_scale_first_config(desc, device_facts(torch.device("cuda")))
+    assert cfg.split_tail and not cfg.pipe_mma and cfg.block_m == 128
     _run(m, n, k, "1d1d", False, True, torch.float32, cfg)
 
 

@@ -82,6 +82,7 @@
 #   bash scripts/gpu_pending.sh 47  (session 21) the short form: BF16 switch tests + A/B, sm90_dev v19, the probe
 #   bash scripts/gpu_pending.sh 49  (session 22) the scale-first one-wave weight-gradient tiles: GPU tests, sm90_dev v20
 #                                   (against the rules' picks on the 7 weight-gradient shapes), under 6 minutes
+#   bash scripts/gpu_pending.sh 51  (session 22) 49's v20 sweep alone, for a window of minutes
 #   bash scripts/gpu_pending.sh 50  (session 22, after 49) the harness weight-grad + k-grouped suites without / with
 #                                   FINEGEMM_PROBE_WGRAD_SCALE_FIRST (kernel time, twice each), the k-grouped tests
 #   bash scripts/gpu_pending.sh 46  (session 21) 44, then 38's tests under the switch: one start
@@ -385,6 +386,10 @@ elif [ "$PART" = 49 ]; then
     # tests, then the v20 sweep against the weight-gradient picks (under 6 minutes; v19 is in 48)
     PYTEST_TIMEOUT=120 pytest_gpu pytest-scale-first.log tests/test_sm90_gpu.py -k "scale_first"
     dev_sweep v20 150 210
+elif [ "$PART" = 51 ]; then
+    # session 22, the shortest form of 49 (under 4 minutes): the v20 sweep alone (it checks each config against the
+    # reference and for repeatability before timing it)
+    dev_sweep v20 140 200
 elif [ "$PART" = 50 ]; then
     # session 22 (NOTES v24, after 49): the harness weight-grad and k-grouped suites (c = d) without and with
     # FINEGEMM_PROBE_WGRAD_SCALE_FIRST (the 128x128 scale-first tile for recipe (1, 1, 128) at M > 256, K > 1024),

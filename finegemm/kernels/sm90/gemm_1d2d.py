@@ -714,7 +714,7 @@ def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
                 # Per-channel scales on both sides, read from the ring before the wait: their [64, BLOCK_N]
                 # product does not depend on the partial, so it is formed while the WGMMA runs and one FFMA an
                 # element waits for it (_promote's partial-first order puts two multiplies an element behind
-                # the wait). Explicit configs only (no rule picks unpipelined ring-scale 1d1d tiles): NOTES v24.
+                # the wait). Explicit configs and FINEGEMM_PROBE_WGRAD_SCALE_FIRST only (no rule picks it): NOTES v24.
                 # The ring reads are done once the product is formed: their proxy fence (see _release) goes here,
                 # under the WGMMA, rather than between the wait and the promotion.
                 scale = sa[:, None] * sb0[None, :]

@@ -24,7 +24,7 @@
 #                                   contexts) and k-grouped (DeepGEMM's total K), with --kernel-time
 #   (That order, 8, 9, 11, 12, 10, 13, 14, ran in sessions 13-14; session 16's 28, the multicast probe, 25 and 22 ran
 #   in session 17; 31 and 30 ran on an H100 in session 18; 33-37, 30, 32 and 29 in session 19.) After session 19: 38
-#   FIRST (any card: a relative A/B), 39, then 21. Session 20 had no GPU; its order: 43 (1-2 min), 44, 38, 39, 40, 41, 42, then 21. Session 21 had none either; its order: 47 (48 in a window of minutes), 46, 39, 42, then 21. Session 22 had none either; its order: 49 (any card: the scale-first weight-gradient tiles, under 6 minutes), 50, 47 (48 in a window of minutes), 46, 39, 42, then 21. Session 18's order, kept for reference: 33 (36 in a short window:
+#   FIRST (any card: a relative A/B), 39, then 21. Session 20 had no GPU; its order: 43 (1-2 min), 44, 38, 39, 40, 41, 42, then 21. Session 21 had none either; its order: 47 (48 in a window of minutes), 46, 39, 42, then 21. Session 22 got an H100 for minutes at its end (NOTES v24: the scale-first tiles measured slower and removed, v19, the rate probe, D_REDUCE); its order: 47 (or 45 without 48's parts), 39 (now off / all against the default rule), 42, the kernel-time mqa / paged-mqa suites, then 21. Session 18's order, kept for reference: 33 (36 in a short window:
 #   ptxas 13.0 against Triton's 12.8, the FFMA yield interleave DeepGEMM's build has and ours lacks; NOTES v20), 34
 #   and 35 (the same on grouped and bf16, on paged-mqa and mqa; if 13.0 wins, also the GPU tests under it before FINEGEMM_PTXAS=auto becomes the
 #   default: TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas bash scripts/gpu_pending.sh 7), then 30 (the masked BF16 sweep after the walk fix, then the grouped harness suite: issue 6's masked targets against
@@ -80,11 +80,6 @@
 #   bash scripts/gpu_pending.sh 45  (session 21) 43, the tests of 40 and 41, the bf16 suite off / on once: one start
 #   bash scripts/gpu_pending.sh 48  (session 21) the shortest: sm90_dev v19, then the WGMMA rate probe
 #   bash scripts/gpu_pending.sh 47  (session 21) the short form: BF16 switch tests + A/B, sm90_dev v19, the probe
-#   bash scripts/gpu_pending.sh 49  (session 22) the scale-first one-wave weight-gradient tiles: GPU tests, sm90_dev v20
-#                                   (against the rules' picks on the 7 weight-gradient shapes), under 6 minutes
-#   bash scripts/gpu_pending.sh 51  (session 22) 49's v20 sweep alone, for a window of minutes
-#   bash scripts/gpu_pending.sh 50  (session 22, after 49) the harness weight-grad + k-grouped suites without / with
-#                                   FINEGEMM_PROBE_WGRAD_SCALE_FIRST (kernel time, twice each), the k-grouped tests
 #   bash scripts/gpu_pending.sh 46  (session 21) 44, then 38's tests under the switch: one start
 #   bash scripts/gpu_pending.sh 37  (session 19) the per-wave timeline of the weight-gradient kernel at 256 rows
 #   bash scripts/gpu_pending.sh 32  (session 18) scripts/trace_probe.py --waves: per-wave SM-clock timeline of the
@@ -331,12 +326,13 @@ elif [ "$PART" = 38 ]; then
         | tee "$LOGS/d_reduce_probe.log" | cut -c1-300
     pack
 elif [ "$PART" = 39 ]; then
-    # session 19: the harness weight-grad and k-grouped suites (both call with c = d) without and with
-    # FINEGEMM_PROBE_D_REDUCE, alternating processes, kernel time (after 38 has passed)
+    # session 19 (session 22: D_REDUCE is on by default for one-wave 128-wide tiles outside k-grouped calls): the
+    # harness weight-grad and k-grouped suites (both call with c = d) with FINEGEMM_PROBE_D_REDUCE=0 (off), unset
+    # (the default rule) and 1 (wherever it can run), alternating processes, kernel time
     for round in 1 2; do
-        for on in 0 1; do
+        for on in 0 rule 1; do
             harness_args=(--kernel-time)
-            harness_run "d-reduce-$on-$round" weight-grad,k-grouped FINEGEMM_PROBE_D_REDUCE=$on
+            harness_run "d-reduce-$on-$round" weight-grad,k-grouped FINEGEMM_PROBE_D_REDUCE=${on/rule/}
         done
         pack
     done
@@ -381,27 +377,6 @@ elif [ "$PART" = 48 ]; then
     dev_sweep v19 60 100
     OUT="$LOGS" timeout 90 python3 scripts/wgmma_rate_probe.py 2>&1 | tee "$LOGS/wgmma_rate_probe.log" | cut -c1-200
     pack
-elif [ "$PART" = 49 ]; then
-    # session 22 (NOTES v24): recipe (1, 1, 128) one-wave tiles forming the scale product under the WGMMA: their GPU
-    # tests, then the v20 sweep against the weight-gradient picks (under 6 minutes; v19 is in 48)
-    PYTEST_TIMEOUT=120 pytest_gpu pytest-scale-first.log tests/test_sm90_gpu.py -k "scale_first"
-    dev_sweep v20 150 210
-elif [ "$PART" = 51 ]; then
-    # session 22, the shortest form of 49 (under 4 minutes): the v20 sweep alone (it checks each config against the
-    # reference and for repeatability before timing it)
-    dev_sweep v20 140 200
-elif [ "$PART" = 50 ]; then
-    # session 22 (NOTES v24, after 49): the harness weight-grad and k-grouped suites (c = d) without and with
-    # FINEGEMM_PROBE_WGRAD_SCALE_FIRST (the 128x128 scale-first tile for recipe (1, 1, 128) at M > 256, K > 1024),
-    # alternating processes, kernel time; then the k-grouped GPU tests under the switch
-    for on in 0 1 0 1; do
-        harness_args=(--kernel-time)
-        HARNESS_TIMEOUT=150 harness_run "wgrad-scale-first-$on" weight-grad,k-grouped FINEGEMM_PROBE_WGRAD_SCALE_FIRST=$on
-        pack
-    done
-    harness_args=()
-    FINEGEMM_PROBE_WGRAD_SCALE_FIRST=1 PYTEST_TIMEOUT=120 pytest_gpu pytest-k-grouped-scale-first.log \
-        tests/test_sm90_k_grouped_gpu.py -k "fp8"
 elif [ "$PART" = 47 ]; then
     # session 21, for a short device window: the BF16 switches' own tests, the harness bf16 cases they touch off /
     # on, the v19 sweep (FP32-out picks moved off spilling tiles, NOTES v23), then 43's probe; each packed at once

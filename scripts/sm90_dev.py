@@ -40,7 +40,7 @@ import finegemm
 from finegemm import reference
 from finegemm.jit.device import device_facts
 from finegemm.jit.heuristics import GemmDesc
-from finegemm.jit.heuristics_sm90 import get_sm90_config, make_config, wgrad_scale_first_config
+from finegemm.jit.heuristics_sm90 import get_sm90_config, make_config
 from finegemm.kernels.sm90 import dispatch as sm90
 from finegemm.quant import pack_ue8m0, per_block_cast_to_fp8, per_token_cast_to_fp8
 
@@ -776,21 +776,6 @@ def v19_configs(desc, facts):
     return _distinct(out)
 
 
-def v20_configs(desc, facts):
-    """v20 (session 22, NOTES v24): recipe (1, 1, 128) one-wave tiles, unpipelined, both scale vectors from the ring,
-    whose promotion forms the scale product under the WGMMA (one FFMA an element after the wait, DeepGEMM's order),
-    against the heuristic's pick (256 rows two waves, or 128 / 64 rows pipelined: two multiplies after the wait)."""
-    def one_wave(bm, bn):
-        return dataclasses.replace(make_config(desc, facts, bm, bn, sfa_tma=True, sfb_tma=True), pipe_mma=False)
-    out = [("heuristic", get_sm90_config(desc, facts)),
-           ("128x128 scale-first", one_wave(128, 128)),
-           ("128x128 scale-first split tail", wgrad_scale_first_config(desc, facts)),
-           ("128x128 pipelined", dataclasses.replace(one_wave(128, 128), pipe_mma=True)),
-           ("64x128 scale-first", one_wave(64, 128)),
-           ("128x64 scale-first", one_wave(128, 64))]
-    return _distinct(out)
-
-
 def phase_v4(result, path, shapes=None, configs=None, key="v4"):
     shapes, configs = shapes or v4_shapes, configs or v4_configs
     t_start = time.time()
@@ -923,7 +908,6 @@ def main():
         "v17": ("sm90_v17_fp32_out_sweep.json", v17_shapes, v17_configs),
         "v18": ("sm90_v18_split_n_sweep.json", v18_shapes, v18_configs),
         "v19": ("sm90_v19_fp32_spill_sweep.json", v19_shapes, v19_configs),
-        "v20": ("sm90_v20_wgrad_scale_first_sweep.json", v5_shapes, v20_configs),
         "v8": ("sm90_v8_splitk_fused_sweep.json", v7_shapes, v8_configs),
     }
     for name, (filename, shapes, configs) in sweeps.items():

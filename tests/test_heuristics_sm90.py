@@ -140,35 +140,6 @@ def test_v5_weight_grad_rules():
         assert c.c_tma and c.c_tma_late and c.pipe_mma and c.block_m < 256, c
 
 
-def test_wgrad_scale_first_probe_switch(monkeypatch):
-    """FINEGEMM_PROBE_WGRAD_SCALE_FIRST (NOTES v24, unmeasured): recipe (1, 1, 128) at M > 256 and K > 1024 takes
-    the unpipelined 128x128 tile with both scale vectors in the ring, the split tail where the last round is short;
-    K <= 1024, M <= 256 and recipe (1, 128, 128) keep their picks; off, the rule's picks are the pipelined or
-    256-row ones."""
-    from finegemm.jit import heuristics_sm90
-
-    def cfg(m, n, k, kind="fp8_1d1d"):
-        return get_sm90_config(GemmDesc(kind, m, n, k, out_fp32=True, with_c=True), H200)
-
-    shapes = [(2112, 4096, 7168), (576, 4096, 7168), (24576, 4096, 1536), (7168, 4096, 16384), (4096, 4096, 7168),
-              (7168, 4096, 2048), (4096, 7168, 8192), (7168, 2048, 2048)]
-    before = {s: cfg(*s) for s in shapes + [(32768, 4096, 512), (256, 4096, 7168)]}
-    dense_before = cfg(4096, 4096, 7168, "fp8_1d2d")
-    assert all(c.pipe_mma or c.block_m == 256 for s, c in before.items() if s[0] > 256 and s[2] > 1024)
-    monkeypatch.setattr(heuristics_sm90, "WGRAD_SCALE_FIRST_WANTED", True)
-    for s in shapes:
-        c = cfg(*s)
-        assert (c.block_m, c.block_n, c.pipe_mma, c.sfa_tma, c.sfb_tma) == (128, 128, False, True, True), (s, c)
-        assert c == heuristics_sm90.wgrad_scale_first_config(GemmDesc("fp8_1d1d", *s, out_fp32=True, with_c=True),
-                                                             H200)
-    # 2112 and 576 rows leave a short last round of 128-row tiles: split four ways along K
-    assert cfg(2112, 4096, 7168).split_tail and cfg(576, 4096, 7168).split_tail
-    assert not cfg(4096, 4096, 7168).split_tail and cfg(4096, 4096, 7168).c_tma
-    for s in ((32768, 4096, 512), (256, 4096, 7168)):
-        assert cfg(*s) == before[s]
-    assert cfg(4096, 4096, 7168, "fp8_1d2d") == dense_before
-
-
 def test_v3_keeps_v2_where_unmeasured():
     # v4: FP32-out 1d2d at large M and long K runs 256 rows with shared D staging and TMA scales (at K <= 2048
     # BLOCK_M 192 since v17: test_fp32_out_block_m_192_at_short_k)

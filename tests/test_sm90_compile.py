@@ -10,6 +10,7 @@ import dataclasses
 import re
 
 import pytest
+import torch
 
 from finegemm.jit.device import H200
 from finegemm.jit.heuristics import GemmDesc
@@ -130,8 +131,7 @@ VARIANTS = _variants()
 def test_compiles_with_required_instructions(desc, cfg, c_dtype):
     ptx = assert_fast_path_kernel(compile_variant(desc, cfg, c_dtype), H200.smem_per_block)
     if cfg.sfb_tma:  # slots whose per-channel scales were read by ld.shared are released behind a proxy fence:
-        # walking back from each release, a fence comes before any shared-memory load (the scale-first one-wave
-        # tiles fence right after forming the scale product, before the WGMMA wait; the others just before it)
+        # walking back from each release, a fence comes before any shared-memory load (wherever the fence sits)
         lines = ptx.splitlines()
         releases = [i for i, line in enumerate(lines) if "mbarrier.arrive.shared::cta.b64 _," in line]
 
@@ -440,47 +440,18 @@ def test_weight_grad_without_c_at_256_rows_spills_at_most_32_bytes():
     assert usage["LOCAL"] == 0 and usage["STACK"] <= 32, usage
 
 
-def _multiplies_before_each_wait(ptx: str) -> list[int]:
-    """Per ``wgmma.commit_group`` ... ``wgmma.wait_group`` stretch of the PTX: its FP32 multiplies."""
-    counts, stretch = [], None
-    for line in ptx.splitlines():
-        if "wgmma.commit_group" in line:
-            stretch = 0
-        elif "wgmma.wait_group" in line and stretch is not None:
-            counts.append(stretch)
-            stretch = None
-        elif stretch is not None and re.search(r"\bmul(\.rn)?\.f32\b", line):
-            stretch += 1
-    return counts
 
-
-@pytest.mark.parametrize("bm,bn", [(128, 128), (64, 128), (128, 64)])
-def test_one_wave_ring_scale_tiles_form_the_scale_product_before_the_wait(bm, bn):
-    """Recipe (1, 1, 128), unpipelined, both scale vectors from the ring (NOTES v24): the [64, BLOCK_N] scale product
-    (one multiply a thread's element) is issued between the WGMMA's commit and its wait, so only one FFMA an element
-    follows the wait; with the scales from global memory (partial-first ``_promote``) none is. No spills."""
-    desc = GemmDesc("fp8_1d1d", 4096, 4096, 7168, out_fp32=True, with_c=True)
-    cfg = dataclasses.replace(make_config(desc, H200, bm, bn, sfa_tma=True, sfb_tma=True), pipe_mma=False)
-    kernel = compile_variant(desc, cfg, "fp32")
-    usage = resource_usage(kernel)
-    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
-    per_thread = 64 * bn // 128  # a warpgroup's [64, BLOCK_N] over 128 threads
-    counts = _multiplies_before_each_wait(kernel.asm["ptx"])
-    assert counts and all(c >= per_thread // 2 for c in counts), counts
-    plain = compile_variant(desc, dataclasses.replace(cfg, sfa_tma=False, sfb_tma=False), "fp32").asm["ptx"]
-    assert max(_multiplies_before_each_wait(plain)) == 0
-
-
-@pytest.mark.parametrize("m,n,k", [(2112, 4096, 7168), (576, 4096, 7168), (24576, 4096, 1536), (7168, 4096, 16384),
-                                   (4096, 4096, 7168), (7168, 4096, 2048), (4096, 7168, 8192), (7168, 2048, 2048)])
-def test_wgrad_scale_first_probe_picks_compile_without_spills(m, n, k):
-    """The FINEGEMM_PROBE_WGRAD_SCALE_FIRST picks of the weight-gradient suite and of k-grouped groups (K per group
-    2048-8192) compile for sm_90 with the ring loads and no stack, with C as the harness passes it (c = d)."""
-    from finegemm.jit.heuristics_sm90 import wgrad_scale_first_config
+@pytest.mark.parametrize("m,n,k", [(2112, 4096, 7168), (24576, 4096, 1536), (7168, 4096, 2048)])
+def test_default_in_place_weight_grad_picks_compile_without_spills(m, n, k):
+    """The weight-gradient picks that add into D by TMA reduce-add by default when C is D (one-wave tiles 128 wide,
+    dispatch.d_reduce_ok, NOTES v24): the reduce, no C load, no stack."""
+    from finegemm.kernels.sm90 import dispatch
 
     desc = GemmDesc("fp8_1d1d", m, n, k, out_fp32=True, with_c=True)
-    cfg = wgrad_scale_first_config(desc, H200)
-    kernel = compile_variant(desc, cfg, "fp32")
-    assert_fast_path_kernel(kernel, H200.smem_per_block)
+    cfg = get_sm90_config(desc, H200)
+    d = torch.zeros(1, 1)
+    assert dispatch.d_reduce_ok(desc, cfg, d, d), cfg
+    kernel = compile_variant(desc, cfg, "fp32", d_reduce=True)
+    assert "cp.reduce.async.bulk.tensor" in kernel.asm["ptx"]
     usage = resource_usage(kernel)
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, (cfg, usage)

@@ -431,23 +431,37 @@ def test_views_tma_cannot_address_run_the_portable_kernel(rec, view):
     assert reference.calc_diff(d.double(), reference.fp8_gemm_nt(x, y)) < 1e-3
 
 
-def test_d_reduce_only_where_c_is_d_in_fp32_whole_k_and_switched_on(monkeypatch):
+def test_d_reduce_only_where_c_is_d_in_fp32_whole_k_and_measured(monkeypatch):
     """``D_REDUCE`` (d += a @ b by TMA reduce-add) needs C to be D itself (same storage, shape, strides, FP32), no
-    split-K and no head split; and the probe switch, off by default until measured (NOTES v21)."""
+    split-K and no head split; by default only on tiles of <= 128 rows and 128 columns outside k-grouped calls (the
+    measured gain, NOTES v24); FINEGEMM_PROBE_D_REDUCE=1 ("all") wherever it can run, =0 ("off") never."""
+    from finegemm.jit.device import H200
+    from finegemm.jit.heuristics_sm90 import make_config
+
     desc = GemmDesc("fp8_1d1d", 64, 256, 512, out_fp32=True, with_c=True)
     d = torch.zeros(64, 256)
-    assert not dispatch.D_REDUCE_WANTED
-    assert not dispatch.d_reduce_ok(desc, 1, d, d)
-    monkeypatch.setattr(dispatch, "D_REDUCE_WANTED", True)
-    assert dispatch.d_reduce_ok(desc, 1, d, d)
-    assert not dispatch.d_reduce_ok(desc, 2, d, d)  # split-K: the reduction launch adds C
-    assert not dispatch.d_reduce_ok(desc, 1, None, d)
-    assert not dispatch.d_reduce_ok(desc, 1, d.clone(), d)  # same values, other storage
-    assert not dispatch.d_reduce_ok(desc, 1, d[:32], d)
+    tile = dataclasses.replace(make_config(desc, H200, 128, 128, sfa_tma=True, sfb_tma=True), pipe_mma=True)
+    assert dispatch.D_REDUCE_MODE == "rule"
+    assert dispatch.d_reduce_ok(desc, tile, d, d)
+    assert dispatch.d_reduce_ok(desc, make_config(desc, H200, 64, 128, sfa_tma=True, sfb_tma=True), d, d)
+    wide_rows = make_config(desc, H200, 256, 128, small_epi=True, sfa_tma=True, sfb_tma=True)
+    narrow = make_config(desc, H200, 128, 64, sfa_tma=True, sfb_tma=True)
+    assert not dispatch.d_reduce_ok(desc, wide_rows, d, d)  # measured slower: 256 rows
+    assert not dispatch.d_reduce_ok(desc, narrow, d, d)  # and 128x64 (at K = 512)
+    assert not dispatch.d_reduce_ok(desc, tile, d, d, chained=True)  # k-grouped groups: not yet run in place
+    assert not dispatch.d_reduce_ok(desc, dataclasses.replace(tile, split_k=2), d, d)  # the reduction adds C
+    assert not dispatch.d_reduce_ok(desc, tile, None, d)
+    assert not dispatch.d_reduce_ok(desc, tile, d.clone(), d)  # same values, other storage
+    assert not dispatch.d_reduce_ok(desc, tile, d[:32], d)
     wide = torch.zeros(64, 512)
-    assert not dispatch.d_reduce_ok(desc, 1, wide[:, :256], wide[:, 256:])  # same strides, other columns
+    assert not dispatch.d_reduce_ok(desc, tile, wide[:, :256], wide[:, 256:])  # same strides, other columns
     bf16 = torch.zeros(64, 256, dtype=torch.bfloat16)
-    assert not dispatch.d_reduce_ok(desc, 1, bf16, bf16)
+    assert not dispatch.d_reduce_ok(desc, tile, bf16, bf16)
     dense = dataclasses.replace(desc, kind="fp8_1d2d")  # recipe (1, 128, 128): reads C as before
-    assert not dispatch.d_reduce_ok(dense, 1, d, d)
-    assert not dispatch.d_reduce_ok(dataclasses.replace(desc, head_splits=(128, 64, 128)), 1, d, d)
+    assert not dispatch.d_reduce_ok(dense, tile, d, d)
+    assert not dispatch.d_reduce_ok(dataclasses.replace(desc, head_splits=(128, 64, 128)), tile, d, d)
+    monkeypatch.setattr(dispatch, "D_REDUCE_MODE", "all")
+    assert dispatch.d_reduce_ok(desc, wide_rows, d, d) and dispatch.d_reduce_ok(desc, tile, d, d, chained=True)
+    assert not dispatch.d_reduce_ok(desc, dataclasses.replace(tile, split_k=2), d, d)
+    monkeypatch.setattr(dispatch, "D_REDUCE_MODE", "off")
+    assert not dispatch.d_reduce_ok(desc, tile, d, d)

@@ -216,39 +216,6 @@ def _wgrad_case(m, n, k, variant):
     return dispatch, (a, sfa), (b, sfb), sfa_k, sfb_k, c, desc, config
 
 
-@pytest.mark.parametrize("m,n,k", [(333, 576, 7168), (4095, 2112, 512), (2112, 4096, 2048)])
-@pytest.mark.parametrize("tile", [(128, 128), (64, 128), (128, 64)], ids=["128x128", "64x128", "128x64"])
-@pytest.mark.parametrize("packed", [False, True], ids=["fp32-sf", "ue8m0"])
-def test_1d1d_one_wave_scale_first(m, n, k, tile, packed):
-    """Unpipelined recipe (1, 1, 128) tiles with both scale vectors in the ring form the scale product under the
-    WGMMA (NOTES v24, explicit configs only): right against the reference with C, output poisoned, repeatable."""
-    import dataclasses
-
-    from finegemm.jit.device import device_facts
-    from finegemm.jit.heuristics import GemmDesc
-    from finegemm.jit.heuristics_sm90 import make_config
-
-    desc = GemmDesc("fp8_1d1d", m, n, k, True, True, True, True, packed)
-    cfg = dataclasses.replace(make_config(desc, device_facts(torch.device("cuda")), *tile, sfa_tma=True,
-                                          sfb_tma=True), pipe_mma=False)
-    assert cfg.sfa_tma and cfg.sfb_tma and not cfg.pipe_mma
-    _run(m, n, k, "1d1d", packed, True, torch.float32, cfg)
-
-
-def test_1d1d_one_wave_scale_first_with_split_tail():
-    """The same 128x128 tile with its last tile round split four ways along K and summed in the kernel (the
-    ``FINEGEMM_PROBE_WGRAD_SCALE_FIRST`` pick at this shape)."""
-    from finegemm.jit.device import device_facts
-    from finegemm.jit.heuristics import GemmDesc
-    from finegemm.jit.heuristics_sm90 import wgrad_scale_first_config
-
-    m, n, k = 2112, 4096, 2048
-    desc = GemmDesc("fp8_1d1d", m, n, k, True, True, True, True, False)
-    cfg = wgrad_scale_first_config(desc, device_facts(torch.device("cuda")))
-    assert cfg.split_tail and not cfg.pipe_mma and cfg.block_m == 128
-    _run(m, n, k, "1d1d", False, True, torch.float32, cfg)
-
-
 @pytest.mark.parametrize("m,n,k", [(333, 576, 7168), (4095, 2112, 512), (77, 2112, 1536), (2112, 4096, 2048)])
 @pytest.mark.parametrize("variant", C_TMA_VARIANTS,
                          ids=["128-pipe", "256-se", "128x64-pipe", "64", "128-pipe-late", "64-pipe-late"])
@@ -284,8 +251,8 @@ def test_1d1d_in_place_accumulate_by_tma_reduce(m, n, k, variant, monkeypatch):
     the kernel, D stored), rows past M and D outside the tile untouched."""
     dispatch, (a, sfa), (b, sfb), sfa_k, sfb_k, c, desc, cfg = _wgrad_case(m, n, k, variant)
     dev = c.device
-    monkeypatch.setattr(dispatch, "D_REDUCE_WANTED", True)  # the probe switch (off by default until measured)
-    assert dispatch.d_reduce_ok(desc, cfg.split_k, c, c)
+    monkeypatch.setattr(dispatch, "D_REDUCE_MODE", "all")  # every tile form, not only the default's 128-wide ones
+    assert dispatch.d_reduce_ok(desc, cfg, c, c)
     # D a view inside a bigger buffer: the reduce must touch exactly its rows and columns
     big = torch.randn(m + 3, n + 16, device=dev, dtype=torch.float32)
     d_in = big[1:m + 1, 8:n + 8]

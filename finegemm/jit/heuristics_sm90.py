@@ -188,25 +188,6 @@ def _large_m_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Config:
     return cfg
 
 
-# Prepared, not yet measured on a GPU (benchmarks/NOTES.md v24): recipe (1, 1, 128) at M > 256 and K > 1024 as
-# DeepGEMM's SM90 1D1D kernel runs it, 128x128 tiles of one wave a warpgroup, unpipelined, both scale vectors in
-# the ring, the scale product formed under the WGMMA (gemm_1d2d._one_wave_loop), with the split tail where the last
-# round is short. The weight-gradient rule takes it only with FINEGEMM_PROBE_WGRAD_SCALE_FIRST=1 (read at import),
-# so that the harness weight-grad and k-grouped suites can run it against the rule in one GPU call.
-WGRAD_SCALE_FIRST_WANTED = os.environ.get("FINEGEMM_PROBE_WGRAD_SCALE_FIRST", "0") == "1"
-if WGRAD_SCALE_FIRST_WANTED:
-    warnings.warn("FINEGEMM_PROBE_WGRAD_SCALE_FIRST=1: recipe (1, 1, 128) GEMMs at M > 256, K > 1024 take the "
-                  "unpipelined 128x128 scale-first tile (a probe switch, not yet measured)", stacklevel=2)
-
-
-def wgrad_scale_first_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Config:
-    """The ``FINEGEMM_PROBE_WGRAD_SCALE_FIRST`` pick: 128x128, one wave a warpgroup, unpipelined, per-token and
-    per-channel scales in the ring (whose product the kernel forms before the WGMMA wait), split tail where
-    :func:`_with_split_tail` takes it."""
-    one_wave = dataclasses.replace(make_config(desc, facts, 128, 128, sfa_tma=True, sfb_tma=True), pipe_mma=False)
-    return _with_split_tail(desc, facts, one_wave)
-
-
 def _weight_grad_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Config:
     """Recipe (1, 1, 128) at M > 256: the v5 sweep's rule (benchmarks/results/sm90_v5_wgrad_sweep.json,
     H200, the 7 weight-gradient shapes with C, 8 configs each).
@@ -231,8 +212,6 @@ def _weight_grad_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Conf
       128 rows and 200.3 for 256; 576x4096x7168 66.6 against 70.1 (256) and 73.3 (128). At equal
       efficiency 64 rows lose (4096x4096x7168 325.3 vs 274.0; 7168x4096x2048 196.6 vs 182.5).
     """
-    if WGRAD_SCALE_FIRST_WANTED and desc.k > 1024 and bn == 128:
-        return wgrad_scale_first_config(desc, facts)
     eff = {bm: _wave_efficiency(desc, facts, bm, bn) for bm in (64, 128, 256)}
     if desc.k > 1024 and eff[64] >= eff[128] + 0.1 and eff[64] >= eff[256]:
         cfg = dataclasses.replace(make_config(desc, facts, 64, bn, sfa_tma=True, sfb_tma=True), pipe_mma=True)

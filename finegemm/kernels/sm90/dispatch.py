@@ -128,30 +128,43 @@ def c_tma_ok(config: Sm90Config, c: torch.Tensor | None, d: torch.Tensor) -> boo
             and tma_row_major(c))
 
 
-# Prepared, not yet measured on a GPU (benchmarks/NOTES.md v21): the in-place accumulate by TMA reduce-add. Off
-# unless FINEGEMM_PROBE_D_REDUCE=1 (scripts/d_reduce_probe.py, gpu_pending.sh 38); read at import.
-D_REDUCE_WANTED = os.environ.get("FINEGEMM_PROBE_D_REDUCE", "0") == "1"
-if D_REDUCE_WANTED:
-    warnings.warn("FINEGEMM_PROBE_D_REDUCE=1: sm90 FP8 GEMMs whose C is D add into D by TMA reduce-add "
-                  "(a probe switch, not yet measured)", stacklevel=2)
+# The in-place accumulate by TMA reduce-add (NOTES v21, measured in v24): when C is D the tile is added into D by
+# the TMA instead of C being read and D stored. H100, scripts/d_reduce_probe.py, three rounds, bitwise equal to the
+# separate-C call: one-wave tiles 128 wide gain (24576x4096x1536 at 128x128 501 -> 460 us, 7168x4096x2048 187 ->
+# 172, 2112x4096x7168 at 64x128 176 -> 172); 256-row tiles lose (7168x4096x16384 1026-1082 -> 1088-1120,
+# 4096x4096x7168 +1-2 %; without a C read they keep a 32-byte stack) and so does 128x64 at K = 512
+# (32768x4096x512 418 -> 556). So by default only tiles of <= 128 rows and 128 columns take it.
+# FINEGEMM_PROBE_D_REDUCE=1 takes it wherever it can run, =0 never (read at import).
+D_REDUCE_MODE = {"1": "all", "0": "off"}.get(os.environ.get("FINEGEMM_PROBE_D_REDUCE", ""), "rule")
+if D_REDUCE_MODE != "rule":
+    warnings.warn(f"FINEGEMM_PROBE_D_REDUCE={os.environ['FINEGEMM_PROBE_D_REDUCE']}: sm90 FP8 GEMMs whose C is D "
+                  f"{'add into D by TMA reduce-add wherever they can' if D_REDUCE_MODE == 'all' else 'read C'} "
+                  "(a probe switch)", stacklevel=2)
 
 
-def d_reduce_ok(desc: GemmDesc, split: int, c: torch.Tensor | None, d: torch.Tensor) -> bool:
-    """Whether ``d = c + a @ b`` can run as ``d += a @ b`` by TMA reduce-add (the kernel's ``D_REDUCE``): C is D
+def d_reduce_ok(desc: GemmDesc, config: Sm90Config, c: torch.Tensor | None, d: torch.Tensor,
+                chained: bool = False) -> bool:
+    """Whether ``d = c + a @ b`` runs as ``d += a @ b`` by TMA reduce-add (the kernel's ``D_REDUCE``): C is D
     (same storage, strides and dtype, FP32), the whole K in one launch (no split-K) and plain columns, recipe
     (1, 1, 128) (the weight-gradient and k-grouped accumulate: at 256 rows recipe (1, 128, 128) without a C read
-    spills 104 bytes in its K loop, benchmarks/NOTES.md v23); and :data:`D_REDUCE_WANTED`."""
-    return (D_REDUCE_WANTED and c is not None and split == 1 and not desc.head_splits and desc.kind == "fp8_1d1d"
+    spills 104 bytes in its K loop, benchmarks/NOTES.md v23); a tile of <= 128 rows and 128 columns (the measured
+    gain, :data:`D_REDUCE_MODE`), and by default not one group of a k-grouped call (``chained``: their launch chain
+    has not run in place on a GPU yet)."""
+    if D_REDUCE_MODE == "off" or (D_REDUCE_MODE == "rule" and (chained or config.block_m > 128
+                                                               or config.block_n != 128)):
+        return False
+    return (c is not None and config.split_k == 1 and not desc.head_splits and desc.kind == "fp8_1d1d"
             and d.dtype == torch.float32
             and c.dtype == d.dtype and c.data_ptr() == d.data_ptr() and c.shape == d.shape
             and c.stride() == d.stride())
 
 
-def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c, chain: int = 0):
+def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c, chain: int = 0, k_group: bool = False):
     """(grid, kernel arguments, launch keywords, split-K reduction launch or None) of one GEMM.
 
     ``chain`` (the kernel's ``PDL_CHAIN``; 0 unless programmatic dependent launch is on and the config has no
-    split-K): 1 the first of a chain of independent launches, 2 a later link (k-grouped groups)."""
+    split-K): 1 the first of a chain of independent launches, 2 a later link (k-grouped groups). ``k_group``: one
+    group of a k-grouped call (:func:`d_reduce_ok`'s ``chained``)."""
     m, k = a.shape
     n = b.shape[0]
     bm, bn, split = config.block_m, config.block_n, config.split_k
@@ -182,7 +195,7 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c, chain:
     pdl = env.flag(env.PDL)
     chain = chain if pdl and split == 1 else 0
     stride_sfb = sfb.stride(1) if per_channel else sfb.stride(0)
-    d_reduce = d_reduce_ok(desc, split, c, d)
+    d_reduce = d_reduce_ok(desc, config, c, d, chained=k_group)
     if d_reduce:
         c = None  # C is D: the tile is added into D by the TMA, the kernel reads no C
     c_arg = c if c is not None else d

@@ -291,7 +291,8 @@ def _scales(sf: torch.Tensor, flat_k_major: bool, ready: bool) -> torch.Tensor:
 def _fp8_group_launches(grp: _Group, a, sfa, b, sfb, d, c, chain: int = 0) -> list:
     """The dense dispatch's launches (GEMM, split-K reduction) of one group on its views; ``chain``: the GEMM's
     place in a chain of programmatic dependent launches (``PDL_CHAIN``: 0 none, 1 first, 2 later)."""
-    grid, kernel_args, meta, reduce = dispatch._build_plan(grp.desc, grp.config, a, sfa, b, sfb, d, c, chain)
+    grid, kernel_args, meta, reduce = dispatch._build_plan(grp.desc, grp.config, a, sfa, b, sfb, d, c, chain,
+                                                           k_group=True)
     launches = [(gemm_1d2d.fp8_gemm_kernel, grid, kernel_args, meta)]
     if reduce is not None:
         launches.append((gemm_1d2d._splitk_reduce_kernel, *reduce))

@@ -710,22 +710,9 @@ def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
             nsa, nsb0, nsb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col,
                                       nkb, stride_sfa_k, stride_sfb, NUM_NB,
                                       SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA, SFB_TMA)
-            if SFB_PER_CHANNEL and SFB_TMA:
-                # Per-channel scales on both sides, read from the ring before the wait: their [64, BLOCK_N]
-                # product does not depend on the partial, so it is formed while the WGMMA runs and one FFMA an
-                # element waits for it (_promote's partial-first order puts two multiplies an element behind
-                # the wait). Explicit configs and FINEGEMM_PROBE_WGRAD_SCALE_FIRST only (no rule picks it): NOTES v24.
-                # The ring reads are done once the product is formed: their proxy fence (see _release) goes here,
-                # under the WGMMA, rather than between the wait and the promotion.
-                scale = sa[:, None] * sb0[None, :]
-                fence_async_shared()
-                part = warpgroup_mma_wait(0, deps=(part,))
-                _release(empty_bars, s, False)
-                acc = acc + part * scale
-            else:
-                part = warpgroup_mma_wait(0, deps=(part,))
-                acc = _promote(acc, part, sa, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
-                _release(empty_bars, s, SFB_TMA or FENCE_RING)
+            part = warpgroup_mma_wait(0, deps=(part,))
+            acc = _promote(acc, part, sa, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
+            _release(empty_bars, s, SFB_TMA or FENCE_RING)
             sa = nsa
             sb0 = nsb0
             sb1 = nsb1

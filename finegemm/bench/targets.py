@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,12 +25,6 @@ from typing import Any
 from .anchors import compare, geomean
 
 OURS = "finegemm-sm90"
-
-
-def _shape(name: str) -> tuple[int, ...]:
-    """The leading ``AxBxC`` numbers of a case name (``"4096x2112x7168+c"`` -> (4096, 2112, 7168))."""
-    m = re.search(r"(\d+(?:x\d+)+)", name)
-    return tuple(int(v) for v in m.group(1).split("x")) if m else ()
 
 
 def _kind(kind: str) -> Callable[[dict], bool]:

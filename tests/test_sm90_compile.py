@@ -440,7 +440,6 @@ def test_weight_grad_without_c_at_256_rows_spills_at_most_32_bytes():
     assert usage["LOCAL"] == 0 and usage["STACK"] <= 32, usage
 
 
-
 @pytest.mark.parametrize("m,n,k", [(2112, 4096, 7168), (24576, 4096, 1536), (7168, 4096, 2048)])
 def test_default_in_place_weight_grad_picks_compile_without_spills(m, n, k):
     """The weight-gradient picks that add into D by TMA reduce-add by default when C is D (one-wave tiles 128 wide,

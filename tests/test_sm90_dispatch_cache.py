@@ -448,7 +448,7 @@ def test_d_reduce_only_where_c_is_d_in_fp32_whole_k_and_measured(monkeypatch):
     narrow = make_config(desc, H200, 128, 64, sfa_tma=True, sfb_tma=True)
     assert not dispatch.d_reduce_ok(desc, wide_rows, d, d)  # measured slower: 256 rows
     assert not dispatch.d_reduce_ok(desc, narrow, d, d)  # and 128x64 (at K = 512)
-    assert not dispatch.d_reduce_ok(desc, tile, d, d, chained=True)  # k-grouped groups: not yet run in place
+    assert not dispatch.d_reduce_ok(desc, tile, d, d, k_group=True)  # k-grouped groups: not yet run in place
     assert not dispatch.d_reduce_ok(desc, dataclasses.replace(tile, split_k=2), d, d)  # the reduction adds C
     assert not dispatch.d_reduce_ok(desc, tile, None, d)
     assert not dispatch.d_reduce_ok(desc, tile, d.clone(), d)  # same values, other storage
@@ -461,7 +461,7 @@ def test_d_reduce_only_where_c_is_d_in_fp32_whole_k_and_measured(monkeypatch):
     assert not dispatch.d_reduce_ok(dense, tile, d, d)
     assert not dispatch.d_reduce_ok(dataclasses.replace(desc, head_splits=(128, 64, 128)), tile, d, d)
     monkeypatch.setattr(dispatch, "D_REDUCE_MODE", "all")
-    assert dispatch.d_reduce_ok(desc, wide_rows, d, d) and dispatch.d_reduce_ok(desc, tile, d, d, chained=True)
+    assert dispatch.d_reduce_ok(desc, wide_rows, d, d) and dispatch.d_reduce_ok(desc, tile, d, d, k_group=True)
     assert not dispatch.d_reduce_ok(desc, dataclasses.replace(tile, split_k=2), d, d)
     monkeypatch.setattr(dispatch, "D_REDUCE_MODE", "off")
     assert not dispatch.d_reduce_ok(desc, tile, d, d)

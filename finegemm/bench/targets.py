@@ -156,9 +156,10 @@ def report(docs: list[dict[str, Any]], anchors: dict[str, Any], sources: list[st
     cases = merge_cases(docs)
     lines = ["| issue | target | cases | cleared | worst | geomean | timers | status |",
              "|---|---|---|---|---|---|---|---|"]
-    detail = []
+    detail, timers_seen = [], set()
     for t in TARGETS:
         figs = figures(t, cases, anchors)
+        timers_seen |= {f[2] for f in figs}
         r = evaluate(t, figs)
         timers = ", ".join(sorted({f[2] for f in figs})) or "-"
         if r["met"] is None:
@@ -170,11 +171,10 @@ def report(docs: list[dict[str, Any]], anchors: dict[str, Any], sources: list[st
                      f"{timers} | {status} |")
         if r["misses"]:
             detail.append(f"- issue {t.issue}, {t.name}: " + ", ".join(f"{n} {v:.2f}" for n, v, _ in r["misses"]))
-    src = {i: s for i, s in enumerate(sources)}
     used = sorted({i for _, i in cases.values()})
     lines += ["", "Cases that miss:" if detail else "No case misses its bar.", *detail, "",
-              "Runs: " + ", ".join(src[i] for i in used)]
-    if any(f[2] == "events/kernel" for t in TARGETS for f in figures(t, cases, anchors)):
+              "Runs: " + ", ".join(sources[i] for i in used)]
+    if "events/kernel" in timers_seen:
         lines.append("(timers events/kernel: our event time against DeepGEMM's kernel time; run the bench with "
                      "--kernel-time for like-for-like figures)")
     return "\n".join(lines)

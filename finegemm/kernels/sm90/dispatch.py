@@ -143,14 +143,14 @@ if D_REDUCE_MODE != "rule":
 
 
 def d_reduce_ok(desc: GemmDesc, config: Sm90Config, c: torch.Tensor | None, d: torch.Tensor,
-                chained: bool = False) -> bool:
+                k_group: bool = False) -> bool:
     """Whether ``d = c + a @ b`` runs as ``d += a @ b`` by TMA reduce-add (the kernel's ``D_REDUCE``): C is D
     (same storage, strides and dtype, FP32), the whole K in one launch (no split-K) and plain columns, recipe
     (1, 1, 128) (the weight-gradient and k-grouped accumulate: at 256 rows recipe (1, 128, 128) without a C read
     spills 104 bytes in its K loop, benchmarks/NOTES.md v23); a tile of <= 128 rows and 128 columns (the measured
-    gain, :data:`D_REDUCE_MODE`), and by default not one group of a k-grouped call (``chained``: their launch chain
+    gain, :data:`D_REDUCE_MODE`), and by default not one group of a k-grouped call (``k_group``: their launch chain
     has not run in place on a GPU yet)."""
-    if D_REDUCE_MODE == "off" or (D_REDUCE_MODE == "rule" and (chained or config.block_m > 128
+    if D_REDUCE_MODE == "off" or (D_REDUCE_MODE == "rule" and (k_group or config.block_m > 128
                                                                or config.block_n != 128)):
         return False
     return (c is not None and config.split_k == 1 and not desc.head_splits and desc.kind == "fp8_1d1d"
@@ -164,7 +164,7 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c, chain:
 
     ``chain`` (the kernel's ``PDL_CHAIN``; 0 unless programmatic dependent launch is on and the config has no
     split-K): 1 the first of a chain of independent launches, 2 a later link (k-grouped groups). ``k_group``: one
-    group of a k-grouped call (:func:`d_reduce_ok`'s ``chained``)."""
+    group of a k-grouped call (see :func:`d_reduce_ok`)."""
     m, k = a.shape
     n = b.shape[0]
     bm, bn, split = config.block_m, config.block_n, config.split_k
@@ -195,7 +195,7 @@ def _build_plan(desc: GemmDesc, config: Sm90Config, a, sfa, b, sfb, d, c, chain:
     pdl = env.flag(env.PDL)
     chain = chain if pdl and split == 1 else 0
     stride_sfb = sfb.stride(1) if per_channel else sfb.stride(0)
-    d_reduce = d_reduce_ok(desc, config, c, d, chained=k_group)
+    d_reduce = d_reduce_ok(desc, config, c, d, k_group)
     if d_reduce:
         c = None  # C is D: the tile is added into D by the TMA, the kernel reads no C
     c_arg = c if c is not None else d

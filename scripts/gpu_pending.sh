@@ -78,6 +78,7 @@
 #   bash scripts/gpu_pending.sh 44  (session 20) FP8 tiles of two column blocks (128x192, 64x96, ...): GPU tests, then
 #                                   scripts/sm90_dev.py v18 against the heuristic's pick
 #   bash scripts/gpu_pending.sh 45  (session 21) 43, the tests of 40 and 41, the bf16 suite off / on once: one start
+#   bash scripts/gpu_pending.sh 49  (session 23) one start: BF16 switch tests + bf16 A/B off/on/off, then 39 once
 #   bash scripts/gpu_pending.sh 48  (session 21) the shortest: sm90_dev v19, then the WGMMA rate probe
 #   bash scripts/gpu_pending.sh 47  (session 21) the short form: BF16 switch tests + A/B, sm90_dev v19, the probe
 #   bash scripts/gpu_pending.sh 46  (session 21) 44, then 38's tests under the switch: one start
@@ -371,6 +372,17 @@ elif [ "$PART" = 45 ]; then
     PYTEST_TIMEOUT=120 pytest_gpu pytest-bf16-split-n.log tests/test_sm90_bf16_gpu.py -k "split_n"
     # the 30 cases the switches can touch or that control them (every +c case, every M = 4096 case), off / on / off
     bf16_switch_ab 0 1 0
+elif [ "$PART" = 49 ]; then
+    # session 23, one start under 10 minutes: the BF16 switches' own tests and the harness bf16 cases they touch
+    # off / on / off (events), then one round of 39 (D_REDUCE off / default rule / everywhere, kernel time)
+    PYTEST_TIMEOUT=100 pytest_gpu pytest-bf16-switches.log tests/test_sm90_bf16_gpu.py -k "staged or split_n"
+    bf16_switch_ab 0 1 0
+    for on in 0 rule 1; do
+        harness_args=(--kernel-time)
+        HARNESS_TIMEOUT=120 harness_run "d-reduce-$on-1" weight-grad,k-grouped FINEGEMM_PROBE_D_REDUCE=${on/rule/}
+        pack
+    done
+    harness_args=()
 elif [ "$PART" = 48 ]; then
     # session 21, under 4 minutes: sm90_dev v19 (today's FP32-out rule change against the spilling tiles), then
     # the WGMMA rate probe

@@ -433,8 +433,9 @@ def test_views_tma_cannot_address_run_the_portable_kernel(rec, view):
 
 def test_d_reduce_only_where_c_is_d_in_fp32_whole_k_and_measured(monkeypatch):
     """``D_REDUCE`` (d += a @ b by TMA reduce-add) needs C to be D itself (same storage, shape, strides, FP32), no
-    split-K and no head split; by default only on tiles of <= 128 rows and 128 columns outside k-grouped calls (the
-    measured gain, NOTES v24); FINEGEMM_PROBE_D_REDUCE=1 ("all") wherever it can run, =0 ("off") never."""
+    split-K and no head split; by default only on tiles of <= 128 rows and 128 columns, but on any tile of a k-grouped
+    group (the measured gains, NOTES v24-v25); FINEGEMM_PROBE_D_REDUCE=1 ("all") wherever it can run, =0 ("off")
+    never."""
     from finegemm.jit.device import H200
     from finegemm.jit.heuristics_sm90 import make_config
 
@@ -448,7 +449,10 @@ def test_d_reduce_only_where_c_is_d_in_fp32_whole_k_and_measured(monkeypatch):
     narrow = make_config(desc, H200, 128, 64, sfa_tma=True, sfb_tma=True)
     assert not dispatch.d_reduce_ok(desc, wide_rows, d, d)  # measured slower: 256 rows
     assert not dispatch.d_reduce_ok(desc, narrow, d, d)  # and 128x64 (at K = 512)
-    assert not dispatch.d_reduce_ok(desc, tile, d, d, k_group=True)  # k-grouped groups: not yet run in place
+    assert dispatch.d_reduce_ok(desc, tile, d, d, k_group=True)  # k-grouped groups: any tile
+    assert dispatch.d_reduce_ok(desc, wide_rows, d, d, k_group=True) and dispatch.d_reduce_ok(desc, narrow, d, d,
+                                                                                                k_group=True)
+    assert not dispatch.d_reduce_ok(desc, dataclasses.replace(tile, split_k=2), d, d, k_group=True)
     assert not dispatch.d_reduce_ok(desc, dataclasses.replace(tile, split_k=2), d, d)  # the reduction adds C
     assert not dispatch.d_reduce_ok(desc, tile, None, d)
     assert not dispatch.d_reduce_ok(desc, tile, d.clone(), d)  # same values, other storage
@@ -464,4 +468,4 @@ def test_d_reduce_only_where_c_is_d_in_fp32_whole_k_and_measured(monkeypatch):
     assert dispatch.d_reduce_ok(desc, wide_rows, d, d) and dispatch.d_reduce_ok(desc, tile, d, d, k_group=True)
     assert not dispatch.d_reduce_ok(desc, dataclasses.replace(tile, split_k=2), d, d)
     monkeypatch.setattr(dispatch, "D_REDUCE_MODE", "off")
-    assert not dispatch.d_reduce_ok(desc, tile, d, d)
+    assert not dispatch.d_reduce_ok(desc, tile, d, d) and not dispatch.d_reduce_ok(desc, tile, d, d, k_group=True)

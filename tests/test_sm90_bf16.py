@@ -9,6 +9,7 @@ import re
 import pytest
 
 from finegemm.api.dispatch import BackendError, _choose
+from finegemm.jit import heuristics_sm90
 from finegemm.jit.device import H200, DeviceFacts
 from finegemm.jit.heuristics import GemmDesc
 from finegemm.jit.heuristics_sm90 import (
@@ -44,7 +45,7 @@ def _desc(m, n, k, layout="nt", out_fp32=False, with_c=False):
 def test_config_fits_the_device(m, n, k, out_fp32, with_c):
     desc = _desc(m, n, k, out_fp32=out_fp32, with_c=with_c)
     cfg = get_sm90_bf16_config(desc, H200)
-    assert cfg.block_m in (64, 128, 192) and cfg.block_n in (64, 128, 256)
+    assert cfg.block_m in (64, 128, 192) and cfg.block_n in (64, 128, 256) + heuristics_sm90.BF16_SPLIT_N_WIDTHS
     if cfg.block_m == 192:  # three warpgroups at 152 registers: a 64x128 accumulator at most, BF16 out, no split
         assert cfg.block_n <= 128 and not out_fp32 and cfg.split_k == 1
     assert cfg.stages >= 2
@@ -76,9 +77,11 @@ def test_single_row_takes_no_64_column_tile(n, k):
 
 @pytest.mark.parametrize("m,n,k,bm", [(4096, 2112, 7168, 192), (4096, 576, 7168, 192), (8192, 576, 7168, 192),
                                       (333, 24576, 1536, 192), (577, 7168, 16384, 64), (4096, 4096, 7168, 128)])
-def test_block_m_192_where_measured_faster(m, n, k, bm):
-    """Three math warpgroups (BLOCK_M 192, 192x128) where the H200 measured them faster, with or without a bf16 C;
-    not where the last 192-row tile would be mostly past M (M = 577), nor with FP32 out, nor at 256 columns."""
+def test_block_m_192_where_measured_faster(m, n, k, bm, monkeypatch):
+    """Three math warpgroups (BLOCK_M 192, 192x128) where the H200 measured them faster than other power-of-two
+    widths, with or without a bf16 C; not where the last 192-row tile would be mostly past M (M = 577), nor with
+    FP32 out, nor at 256 columns. (Widths that are not powers of two, on by default, are tested apart.)"""
+    monkeypatch.setattr(heuristics_sm90, "BF16_SPLIT_N_WANTED", False)
     cfg = get_sm90_bf16_config(_desc(m, n, k), H200)
     assert cfg.block_m == bm and (bm != 192 or (cfg.block_n, cfg.split_k) == (128, 1))
     if bm == 192 and n < 4096:
@@ -152,6 +155,9 @@ def _variants():
             add(d, get_sm90_bf16_config(d, H200))
             d = _desc(m, n, 7168, out_fp32=True, with_c=True)
             add(d, get_sm90_bf16_config(d, H200), "fp32")
+    for m, n, k in ((8192, 576, 7168), (577, 7168, 16384)):  # the rules' 192x192 and 128x144 picks
+        d = _desc(m, n, k)
+        add(d, get_sm90_bf16_config(d, H200))
     d = _desc(4096, 4096, 7168, out_fp32=True, with_c=True)
     add(d, get_sm90_bf16_config(d, H200), "fp32")
     d = _desc(4096, 4096, 7168, with_c=True)
@@ -168,7 +174,8 @@ VARIANTS = _variants()
 def test_bf16_compiles_with_required_instructions(desc, cfg, c_dtype):
     kernel = compile_bf16_variant(desc, cfg, c_dtype)
     ptx = assert_ptx_contains(kernel, BF16_PTX_MUST_CONTAIN)
-    assert re.search(rf"wgmma\.mma_async\.sync\.aligned\.m64n{cfg.block_n}k16\.f32\.bf16\.bf16", ptx)
+    for width in cfg.column_blocks:  # one WGMMA per column block (the second 0 for a power-of-two width)
+        assert not width or re.search(rf"wgmma\.mma_async\.sync\.aligned\.m64n{width}k16\.f32\.bf16\.bf16", ptx)
     usage = resource_usage(kernel)
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, f"register spills: {usage}"
     assert kernel.metadata.shared <= H200.smem_per_block
@@ -262,22 +269,24 @@ STAGED_VARIANTS = [((4096, 7168, 16384), False, "bf16"), ((4096, 576, 7168), Fal
 
 @pytest.mark.parametrize("shape,out_fp32,c_dtype", STAGED_VARIANTS, ids=[str(v[0]) for v in STAGED_VARIANTS])
 def test_staged_c_compiles_without_spills_or_c_loads(shape, out_fp32, c_dtype, monkeypatch):
-    """C_TMA variants (64x256 with a bf16 C, 192 rows, 64 rows, FP32 C and D): one C box per math warpgroup
-    by TMA besides the A and B boxes, no global load of C left, no spills, within the shared memory."""
+    """C_TMA variants (64x256 with a bf16 C, 192 rows, 64 rows, FP32 C and D, the rules' 128x144 at 4096x576): one C
+    box per math warpgroup and column block by TMA besides the A and B boxes, no global load of C left, no spills,
+    within the shared memory."""
     desc, cfg = _staged(*shape, out_fp32=out_fp32, monkeypatch=monkeypatch)
     assert cfg.c_tma and cfg.split_k == 1
     kernel = compile_bf16_variant(desc, cfg, c_dtype)
     ptx = assert_ptx_contains(kernel, BF16_PTX_MUST_CONTAIN)
     wgs = cfg.block_m // 64
+    blocks = 2 if cfg.column_blocks[1] else 1
     loads = re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global", ptx)
-    assert len(loads) == 2 * wgs + 1, (len(loads), wgs)  # A and C per warpgroup, B once
+    assert len(loads) == wgs + blocks + wgs * blocks, (len(loads), wgs)  # A per warpgroup, B, C per both
     assert not re.search(r"ld\.global(?!\.nc)", ptx), "C still read from global memory"
     usage = resource_usage(kernel)
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, f"register spills: {usage}"
     assert kernel.metadata.shared <= H200.smem_per_block
     # the global-load form of the same tile reads C with plain loads and no C box
     plain = compile_bf16_variant(desc, dataclasses.replace(cfg, c_tma=False), c_dtype)
-    assert len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global", plain.asm["ptx"])) == wgs + 1
+    assert len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global", plain.asm["ptx"])) == wgs + blocks
 
 
 SPLIT_STAGED = [((4096, 576, 7168), 128, 144, False), ((333, 584, 1536), 128, 144, False),
@@ -366,11 +375,11 @@ def test_column_blocks_reject_three_blocks_and_odd_widths(width):
 
 
 def test_split_n_tiles_only_where_predicted_clearly_faster(monkeypatch):
-    """The rules take a width that is not a power of two only with FINEGEMM_PROBE_BF16_SPLIT_N and only where the
+    """The rules take a width that is not a power of two unless FINEGEMM_PROBE_BF16_SPLIT_N=0 and only where the
     model predicts it 10 % faster than the best power-of-two tile: 4096x576x7168 (128 tiles of 128x144, one round of
-    132 SMs, against 110 of 192x128), with or without C; never staging C; every other DeepSeek-V3 shape unchanged."""
-    from finegemm.jit import heuristics_sm90
-
+    132 SMs, against 110 of 192x128), with or without C (a C not D's layout: not staged); every other DeepSeek-V3
+    shape unchanged."""
+    monkeypatch.setattr(heuristics_sm90, "BF16_SPLIT_N_WANTED", False)
     shapes = DSV3 + [(4096, 576, 7168), (1, 2112, 7168), (128, 576, 7168)]
     before = {(s, c): get_sm90_bf16_config(_desc(*s, with_c=c), H200) for s in shapes for c in (False, True)}
     assert all(cfg.column_blocks[1] == 0 for cfg in before.values())

@@ -433,30 +433,35 @@ class Sm90Bf16Config:
         return column_blocks(self.block_n)
 
 
-# Prepared, not yet measured on a GPU (benchmarks/NOTES.md v22): tiles whose width is not a power of two (a second
-# WGMMA and B box, gemm_bf16's BLOCK_N1), e.g. 4096x576 in 128 tiles of 128x144 (one round of 132 SMs, no column
-# past N) instead of 110 of 192x128. Candidates of the rules only with FINEGEMM_PROBE_BF16_SPLIT_N=1 (read at
-# import); explicit configs (make_bf16_config) take them always.
+# Tiles whose width is not a power of two (a second WGMMA and B box, gemm_bf16's BLOCK_N1), e.g. 4096x576 in 128
+# tiles of 128x144 (one round of 132 SMs, no column past N) instead of 110 of 192x128. H100 harness (NOTES v25,
+# events, off / on, 2 rounds): 4096x576x7168 66.6-68.2 -> 56.2-56.6 us, with C 68.5-70.9 -> 58.2-59.1. Candidates
+# of the rules unless FINEGEMM_PROBE_BF16_SPLIT_N=0 (read at import); explicit configs (make_bf16_config) take them
+# always.
 BF16_SPLIT_N_WIDTHS = (96, 144, 160, 192)
 BF16_SPLIT_N_MARGIN = 0.9
-BF16_SPLIT_N_WANTED = os.environ.get("FINEGEMM_PROBE_BF16_SPLIT_N", "0") == "1"
-if BF16_SPLIT_N_WANTED:
-    warnings.warn("FINEGEMM_PROBE_BF16_SPLIT_N=1: the sm90 BF16 rules consider tiles 96-192 columns wide that are not "
-                  "powers of two (a probe switch, not yet measured)", stacklevel=2)
+BF16_SPLIT_N_WANTED = os.environ.get("FINEGEMM_PROBE_BF16_SPLIT_N", "1") != "0"
+if not BF16_SPLIT_N_WANTED:
+    warnings.warn("FINEGEMM_PROBE_BF16_SPLIT_N=0: the sm90 BF16 rules consider only tiles whose width is a power of "
+                  "two (a probe switch)", stacklevel=2)
 
 
 def bf16_tile_eff(bm: int, bn: int) -> float:
     """:data:`BF16_TILE_EFF` of a tile; a width that is not a power of two takes its first column block's figure
-    (unmeasured: two WGMMAs a K slice, the second narrower)."""
+    (two WGMMAs a K slice, the second narrower; not measured apart)."""
     return BF16_TILE_EFF.get((bm, bn)) or BF16_TILE_EFF[(bm, column_blocks(bn)[0])]
 
 
-# Prepared, not yet measured on a GPU (benchmarks/NOTES.md v22): C staged by TMA in the BF16 GEMM, which also
-# lets the rules take 64x256 accumulators beside a bf16 C. Off unless FINEGEMM_PROBE_BF16_C_TMA=1; read at import.
-BF16_C_TMA_WANTED = os.environ.get("FINEGEMM_PROBE_BF16_C_TMA", "0") == "1"
-if BF16_C_TMA_WANTED:
-    warnings.warn("FINEGEMM_PROBE_BF16_C_TMA=1: sm90 BF16 GEMMs stage C by TMA (a probe switch, not yet measured)",
-                  stacklevel=2)
+# C staged by TMA in the BF16 GEMM, which also lets the rules take 64x256 accumulators beside a bf16 C. H100
+# harness (NOTES v25, events, off / on, 2 rounds): 4096x7168x16384+c 1510-1556 -> 1192-1198 us, 4096x24576x1536+c
+# 573-574 -> 480-481, 4096x4096x7168+c 390-397 -> 312, 4096x32768x512+c 375 -> 335, 4096x7168x2048+c 206-211 ->
+# 183, 128x32768x512+c 29.5-29.8 -> 27.2; at M = 1 the 64x256 picks it allows run 2-4 % slower than the 64x128 ones
+# before (1x4096x7168+c 35.2-35.6 -> 36.6-36.8, the no-C call's tile and time). On unless
+# FINEGEMM_PROBE_BF16_C_TMA=0; read at import.
+BF16_C_TMA_WANTED = os.environ.get("FINEGEMM_PROBE_BF16_C_TMA", "1") != "0"
+if not BF16_C_TMA_WANTED:
+    warnings.warn("FINEGEMM_PROBE_BF16_C_TMA=0: sm90 BF16 GEMMs read C from global memory in the epilogue (a probe "
+                  "switch)", stacklevel=2)
 
 
 def bf16_c_staged(desc: GemmDesc, split: int = 1) -> bool:
@@ -521,7 +526,7 @@ def _bf16_candidates(desc: GemmDesc, facts: DeviceFacts):
         for bn in (64, 128, 256) + (BF16_SPLIT_N_WIDTHS if BF16_SPLIT_N_WANTED else ()):
             if bn > 64 and bn // 2 >= desc.n:
                 continue  # a narrower tile covers N
-            # Widths that are not powers of two (two WGMMAs a K slice; unmeasured): BF16 out; at 192 rows no C read
+            # Widths that are not powers of two (two WGMMAs a K slice): BF16 out; at 192 rows no C read
             # from global memory (CPU compile: beside 192x192 it spills 312 bytes at 152 registers; staged, none).
             if bn not in (64, 128, 256) and (desc.out_fp32 or (bm == 192 and desc.with_c
                                                                 and not bf16_c_staged(desc))):

@@ -78,6 +78,7 @@
 #   bash scripts/gpu_pending.sh 44  (session 20) FP8 tiles of two column blocks (128x192, 64x96, ...): GPU tests, then
 #                                   scripts/sm90_dev.py v18 against the heuristic's pick
 #   bash scripts/gpu_pending.sh 45  (session 21) 43, the tests of 40 and 41, the bf16 suite off / on once: one start
+#   bash scripts/gpu_pending.sh 50  (session 23) the BF16 rules' untimed new picks, the paged-mqa suite by ws form / stages
 #   bash scripts/gpu_pending.sh 49  (session 23) one start: BF16 switch tests + bf16 A/B off/on/off, then 39 once
 #   bash scripts/gpu_pending.sh 48  (session 21) the shortest: sm90_dev v19, then the WGMMA rate probe
 #   bash scripts/gpu_pending.sh 47  (session 21) the short form: BF16 switch tests + A/B, sm90_dev v19, the probe
@@ -383,6 +384,29 @@ elif [ "$PART" = 49 ]; then
         pack
     done
     harness_args=()
+elif [ "$PART" = 50 ]; then
+    # session 23 (NOTES v25): the BF16 rules' new picks that no run has timed (192x192 at 8192x576x7168, 128x144 at
+    # 577x7168x16384, 128x192 split 4 at 333x2112x7168) against the tiles they displaced, then the harness paged-mqa
+    # suite (kernel time) with the default forms, the ws form everywhere at 3 key-tile slots (the H100 probe's best,
+    # part 21), and the default forms with ws at 3 slots
+    OUT="$LOGS" timeout 150 python3 scripts/sm90_bf16_bench.py --commit "$commit" --alts 2 \
+        --shapes "8192,576,7168;577,7168,16384;333,2112,7168;4096,576,7168" \
+        --tiles "192x128,128x144,128x192,192x192,64x128,128x128s7" 2>&1 | tee "$LOGS/bf16-session23-picks.log" \
+        | cut -c1-220
+    pack
+    for form in "None 0" "True 3" "None 3"; do
+        set -- $form
+        timeout 150 python3 -c "import sys, runpy
+import finegemm.kernels.sm90.paged_mqa_logits as m
+m.WARP_SPECIALIZED = $1
+m.WS_STAGES = $2
+sys.argv = ['finegemm.bench'] + sys.argv[1:]
+runpy.run_module('finegemm.bench', run_name='__main__')" --plain --no-progress --kernel-time --suite paged-mqa \
+            --peers finegemm-sm90 --commit "$commit-ws$1-st$2" --json "$LOGS/paged-ws$1-st$2.json" \
+            > "$LOGS/paged-ws$1-st$2.log" 2>&1 || status=1
+        echo "paged ws=$1 stages=$2"; grep -E '^paged' "$LOGS/paged-ws$1-st$2.log" | awk '{print $2, $3, $4, $5, $6, $8, $9}' \
+            | tr '\n' ';'; echo; pack
+    done
 elif [ "$PART" = 48 ]; then
     # session 21, under 4 minutes: sm90_dev v19 (today's FP32-out rule change against the spilling tiles), then
     # the WGMMA rate probe

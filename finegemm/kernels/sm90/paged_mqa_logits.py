@@ -492,6 +492,7 @@ def paged_mqa_logits_ws_kernel(q_desc, kv_desc, sf_desc, w_ptr, ctx_ptr, table_p
 # 3 x 128 x 112 (math workers) + 4 x 32 x 24 (producers) leaves 120 to the default (math) partition (at 32 a
 # producer it gets 112 and spills a register at 128 rows).
 WARP_SPECIALIZED: bool | None = None  # None: launch() follows ws_wanted(); True / False force a form (A/B runs)
+WS_STAGES = 0  # key-tile slots a warpgroup of the warp-specialized form (0: ws_kv_stages), for A/B runs
 WS_MATH_REGS = 112
 WS_LOAD_REGS = 24
 _SMEM_BYTES = 232448  # sm_90's dynamic shared memory a CTA
@@ -601,8 +602,9 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, conte
                 context_lens.stride(1) if ctx_2d else 0, block_table.stride(0), out.stride(0))
         if ws:
             stages = ws_kv_stages(rows, head_dim)
+            wanted = ws_stages or WS_STAGES
             meta = dict(NEXT_N=next_n, HEADS=heads, PAGE=block_kv, CTX_2D=ctx_2d,
-                        KV_STAGES=min(ws_stages, stages) if ws_stages else stages, MATH_REGS=WS_MATH_REGS,
+                        KV_STAGES=min(wanted, stages) if wanted else stages, MATH_REGS=WS_MATH_REGS,
                         LOAD_REGS=WS_LOAD_REGS, num_warps=4)
             return [(paged_mqa_logits_ws_kernel, (num_slots,), args, meta)]
         ctas = subs or ctas_per_slot(rows)

@@ -64,7 +64,7 @@ WS_CASES = [c for c in CASES if c[0] * c[1] <= 128]
 @pytest.mark.parametrize("out,ctx_2d", [("fp32", False), ("bf16", True)])
 def test_warp_specialized_compiles(next_n, heads, out, ctx_2d):
     """Four math warpgroups at 112-120 registers and four producer warps at 24 under .maxnreg 96 (20 warps a
-    CTA), no spills, the rings filling shared memory."""
+    CTA), no spills, shared memory holding the two query stages and the four rings of the rule's depth."""
     import re
 
     from finegemm.kernels.sm90 import paged_mqa_logits as m
@@ -74,17 +74,23 @@ def test_warp_specialized_compiles(next_n, heads, out, ctx_2d):
     assert re.search(r"\.reqntid 640\b", ptx) and re.search(r"\.maxnreg 96\b", ptx)
     regs = {int(n) for n in re.findall(r"setmaxnreg\.(?:inc|dec)\.sync\.aligned\.u32\s+(\d+)", ptx)}
     assert {m.WS_MATH_REGS, m.WS_LOAD_REGS} <= regs
-    assert 196 * 1024 <= kernel.metadata.shared <= 232448
+    rows, tile = next_n * heads, m.BLOCK_KV * 128 + 4 * m.BLOCK_KV
+    assert 2 * rows * 128 + 4 * m.ws_kv_stages(rows, 128) * tile <= kernel.metadata.shared <= 232448
 
 
 def test_ws_kv_stages():
-    from finegemm.kernels.sm90.paged_mqa_logits import ws_kv_stages, ws_supported, ws_wanted
+    from finegemm.kernels.sm90.paged_mqa_logits import ws_kv_stages, ws_max_kv_stages, ws_supported, ws_wanted
 
-    assert [ws_kv_stages(r, 128) for r in (32, 64, 128)] == [6, 6, 5]
+    # 3 slots (the measured best), fewer only where shared memory holds fewer (a wider head); probes may ask for
+    # up to what fits
+    assert [ws_kv_stages(r, 128) for r in (32, 64, 128)] == [3, 3, 3]
+    assert [ws_max_kv_stages(r, 128) for r in (32, 64, 128)] == [6, 6, 5]
+    assert ws_kv_stages(128, 512) == ws_max_kv_stages(128, 512) == 2
     assert ws_supported(128) and not ws_supported(256)
     assert [ws_wanted(r, 4096, 10650) for r in (32, 64, 128, 256)] == [False, False, True, False]
-    # at 128 rows only calls with many keys (batch x max_context_len) take it
-    assert ws_wanted(128, 256, 85000) and not ws_wanted(128, 256, 10650) and not ws_wanted(128, 8, 10650)
+    # at 128 rows only calls with many keys (batch x max_context_len >= 2^21) take it
+    assert ws_wanted(128, 256, 8192) and not ws_wanted(128, 256, 8191) and not ws_wanted(128, 256, 2048)
+    assert not ws_wanted(128, 8, 10650)
 
 
 def test_ctas_per_slot():

@@ -36,7 +36,8 @@ own ring of key tiles, each ring filled by its own producer warp (page lookups, 
 allows; the query rows sit in a two-stage ring shared by the four. The math warps then run only the wait,
 the WGMMA, the release and the epilogue. H100 A/B (benchmarks/NOTES.md v17): 3-18 % faster than the four-CTA
 form where HBM is not the limit (keys L2-resident), up to 8 % slower where it is. H200 harness (v19): 8-14 %
-faster at 128 rows on calls of >= 2^23 keys (batch x max_context_len), a tie or 4-6 % slower on smaller ones.
+faster at 128 rows on calls of >= 2^23 keys (batch x max_context_len), a tie or 4-6 % slower on smaller ones;
+at 3 key-tile slots instead of what fits (H100, v25) 1-5 % faster again, and ahead from 2^21 keys.
 It is :func:`launch`'s default there (:func:`ws_wanted`); :data:`WARP_SPECIALIZED` forces either form.
 """
 
@@ -492,7 +493,7 @@ def paged_mqa_logits_ws_kernel(q_desc, kv_desc, sf_desc, w_ptr, ctx_ptr, table_p
 # 3 x 128 x 112 (math workers) + 4 x 32 x 24 (producers) leaves 120 to the default (math) partition (at 32 a
 # producer it gets 112 and spills a register at 128 rows).
 WARP_SPECIALIZED: bool | None = None  # None: launch() follows ws_wanted(); True / False force a form (A/B runs)
-WS_STAGES = 0  # key-tile slots a warpgroup of the warp-specialized form (0: ws_kv_stages), for A/B runs
+WS_STAGES = 0  # key-tile slots a warpgroup of the ws form (0: ws_kv_stages; at most ws_max_kv_stages), A/B runs
 WS_MATH_REGS = 112
 WS_LOAD_REGS = 24
 _SMEM_BYTES = 232448  # sm_90's dynamic shared memory a CTA
@@ -505,7 +506,13 @@ def ws_supported(rows: int) -> bool:
 
 
 # batch x max_context_len (keys a call may score, per query row) from which the ws form is the default at 128 rows
-WS_MIN_KEYS = 1 << 23
+WS_MIN_KEYS = 1 << 21
+# Key-tile slots a math warpgroup of the ws form takes at most. H100 (NOTES v25; probe, 3 / 4 / 5 / what fits, 5 at
+# 128 rows and 6 below, on 9 cases of 32-128 rows, 2-32 M keys): 3 the fastest on all nine, 1-5 % under what fits
+# (b256 n1 h64 ctx8192 113 / 118 / 122 / 119 us, b4096 n2 h64 ctx8192 1603 / 1618 / 1646 / 1648); harness
+# paged-mqa at 128 rows, kernel us: b256 n2 h64 ctx65536 bf16 844 -> 804, b4096 n2 h64 ctx8192 1651 -> 1618. Deeper
+# rings only add requests in flight past what HBM serves.
+WS_RING_STAGES = 3
 
 
 def ws_wanted(rows: int, batch: int, max_context_len: int) -> bool:
@@ -515,13 +522,22 @@ def ws_wanted(rows: int, batch: int, max_context_len: int) -> bool:
     tensor 40 %). H200 harness, kernel us four-CTA / ws (NOTES v19): b4096 n2 h64 ctx8192 1539.0 / 1352.6,
     b256 n2 h64 ctx65536 725.5 / 670.5 (bf16) and 714.9 / 648.8 (fp32); below the threshold the ws form ties or
     loses: b256 ctx8192 101.6 / 101.8, b256 ctx2048 32.3 / 34.3, b32 ctx2048 10.1 / 10.5, b8 ctx8192 9.6 / 10.1.
-    At 32 and 64 rows the four-CTA form wins (ws 0.86-1.02x) and stays."""
+    At 3 key-tile slots (:data:`WS_RING_STAGES`, NOTES v25, H100) b256 ctx8192 (2^21 keys) gains too: 122.9 /
+    119.6, so the threshold moved to 2^21. At 32 and 64 rows the four-CTA form won on the H200 (ws 0.86-1.02x at
+    6 slots) and stays; at 3 slots the H100 has ws 1-4 % ahead there (b4096 n1 h32 ctx8192 1584 / 1552): an H200
+    run decides (gpu_pending.sh 50)."""
     return rows == 128 and batch * max_context_len >= WS_MIN_KEYS
 
 
 def ws_kv_stages(rows: int, head_dim: int) -> int:
-    """Key-tile slots per math warpgroup of the warp-specialized kernel: what shared memory holds after the
-    two query stages (four rings of 64-key tiles with their 256 bytes of scales; 1 KB for barriers)."""
+    """Key-tile slots per math warpgroup of the warp-specialized kernel by default: :data:`WS_RING_STAGES`, or
+    fewer if :func:`ws_max_kv_stages` is fewer."""
+    return min(WS_RING_STAGES, ws_max_kv_stages(rows, head_dim))
+
+
+def ws_max_kv_stages(rows: int, head_dim: int) -> int:
+    """Key-tile slots per math warpgroup that shared memory holds after the two query stages (four rings of
+    64-key tiles with their 256 bytes of scales; 1 KB for barriers), at least 2."""
     tile = BLOCK_KV * head_dim + 4 * BLOCK_KV
     return max(2, (_SMEM_BYTES - 2 * rows * head_dim - 1024) // (4 * tile))
 
@@ -555,7 +571,7 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, conte
     ``stride(1) == 1``; context_lens int32 ``[B]`` or ``[B, next_n]``; block_table int32
     ``[B, max_blocks]``, ``stride(1) == 1``; schedule_meta int32 ``[num_slots + 1, 2]`` contiguous; out
     fp32/bf16 ``[B * next_n, max_context_len]``, ``stride(1) == 1``. ``subs`` (four-CTA form) and ``ws_stages``
-    (warp-specialized form, at most :func:`ws_kv_stages`) override the CTAs a slot and the key-tile slots a
+    (warp-specialized form, at most :func:`ws_max_kv_stages`) override the CTAs a slot and the key-tile slots a
     warpgroup (0: the rule), for probes; ``ws`` forces a form (None: :func:`ws_wanted`).
     """
     batch, next_n, heads, head_dim = q.shape
@@ -601,10 +617,10 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, conte
                 context_lens.stride(0),
                 context_lens.stride(1) if ctx_2d else 0, block_table.stride(0), out.stride(0))
         if ws:
-            stages = ws_kv_stages(rows, head_dim)
             wanted = ws_stages or WS_STAGES
-            meta = dict(NEXT_N=next_n, HEADS=heads, PAGE=block_kv, CTX_2D=ctx_2d,
-                        KV_STAGES=min(wanted, stages) if wanted else stages, MATH_REGS=WS_MATH_REGS,
+            stages = min(wanted, ws_max_kv_stages(rows, head_dim)) if wanted else ws_kv_stages(rows, head_dim)
+            meta = dict(NEXT_N=next_n, HEADS=heads, PAGE=block_kv, CTX_2D=ctx_2d, KV_STAGES=stages,
+                        MATH_REGS=WS_MATH_REGS,
                         LOAD_REGS=WS_LOAD_REGS, num_warps=4)
             return [(paged_mqa_logits_ws_kernel, (num_slots,), args, meta)]
         ctas = subs or ctas_per_slot(rows)

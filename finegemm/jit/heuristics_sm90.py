@@ -573,3 +573,60 @@ def make_bf16_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split
     column_blocks(bn)  # raises for a width the kernel cannot run
     stages = bf16_max_stages(bm, bn, d_fp32, facts.smem_per_block)
     return Sm90Bf16Config(bm, bn, stages, split, 8, facts.num_sms, c_tma=bf16_c_staged(desc, split))
+
+
+# ---------------------------------------------------------------------------------------------
+# BF16 GEMV (finegemm.kernels.sm90.gemv_bf16): one-row GEMMs streamed along K without tensor cores.
+# ---------------------------------------------------------------------------------------------
+# Why: at M = 1 the tensor-core kernel is 0.82-0.98x cuBLAS (its GEMV) on 8 of the 16 one-row bf16 cases (H200,
+# results/bench-bf16-sm90-h200-2026-12-05-26f8c93.json), worst the decode LM head 1x129280x7168 (FP32 out) at 534
+# us against 438 (the HBM floor 436). Prepared, not yet measured: taken only with FINEGEMM_PROBE_BF16_GEMV=1 (read
+# at import); scripts/gemv_probe.py times it against both.
+GEMV_WANTED = os.environ.get("FINEGEMM_PROBE_BF16_GEMV", "0") == "1"
+if GEMV_WANTED:
+    warnings.warn("FINEGEMM_PROBE_BF16_GEMV=1: one-row sm90 BF16 GEMMs run the GEMV kernel (a probe switch, not yet "
+                  "measured)", stacklevel=2)
+GEMV_BLOCK_N = 16
+GEMV_BLOCK_K = 512
+GEMV_NUM_WARPS = 4
+GEMV_MAX_SPLIT = 16
+# programs a call should have (per SM) before K is split: several CTAs an SM keep enough loads in flight
+GEMV_PROGRAMS_PER_SM = 4
+
+
+@dataclass(frozen=True)
+class Sm90GemvConfig:
+    """One variant of :func:`finegemm.kernels.sm90.gemv_bf16.gemv_bf16_kernel` and its launch: ``block_n`` rows of
+    B a program, ``block_k`` elements of K an iteration, K split ``split_k`` ways (at most; the launch drops empty
+    ranges)."""
+
+    block_n: int = GEMV_BLOCK_N
+    block_k: int = GEMV_BLOCK_K
+    split_k: int = 1
+    num_warps: int = GEMV_NUM_WARPS
+    num_sms: int = 132
+    c_tma: bool = False  # never: the route's C handling reads this like Sm90Bf16Config's
+
+
+def gemv_fits(desc: GemmDesc) -> bool:
+    """Whether the GEMV kernel takes ``desc``: a plain BF16 GEMM of one row with a K-major B."""
+    return desc.kind == "bf16" and desc.layout == "normal" and desc.m == 1 and desc.b_k_major and desc.k >= 1
+
+
+def make_gemv_config(desc: GemmDesc, facts: DeviceFacts, block_n: int = GEMV_BLOCK_N, block_k: int = GEMV_BLOCK_K,
+                     split: int = 0, num_warps: int = GEMV_NUM_WARPS) -> Sm90GemvConfig:
+    """A GEMV config; ``split`` 0: split K until the call has :data:`GEMV_PROGRAMS_PER_SM` programs an SM (at most
+    :data:`GEMV_MAX_SPLIT` ways, at least one ``block_k`` slice a range)."""
+    if block_n & (block_n - 1) or block_k & (block_k - 1) or block_k < 8:
+        raise ValueError(f"GEMV blocks must be powers of two (block_k >= 8); got {block_n}x{block_k}")
+    if split <= 0:
+        blocks = math.ceil(desc.n / block_n)
+        wanted = math.ceil(GEMV_PROGRAMS_PER_SM * facts.num_sms / blocks)
+        split = max(1, min(wanted, GEMV_MAX_SPLIT, math.ceil(desc.k / block_k)))
+    return Sm90GemvConfig(block_n, block_k, split, num_warps, facts.num_sms)
+
+
+def get_sm90_gemv_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90GemvConfig | None:
+    """The GEMV config for ``desc`` where the rules take the GEMV kernel (:data:`GEMV_WANTED` and
+    :func:`gemv_fits`), else None."""
+    return make_gemv_config(desc, facts) if GEMV_WANTED and gemv_fits(desc) else None

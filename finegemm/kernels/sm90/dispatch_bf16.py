@@ -25,8 +25,8 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 from ...jit import env
 from ...jit.device import DeviceFacts
 from ...jit.heuristics import GemmDesc, get_portable_config
-from ...jit.heuristics_sm90 import Sm90Bf16Config, get_sm90_bf16_config
-from . import gemm_bf16, launcher, layouts
+from ...jit.heuristics_sm90 import Sm90Bf16Config, Sm90GemvConfig, get_sm90_bf16_config, get_sm90_gemv_config
+from . import gemm_bf16, gemv_bf16, launcher, layouts
 
 _GL_DTYPES = {torch.bfloat16: gl.bfloat16, torch.float32: gl.float32}
 
@@ -57,8 +57,10 @@ def unsupported_reason(desc: GemmDesc, facts: DeviceFacts) -> str | None:
     return None
 
 
-def get_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Bf16Config:
-    return get_sm90_bf16_config(desc, facts)
+def get_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Bf16Config | Sm90GemvConfig:
+    """The rules' config: the GEMV kernel's for the one-row GEMMs it takes (``get_sm90_gemv_config``), else the
+    tensor-core kernel's."""
+    return get_sm90_gemv_config(desc, facts) or get_sm90_bf16_config(desc, facts)
 
 
 _workspaces: dict[tuple, torch.Tensor] = {}
@@ -150,14 +152,17 @@ _recordings: dict[tuple, launcher.Recording] = launcher.new_recordings()
 MAX_RECORDINGS = 4096
 
 
-def bf16_gemm(desc: GemmDesc, config: Sm90Bf16Config, a: torch.Tensor, b: torch.Tensor, d: torch.Tensor,
-              c: torch.Tensor | None) -> launcher.Recording | launcher.OnStream | None:
+def bf16_gemm(desc: GemmDesc, config: Sm90Bf16Config | Sm90GemvConfig, a: torch.Tensor, b: torch.Tensor,
+              d: torch.Tensor, c: torch.Tensor | None) -> launcher.Recording | launcher.OnStream | None:
     """``d = c + a @ b^T`` on validated tensors (module docstring); falls back to portable where TMA cannot go.
 
     A repeated call (same pointers, strides and dtypes) replays the cached :class:`launcher.Recording` of its
     launches through Triton's C launcher (what dispatch.fp8_gemm does); returns it when it can replay (split-K:
     bound to the current stream, :class:`launcher.OnStream`). A config that stages C (``c_tma``) given a C that TMA
-    cannot read (an unaligned base) runs the tile the rules pick for a C read from global memory instead."""
+    cannot read (an unaligned base) runs the tile the rules pick for a C read from global memory instead. A
+    :class:`Sm90GemvConfig` runs :mod:`.gemv_bf16` (plain loads: no alignment needed beyond the dtypes')."""
+    if isinstance(config, Sm90GemvConfig):
+        return _gemv(desc, config, a, b, d, c)
     if config.c_tma and c is not None and not c_tma_ok(config, c, d):
         config = _unstaged_config(desc, config)
     key = (desc, config, a.data_ptr(), b.data_ptr(), d.data_ptr(), c.data_ptr() if c is not None else 0,
@@ -182,6 +187,19 @@ def bf16_gemm(desc: GemmDesc, config: Sm90Bf16Config, a: torch.Tensor, b: torch.
         return launches
 
     return launcher.replay_or_record(_recordings, key, build, MAX_RECORDINGS, stream_of=stream_of)
+
+
+def _gemv(desc: GemmDesc, config: Sm90GemvConfig, a: torch.Tensor, b: torch.Tensor, d: torch.Tensor,
+          c: torch.Tensor | None) -> launcher.Recording | launcher.OnStream | None:
+    key = (desc, config, a.data_ptr(), b.data_ptr(), d.data_ptr(), c.data_ptr() if c is not None else 0,
+           a.stride(), b.stride(), d.stride(), c.stride() if c is not None else None,
+           c.dtype if c is not None else None, a.device.index)
+    stream_of = a.device if config.split_k > 1 else None  # split-K: its stream's partials and counters
+    recording = launcher.replay_cached(_recordings, key, stream_of)
+    if recording is not None:
+        return recording
+    return launcher.replay_or_record(_recordings, key, lambda: gemv_bf16.build_plan(config, a, b, d, c),
+                                     MAX_RECORDINGS, stream_of=stream_of)
 
 
 @functools.lru_cache(maxsize=256)

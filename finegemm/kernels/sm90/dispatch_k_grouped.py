@@ -61,7 +61,7 @@ import torch
 
 from ...jit.device import DeviceFacts
 from ...jit.heuristics import FP8_BLOCK_K, GemmDesc
-from ...jit.heuristics_sm90 import make_config
+from ...jit.heuristics_sm90 import get_sm90_bf16_config, make_config
 from ...layout import get_mn_major_tma_aligned_tensor
 from . import dispatch, dispatch_bf16, gemm_1d2d, gemm_bf16, launcher
 from .transpose import operand_workspace, transpose_launch
@@ -194,7 +194,7 @@ def _group_config(desc: GemmDesc, config: KGroupedConfig) -> Any:
     cfg = _group_configs.get(key)
     if cfg is None:
         if desc.kind == "bf16":
-            cfg = dispatch_bf16.get_config(desc, config.facts)
+            cfg = get_sm90_bf16_config(desc, config.facts)  # tensor-core tiles (no GEMV)
         elif config.group_overrides is not None:
             kwargs = dict(config.group_overrides)
             pipe = kwargs.pop("pipe_mma", None)

@@ -23,7 +23,13 @@ from finegemm import reference
 from finegemm.bench.timer import L2Flush, time_cuda
 from finegemm.jit.device import device_facts
 from finegemm.jit.heuristics import GemmDesc
-from finegemm.jit.heuristics_sm90 import get_sm90_bf16_config, make_gemv_config
+from finegemm.jit.heuristics_sm90 import (
+    GEMV_LONG_BLOCKS,
+    GEMV_LONG_K,
+    GEMV_SHORT_BLOCKS,
+    get_sm90_bf16_config,
+    make_gemv_config,
+)
 from finegemm.kernels.sm90 import dispatch_bf16
 
 DEV = torch.device("cuda")
@@ -31,8 +37,8 @@ DEV = torch.device("cuda")
 SHAPES = [(2112, 7168, False), (576, 7168, False), (24576, 1536, False), (32768, 512, False), (7168, 16384, False),
           (4096, 7168, False), (7168, 2048, False), (256, 7168, True), (129280, 7168, True)]
 # GEMV variants besides the rules' config: (block_n, block_k, split (0: the rule's), num_warps)
-VARIANTS = [(16, 512, 0, 8), (8, 1024, 0, 4), (32, 256, 0, 4), (16, 256, 0, 4), (16, 512, -2, 4), (16, 512, 1, 4),
-            (4, 1024, 0, 4)]
+VARIANTS = [(16, 512, 0, 4), (16, 512, -2, 4), (4, 1024, -2, 4), (4, 1024, 1, 4), (8, 1024, 0, 4), (4, 512, 0, 4),
+            (32, 256, -2, 4), (4, 2048, 0, 4)]
 
 
 def _cublas(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, d: torch.Tensor):
@@ -75,7 +81,7 @@ def main() -> None:
             row = dict(N=n, K=k, out="fp32" if fp32 else "bf16", with_c=with_c,
                        cublas_us=time_cuda(cublas, flush, 5, args.reps).median_us,
                        cublas_diff=reference.calc_diff(dc, ref), configs=[])
-            rule = make_gemv_config(desc, facts)
+            rule = make_gemv_config(desc, facts, *(GEMV_LONG_BLOCKS if k >= GEMV_LONG_K else GEMV_SHORT_BLOCKS))
             cfgs = [("tensor-core", get_sm90_bf16_config(desc, facts)), ("gemv-rule", rule)]
             for bn, bk, split, warps in VARIANTS:
                 if split < 0:

@@ -589,6 +589,14 @@ if GEMV_WANTED:
 GEMV_BLOCK_N = 16
 GEMV_BLOCK_K = 512
 GEMV_NUM_WARPS = 4
+# (block_n, block_k) by K: H100 probe (results/gemv-probe-h100-2026-12-06-d16ce47.json, us, cuBLAS / 4x1024 /
+# 32x256 / 16x512): from K = 2048 narrow blocks of long slices (many programs, no split at large N) were best or
+# near it (1x2112x7168 21.3 / 18.6 / 21.7 / 20.6, 1x7168x16384 95.3 / 89.7 / 91.1 / 93.3, 1x7168x2048 19.0 / 18.9 /
+# 20.4 / 20.7); below it a 1024 slice runs half masked (1x24576x1536 39.7 / 41.9 / 38.5 / 38.1, 1x32768x512 21.5 /
+# 26.9 / 19.8 / 20.5)
+GEMV_LONG_K = 2048
+GEMV_LONG_BLOCKS = (4, 1024)
+GEMV_SHORT_BLOCKS = (32, 256)
 GEMV_MAX_SPLIT = 16
 # programs a call should have (per SM) before K is split: several CTAs an SM keep enough loads in flight
 GEMV_PROGRAMS_PER_SM = 4
@@ -629,4 +637,6 @@ def make_gemv_config(desc: GemmDesc, facts: DeviceFacts, block_n: int = GEMV_BLO
 def get_sm90_gemv_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90GemvConfig | None:
     """The GEMV config for ``desc`` where the rules take the GEMV kernel (:data:`GEMV_WANTED` and
     :func:`gemv_fits`), else None."""
-    return make_gemv_config(desc, facts) if GEMV_WANTED and gemv_fits(desc) else None
+    if not (GEMV_WANTED and gemv_fits(desc)):
+        return None
+    return make_gemv_config(desc, facts, *(GEMV_LONG_BLOCKS if desc.k >= GEMV_LONG_K else GEMV_SHORT_BLOCKS))

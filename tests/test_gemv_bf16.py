@@ -14,7 +14,7 @@ from finegemm import reference
 from finegemm.jit import heuristics_sm90
 from finegemm.jit.device import H200
 from finegemm.jit.heuristics import GemmDesc
-from finegemm.jit.heuristics_sm90 import Sm90GemvConfig, get_sm90_gemv_config, gemv_fits, make_gemv_config
+from finegemm.jit.heuristics_sm90 import Sm90GemvConfig, gemv_fits, get_sm90_gemv_config, make_gemv_config
 
 
 def _run(n, k, block_n, block_k, split, out_dtype=torch.float32, c_dtype=None, a_stride=1, c_col_stride=1, seed=0,

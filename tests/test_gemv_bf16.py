@@ -68,7 +68,7 @@ def test_gemv_strided_operands_and_counters_left_zero():
 
 
 def test_gemv_rule():
-    """The GEMV takes plain one-row BF16 GEMMs with a K-major B, and only with the switch on; 4x1024 blocks from
+    """The GEMV takes plain one-row BF16 GEMMs with a K-major B (unless FINEGEMM_PROBE_BF16_GEMV=0); 4x1024 blocks from
     K = 2048, 32x256 below; K split until 4 programs an SM, at most 16 ways and one slice a range."""
     assert gemv_fits(GemmDesc("bf16", 1, 4096, 7168))
     assert not gemv_fits(GemmDesc("bf16", 2, 4096, 7168))
@@ -84,7 +84,7 @@ def test_gemv_rule():
 
 
 def test_gemv_switch(monkeypatch):
-    monkeypatch.setattr(heuristics_sm90, "GEMV_WANTED", True)
+    assert heuristics_sm90.GEMV_WANTED  # on by default
     cfg = get_sm90_gemv_config(GemmDesc("bf16", 1, 7168, 2048), H200)
     assert isinstance(cfg, Sm90GemvConfig) and (cfg.block_n, cfg.block_k) == (4, 1024)
     assert (get_sm90_gemv_config(GemmDesc("bf16", 1, 7168, 1536), H200).block_k) == 256

@@ -118,7 +118,8 @@ def test_public_api_replays_recorded_launch(m, n, k, monkeypatch):
     from finegemm.api import gemm as api_gemm
     from finegemm.jit.device import device_facts
     from finegemm.jit.heuristics import GemmDesc
-    from finegemm.kernels.sm90 import gemm_bf16
+    from finegemm.jit.heuristics_sm90 import Sm90GemvConfig
+    from finegemm.kernels.sm90 import gemm_bf16, gemv_bf16
 
     dev = torch.device("cuda")
     a = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
@@ -143,10 +144,14 @@ def test_public_api_replays_recorded_launch(m, n, k, monkeypatch):
         d.fill_(float("nan"))
         run()
         want = torch.full_like(d, float("nan"))
-        grid, args, meta, reduce = mod._build_plan(desc, cfg, a, b, want, None)
-        gemm_bf16.bf16_gemm_kernel[grid](*args, **meta)
-        if reduce is not None:
-            gemm_bf16.splitk_reduce_kernel[reduce[0]](*reduce[1], **reduce[2])
+        if isinstance(cfg, Sm90GemvConfig):  # M = 1: the GEMV route
+            for kernel, grid, args, meta in gemv_bf16.build_plan(cfg, a, b, want, None):
+                kernel[grid](*args, **meta)
+        else:
+            grid, args, meta, reduce = mod._build_plan(desc, cfg, a, b, want, None)
+            gemm_bf16.bf16_gemm_kernel[grid](*args, **meta)
+            if reduce is not None:
+                gemm_bf16.splitk_reduce_kernel[reduce[0]](*reduce[1], **reduce[2])
         torch.cuda.synchronize()
         assert torch.equal(d.view(torch.int16), want.view(torch.int16)), seed
         assert reference.calc_diff(d, reference.bf16_gemm("nt", a, b, None)) < 1e-5
@@ -183,13 +188,14 @@ def test_b_prefetch_changes_nothing(m, n, k, b_k_major):
     mod = _sm90()
     from finegemm.jit.device import device_facts
     from finegemm.jit.heuristics import GemmDesc
+    from finegemm.jit.heuristics_sm90 import get_sm90_bf16_config
 
     dev = torch.device("cuda")
     a = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
     b = torch.randn(n, k, device=dev, dtype=torch.bfloat16)
     b_view = b if b_k_major else b.T.contiguous().T  # [N, K] with stride (1, N)
     desc = GemmDesc("bf16", m, n, k, True, b_k_major)
-    base = mod.get_config(desc, device_facts(dev))
+    base = get_sm90_bf16_config(desc, device_facts(dev))  # the tensor-core kernel's (M = 1 routes to the GEMV)
     outs = []
     for cfg in (base, dataclasses.replace(base, b_prefetch=8)):
         d = torch.full((m, n), float("nan"), device=dev, dtype=torch.bfloat16)

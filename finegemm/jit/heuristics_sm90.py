@@ -580,12 +580,14 @@ def make_bf16_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split
 # ---------------------------------------------------------------------------------------------
 # Why: at M = 1 the tensor-core kernel is 0.82-0.98x cuBLAS (its GEMV) on 8 of the 16 one-row bf16 cases (H200,
 # results/bench-bf16-sm90-h200-2026-12-05-26f8c93.json), worst the decode LM head 1x129280x7168 (FP32 out) at 534
-# us against 438 (the HBM floor 436). Prepared, not yet measured: taken only with FINEGEMM_PROBE_BF16_GEMV=1 (read
-# at import); scripts/gemv_probe.py times it against both.
-GEMV_WANTED = os.environ.get("FINEGEMM_PROBE_BF16_GEMV", "0") == "1"
-if GEMV_WANTED:
-    warnings.warn("FINEGEMM_PROBE_BF16_GEMV=1: one-row sm90 BF16 GEMMs run the GEMV kernel (a probe switch, not yet "
-                  "measured)", stacklevel=2)
+# us against 438 (the HBM floor 436). H100 (results/gemv-probe-h100-2026-12-06-9aedee3.json, us, cuBLAS /
+# tensor-core pick / GEMV): faster than both on all 16 harness one-row cases, 1.02-1.39x cuBLAS (1x129280x7168
+# 641.2 / 621.3 / 591.5, 1x7168x16384 95.4 / 96.2 / 90.3, 1x7168x2048 19.6 / 21.4 / 19.3, 1x256x7168 10.8 /
+# 11.5 / 7.8). On unless FINEGEMM_PROBE_BF16_GEMV=0 (read at import); scripts/gemv_probe.py times it.
+GEMV_WANTED = os.environ.get("FINEGEMM_PROBE_BF16_GEMV", "1") != "0"
+if not GEMV_WANTED:
+    warnings.warn("FINEGEMM_PROBE_BF16_GEMV=0: one-row sm90 BF16 GEMMs run the tensor-core kernel (a probe switch)",
+                  stacklevel=2)
 GEMV_BLOCK_N = 16
 GEMV_BLOCK_K = 512
 GEMV_NUM_WARPS = 4

@@ -78,6 +78,7 @@
 #   bash scripts/gpu_pending.sh 44  (session 20) FP8 tiles of two column blocks (128x192, 64x96, ...): GPU tests, then
 #                                   scripts/sm90_dev.py v18 against the heuristic's pick
 #   bash scripts/gpu_pending.sh 45  (session 21) 43, the tests of 40 and 41, the bf16 suite off / on once: one start
+#   bash scripts/gpu_pending.sh 51  (session 23, H200 first) the GEMV probe, the bf16 suite with cuBLAS, then 50
 #   bash scripts/gpu_pending.sh 50  (session 23) the BF16 rules' untimed new picks, the paged-mqa suite by ws form / stages
 #   bash scripts/gpu_pending.sh 49  (session 23) one start: BF16 switch tests + bf16 A/B off/on/off, then 39 once
 #   bash scripts/gpu_pending.sh 48  (session 21) the shortest: sm90_dev v19, then the WGMMA rate probe
@@ -120,7 +121,7 @@ harness_run() {  # one harness run in its own process: output stem, suites, then
     # harness arguments in the array harness_args; prints the stem and the suites' case lines (case, peer, us, TFLOPS)
     local stem="$1" suites="$2"; shift 2
     env "$@" timeout "${HARNESS_TIMEOUT:-200}" python3 -W ignore -m finegemm.bench --plain --no-progress --suite "$suites" \
-        --peers finegemm-sm90 --commit "$commit" "${harness_args[@]}" --json "$LOGS/$stem.json" \
+        --peers "${HARNESS_PEERS:-finegemm-sm90}" --commit "$commit" "${harness_args[@]}" --json "$LOGS/$stem.json" \
         > "$LOGS/$stem.log" 2>&1 || status=1
     echo "$stem"; grep -E '^(contig|masked|kgrp|paged|mqa|[0-9]+x)' "$LOGS/$stem.log" | awk '{print $1, $2, $3, $4}' \
         | tr '\n' ' '; echo
@@ -384,6 +385,16 @@ elif [ "$PART" = 49 ]; then
         pack
     done
     harness_args=()
+elif [ "$PART" = 51 ]; then
+    # session 23 (NOTES v25), for an H200 first: the BF16 GEMV probe (one-row cases: cuBLAS / tensor-core pick /
+    # GEMV variants), then the harness bf16 suite with the live cuBLAS peer (this session's GEMV, C by TMA and
+    # split widths against the H200's cuBLAS: issue 5's BF16 target), then part 50
+    OUT="$LOGS" timeout 120 python3 -W ignore scripts/gemv_probe.py --commit "$commit" 2>&1 \
+        | tee "$LOGS/gemv_probe.log" | cut -c1-220
+    pack
+    HARNESS_PEERS=finegemm-sm90,cublas-bf16 HARNESS_TIMEOUT=240 harness_run bf16-cublas bf16
+    pack
+    bash "$0" 50
 elif [ "$PART" = 50 ]; then
     # session 23 (NOTES v25): the BF16 rules' new picks that no run has timed (192x192 at 8192x576x7168, 128x144 at
     # 577x7168x16384, 128x192 split 4 at 333x2112x7168) against the tiles they displaced, then the harness paged-mqa

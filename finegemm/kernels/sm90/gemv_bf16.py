@@ -68,7 +68,16 @@ def gemv_bf16_kernel(a_ptr, b_ptr, d_ptr, c_ptr, ws_ptr, cnt_ptr, N, K, K_SPLIT,
         b = nb
         a = na
     acc += b.to(tl.float32) * a.to(tl.float32)[None, :]
-    part = tl.sum(acc, axis=1)
+    store_row_block(tl.sum(acc, axis=1), rows, row_ok, pid_n, pid_k, N, ws_ptr, cnt_ptr, d_ptr, c_ptr, stride_cn,
+                    HAS_C, SPLIT_K)
+
+
+@triton.jit
+def store_row_block(part, rows, row_ok, pid_n, pid_k, N, ws_ptr, cnt_ptr, d_ptr, c_ptr, stride_cn,
+                    HAS_C: tl.constexpr, SPLIT_K: tl.constexpr):
+    """D's ``rows`` from this program's FP32 ``part`` (+ C): at once without split-K; else the partial goes to
+    ``ws_ptr[pid_k, rows]`` and the program of row block ``pid_n`` that arrives last adds the ``SPLIT_K`` partials
+    in split order, stores D and leaves the counter 0."""
     if SPLIT_K == 1:
         _finish(part, rows, row_ok, d_ptr, c_ptr, stride_cn, HAS_C)
     else:
@@ -88,21 +97,28 @@ _workspaces: dict[tuple, torch.Tensor] = {}
 _counters: dict[tuple, torch.Tensor] = {}
 
 
+def split_plan(config: Sm90GemvConfig, n: int, k: int, d: torch.Tensor) -> tuple[int, int, int, torch.Tensor,
+                                                                                  torch.Tensor]:
+    """(K per range, ranges, row blocks, FP32 partials, arrival counters) of a GEMV launch: ``config.split_k``
+    ranges of whole ``block_k`` slices at most, none empty; the buffers of the current stream (``d`` stands in
+    for both without split-K)."""
+    k_split = triton.cdiv(triton.cdiv(k, config.block_k), config.split_k) * config.block_k
+    split = triton.cdiv(k, k_split)
+    blocks = triton.cdiv(n, config.block_n)
+    if split == 1:
+        return k_split, split, blocks, d, d
+    ws = launcher.stream_scratch(_workspaces, d.device, split * n, torch.float32)
+    cnt = launcher.stream_scratch(_counters, d.device, blocks, torch.int32, zeroed=True)
+    return k_split, split, blocks, ws, cnt
+
+
 def build_plan(config: Sm90GemvConfig, a: torch.Tensor, b: torch.Tensor, d: torch.Tensor,
                c: torch.Tensor | None) -> list:
     """The one launch ``(kernel, grid, args, meta)`` of ``d = c + a @ b^T`` at M = 1 (module docstring)."""
     n, k = b.shape
-    bn, bk, split = config.block_n, config.block_k, config.split_k
-    k_split = triton.cdiv(triton.cdiv(k, bk), split) * bk
-    split = triton.cdiv(k, k_split)  # no empty K range
-    blocks = triton.cdiv(n, bn)
-    if split > 1:
-        ws = launcher.stream_scratch(_workspaces, d.device, split * n, torch.float32)
-        cnt = launcher.stream_scratch(_counters, d.device, blocks, torch.int32, zeroed=True)
-    else:
-        ws, cnt = d, d
+    k_split, split, blocks, ws, cnt = split_plan(config, n, k, d)
     c_arg = c if c is not None else d
     args = (a, b, d, c_arg, ws, cnt, n, k, k_split, a.stride(1), b.stride(0), c_arg.stride(1))
-    meta = dict(HAS_C=c is not None, SPLIT_K=split, BLOCK_N=bn, BLOCK_K=bk, EVEN_K=k % bk == 0,
-                num_warps=config.num_warps)
+    meta = dict(HAS_C=c is not None, SPLIT_K=split, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
+                EVEN_K=k % config.block_k == 0, num_warps=config.num_warps)
     return [(gemv_bf16_kernel, (blocks, split), args, meta)]

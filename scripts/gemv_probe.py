@@ -23,13 +23,7 @@ from finegemm import reference
 from finegemm.bench.timer import L2Flush, time_cuda
 from finegemm.jit.device import device_facts
 from finegemm.jit.heuristics import GemmDesc
-from finegemm.jit.heuristics_sm90 import (
-    GEMV_LONG_BLOCKS,
-    GEMV_LONG_K,
-    GEMV_SHORT_BLOCKS,
-    get_sm90_bf16_config,
-    make_gemv_config,
-)
+from finegemm.jit.heuristics_sm90 import gemv_blocks, get_sm90_bf16_config, make_gemv_config
 from finegemm.kernels.sm90 import dispatch_bf16
 
 DEV = torch.device("cuda")
@@ -96,7 +90,7 @@ def main() -> None:
             row = dict(N=n, K=k, out="fp32" if fp32 else "bf16", with_c=with_c,
                        cublas_us=time_cuda(cublas, flush, 5, args.reps).median_us,
                        cublas_diff=reference.calc_diff(dc, ref), configs=[])
-            rule = make_gemv_config(desc, facts, *(GEMV_LONG_BLOCKS if k >= GEMV_LONG_K else GEMV_SHORT_BLOCKS))
+            rule = make_gemv_config(desc, facts, *gemv_blocks(k))
             cfgs = [("tensor-core", get_sm90_bf16_config(desc, facts)), ("gemv-rule", rule)]
             for bn, bk, split, warps in VARIANTS:
                 if split < 0:

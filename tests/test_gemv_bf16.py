@@ -88,6 +88,7 @@ def test_gemv_switch(monkeypatch):
     cfg = get_sm90_gemv_config(GemmDesc("bf16", 1, 7168, 2048), H200)
     assert isinstance(cfg, Sm90GemvConfig) and (cfg.block_n, cfg.block_k) == (4, 1024)
     assert (get_sm90_gemv_config(GemmDesc("bf16", 1, 7168, 1536), H200).block_k) == 256
+    assert heuristics_sm90.gemv_blocks(2048) == (4, 1024) and heuristics_sm90.gemv_blocks(2047) == (32, 256)
     assert get_sm90_gemv_config(GemmDesc("bf16", 4, 7168, 2048), H200) is None
     monkeypatch.setattr(heuristics_sm90, "GEMV_WANTED", False)
     assert get_sm90_gemv_config(GemmDesc("bf16", 1, 7168, 2048), H200) is None

@@ -588,8 +588,6 @@ GEMV_WANTED = os.environ.get("FINEGEMM_PROBE_BF16_GEMV", "1") != "0"
 if not GEMV_WANTED:
     warnings.warn("FINEGEMM_PROBE_BF16_GEMV=0: one-row sm90 BF16 GEMMs run the tensor-core kernel (a probe switch)",
                   stacklevel=2)
-GEMV_BLOCK_N = 16
-GEMV_BLOCK_K = 512
 GEMV_NUM_WARPS = 4
 # (block_n, block_k) by K: H100 probe (results/gemv-probe-h100-2026-12-06-d16ce47.json, us, cuBLAS / 4x1024 /
 # 32x256 / 16x512): from K = 2048 narrow blocks of long slices (many programs, no split at large N) were best or
@@ -610,12 +608,11 @@ class Sm90GemvConfig:
     B a program, ``block_k`` elements of K an iteration, K split ``split_k`` ways (at most; the launch drops empty
     ranges)."""
 
-    block_n: int = GEMV_BLOCK_N
-    block_k: int = GEMV_BLOCK_K
+    block_n: int
+    block_k: int
     split_k: int = 1
     num_warps: int = GEMV_NUM_WARPS
     num_sms: int = 132
-    c_tma: bool = False  # never: the route's C handling reads this like Sm90Bf16Config's
 
 
 def gemv_fits(desc: GemmDesc) -> bool:
@@ -623,8 +620,8 @@ def gemv_fits(desc: GemmDesc) -> bool:
     return desc.kind == "bf16" and desc.layout == "normal" and desc.m == 1 and desc.b_k_major and desc.k >= 1
 
 
-def make_gemv_config(desc: GemmDesc, facts: DeviceFacts, block_n: int = GEMV_BLOCK_N, block_k: int = GEMV_BLOCK_K,
-                     split: int = 0, num_warps: int = GEMV_NUM_WARPS) -> Sm90GemvConfig:
+def make_gemv_config(desc: GemmDesc, facts: DeviceFacts, block_n: int, block_k: int, split: int = 0,
+                     num_warps: int = GEMV_NUM_WARPS) -> Sm90GemvConfig:
     """A GEMV config; ``split`` 0: split K until the call has :data:`GEMV_PROGRAMS_PER_SM` programs an SM (at most
     :data:`GEMV_MAX_SPLIT` ways, at least one ``block_k`` slice a range)."""
     if block_n & (block_n - 1) or block_k & (block_k - 1) or block_k < 8:
@@ -641,4 +638,10 @@ def get_sm90_gemv_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90GemvConfig |
     :func:`gemv_fits`), else None."""
     if not (GEMV_WANTED and gemv_fits(desc)):
         return None
-    return make_gemv_config(desc, facts, *(GEMV_LONG_BLOCKS if desc.k >= GEMV_LONG_K else GEMV_SHORT_BLOCKS))
+    return make_gemv_config(desc, facts, *gemv_blocks(desc.k))
+
+
+def gemv_blocks(k: int) -> tuple[int, int]:
+    """The rule's (``block_n``, ``block_k``) at ``K = k``: :data:`GEMV_LONG_BLOCKS` from :data:`GEMV_LONG_K`, else
+    :data:`GEMV_SHORT_BLOCKS`."""
+    return GEMV_LONG_BLOCKS if k >= GEMV_LONG_K else GEMV_SHORT_BLOCKS

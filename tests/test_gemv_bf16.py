@@ -45,6 +45,7 @@ def _run(n, k, block_n, block_k, split, out_dtype=torch.float32, c_dtype=None, a
     (33, 520, 8, 64, 2),  # K not a multiple of the slice (masked tail)
     (7, 64, 4, 64, 4),  # split asked beyond the slices: one range
     (40, 8, 8, 64, 1),  # K shorter than one slice
+    (3, 5, 4, 64, 1),  # rows no vector load can align (K = 5)
 ])
 @pytest.mark.parametrize("out_dtype,c_dtype", [(torch.float32, None), (torch.bfloat16, torch.bfloat16),
                                                (torch.float32, torch.float32)])
@@ -81,6 +82,24 @@ def test_gemv_rule():
     assert make_gemv_config(GemmDesc("bf16", 1, 64, 1 << 20), H200, 4, 1024).split_k == 16
     with pytest.raises(ValueError, match="powers of two"):
         make_gemv_config(GemmDesc("bf16", 1, 64, 64), H200, 12, 64)
+
+
+def test_backend_choice_routes_one_row_bf16_to_the_gemv():
+    """The public route (api/dispatch._choose on an sm_90's facts): one-row nt / tt calls take the GEMV at any
+    alignment (an M-major A of one row, K % 8 != 0, N * 2 % 16 != 0: rows TMA could not address), an N-major B (nn /
+    tn) and two rows the tensor-core tiles, FP8 never."""
+    from finegemm.api.dispatch import _choose
+    from finegemm.jit.heuristics_sm90 import Sm90Bf16Config
+
+    for a_k_major in (True, False):
+        backend, cfg = _choose(GemmDesc("bf16", 1, 4096, 7168, a_k_major, True), H200, "auto")
+        assert backend == "sm90" and isinstance(cfg, Sm90GemvConfig)
+    for n, k in ((4097, 7100), (3, 5)):
+        assert isinstance(_choose(GemmDesc("bf16", 1, n, k), H200, "auto")[1], Sm90GemvConfig)
+    assert _choose(GemmDesc("bf16", 2, 4096, 7100), H200, "auto")[0] == "portable"  # TMA rows unaligned
+    assert isinstance(_choose(GemmDesc("bf16", 1, 4096, 7168, True, False), H200, "auto")[1], Sm90Bf16Config)
+    assert isinstance(_choose(GemmDesc("bf16", 2, 4096, 7168), H200, "auto")[1], Sm90Bf16Config)
+    assert not isinstance(_choose(GemmDesc("fp8_1d2d", 1, 4096, 7168), H200, "auto")[1], Sm90GemvConfig)
 
 
 def test_gemv_switch(monkeypatch):

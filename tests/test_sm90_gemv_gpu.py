@@ -13,7 +13,7 @@ from finegemm import reference
 pytestmark = pytest.mark.gpu
 
 SHAPES = [(2112, 7168), (576, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048),
-          (256, 7168), (129280, 7168), (1000, 1000), (8, 64), (33, 8)]
+          (256, 7168), (129280, 7168), (1000, 1000), (8, 64), (33, 8), (4097, 7100), (3, 5)]  # last two: no TMA
 
 
 @pytest.fixture
@@ -51,6 +51,19 @@ def test_one_row_gemm_through_the_api(n, k, out_dtype, c_dtype, gemv_on):
     assert not torch.isnan(outs[0]).any()
     assert reference.calc_diff(outs[0], ref) < 1e-5
     assert torch.equal(outs[0], outs[1])  # split-K sums in split order whichever program arrives last
+
+
+def test_one_row_with_a_transposed_a(gemv_on):
+    """``bf16_gemm_tt`` at M = 1: A is a ``[K, 1]`` tensor's transpose (M-major, rows TMA could not address) and B
+    K-major: the GEMV reads A through its strides."""
+    dev = torch.device("cuda")
+    g = torch.Generator(device=dev).manual_seed(3)
+    a_t = torch.randn(7168, 1, device=dev, dtype=torch.bfloat16, generator=g)  # tt: A given as [K, M]
+    b = torch.randn(2112, 7168, device=dev, dtype=torch.bfloat16, generator=g)  # and B as [N, K]
+    d = torch.full((1, 2112), float("nan"), device=dev, dtype=torch.bfloat16)
+    finegemm.bf16_gemm_tt(a_t, b, d)
+    torch.cuda.synchronize()
+    assert reference.calc_diff(d, reference.bf16_gemm("nt", a_t.T, b)) < 1e-5
 
 
 def test_c_is_d_and_graph_replay(gemv_on):

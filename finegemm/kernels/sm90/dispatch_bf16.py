@@ -32,7 +32,8 @@ _GL_DTYPES = {torch.bfloat16: gl.bfloat16, torch.float32: gl.float32}
 
 
 def unsupported_reason(desc: GemmDesc, facts: DeviceFacts) -> str | None:
-    """None when the sm90 BF16 kernel runs ``desc`` (any M, N, K >= 1 with TMA-aligned rows); else why not."""
+    """None when the sm90 BF16 kernels run ``desc`` (any M, N, K >= 1 with TMA-aligned rows; one-row GEMMs the GEMV
+    takes at any alignment); else why not."""
     reason = launcher.triton_version_reason()
     if reason is not None:
         return reason
@@ -42,6 +43,8 @@ def unsupported_reason(desc: GemmDesc, facts: DeviceFacts) -> str | None:
         return f"layout {desc.layout} has no sm90 BF16 kernel yet"
     if desc.k < 1:
         return "K=0 needs no kernel"
+    if get_sm90_gemv_config(desc, facts) is not None:
+        return None  # the one-row GEMV reads with plain loads: no TMA alignment needed
     # TMA needs every row stride to be a multiple of 16 bytes: 8 bf16 elements along the contiguous dim.
     if desc.a_k_major and desc.k % 8:
         return f"K-major A with K={desc.k}: rows are not 16-byte aligned for TMA (K % 8 != 0)"

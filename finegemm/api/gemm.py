@@ -354,7 +354,8 @@ def bf16_gemm_nt(
     On sm_90 the Gluon kernel (kernels/sm90/gemm_bf16.py) runs every layout whose rows TMA can
     address: K % 8 == 0 for a K-major operand, M % 8 == 0 / N % 8 == 0 for an MN-major A / B, and
     16-byte rows of ``d`` (N % 8 for bf16, N % 4 for fp32); other shapes run the portable kernel
-    (``FINEGEMM_BACKEND=sm90`` raises ``BackendError`` for them instead). ``alpha`` (DeepGEMM 2.8): None or 1.
+    (``FINEGEMM_BACKEND=sm90`` raises ``BackendError`` for them instead). One-row calls with a K-major B (decode)
+    run a Triton GEMV there at any alignment (kernels/sm90/gemv_bf16.py). ``alpha`` (DeepGEMM 2.8): None or 1.
     """
     del compiled_dims
     if alpha is not None:

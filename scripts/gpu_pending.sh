@@ -388,7 +388,9 @@ elif [ "$PART" = 49 ]; then
 elif [ "$PART" = 51 ]; then
     # session 23 (NOTES v25), for an H200 first: the BF16 GEMV probe (one-row cases: cuBLAS / tensor-core pick /
     # GEMV variants), then the harness bf16 suite with the live cuBLAS peer (this session's GEMV, C by TMA and
-    # split widths against the H200's cuBLAS: issue 5's BF16 target), then part 50
+    # split widths against the H200's cuBLAS: issue 5's BF16 target), then part 50. First the GEMV GPU tests: the
+    # unaligned one-row calls (K = 7100, K = 5) and the tt case took the GEMV after the last GPU run (c08480e)
+    PYTEST_TIMEOUT=120 pytest_gpu pytest-gemv.log tests/test_sm90_gemv_gpu.py
     OUT="$LOGS" timeout 120 python3 -W ignore scripts/gemv_probe.py --commit "$commit" 2>&1 \
         | tee "$LOGS/gemv_probe.log" | cut -c1-220
     pack

@@ -164,17 +164,20 @@ def bf16_gemm(desc: GemmDesc, config: Sm90Bf16Config | Sm90GemvConfig, a: torch.
     bound to the current stream, :class:`launcher.OnStream`). A config that stages C (``c_tma``) given a C that TMA
     cannot read (an unaligned base) runs the tile the rules pick for a C read from global memory instead. A
     :class:`Sm90GemvConfig` runs :mod:`.gemv_bf16` (plain loads: no alignment needed beyond the dtypes')."""
-    if isinstance(config, Sm90GemvConfig):
-        return _gemv(desc, config, a, b, d, c)
-    if config.c_tma and c is not None and not c_tma_ok(config, c, d):
+    gemv = isinstance(config, Sm90GemvConfig)
+    if not gemv and config.c_tma and c is not None and not c_tma_ok(config, c, d):
         config = _unstaged_config(desc, config)
     key = (desc, config, a.data_ptr(), b.data_ptr(), d.data_ptr(), c.data_ptr() if c is not None else 0,
            a.stride(), b.stride(), d.stride(), c.stride() if c is not None else None,
            c.dtype if c is not None else None, a.device.index)
-    stream_of = a.device if config.split_k > 1 else None  # split-K: the launches bake in its stream's workspace
+    # split-K: the launches bake in its stream's workspace (and, for the GEMV, its arrival counters)
+    stream_of = a.device if config.split_k > 1 else None
     recording = launcher.replay_cached(_recordings, key, stream_of)
     if recording is not None:
         return recording
+    if gemv:
+        return launcher.replay_or_record(_recordings, key, lambda: gemv_bf16.build_plan(config, a, b, d, c),
+                                         MAX_RECORDINGS, stream_of=stream_of)
     av, bv = operand_views(a, b, desc)
     if not (_tma_ready(av) and _tma_ready(bv) and _tma_ready(d)):
         from ..portable.gemm_bf16 import launch_bf16_gemm
@@ -190,19 +193,6 @@ def bf16_gemm(desc: GemmDesc, config: Sm90Bf16Config | Sm90GemvConfig, a: torch.
         return launches
 
     return launcher.replay_or_record(_recordings, key, build, MAX_RECORDINGS, stream_of=stream_of)
-
-
-def _gemv(desc: GemmDesc, config: Sm90GemvConfig, a: torch.Tensor, b: torch.Tensor, d: torch.Tensor,
-          c: torch.Tensor | None) -> launcher.Recording | launcher.OnStream | None:
-    key = (desc, config, a.data_ptr(), b.data_ptr(), d.data_ptr(), c.data_ptr() if c is not None else 0,
-           a.stride(), b.stride(), d.stride(), c.stride() if c is not None else None,
-           c.dtype if c is not None else None, a.device.index)
-    stream_of = a.device if config.split_k > 1 else None  # split-K: its stream's partials and counters
-    recording = launcher.replay_cached(_recordings, key, stream_of)
-    if recording is not None:
-        return recording
-    return launcher.replay_or_record(_recordings, key, lambda: gemv_bf16.build_plan(config, a, b, d, c),
-                                     MAX_RECORDINGS, stream_of=stream_of)
 
 
 @functools.lru_cache(maxsize=256)

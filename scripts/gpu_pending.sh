@@ -127,6 +127,16 @@ harness_run() {  # one harness run in its own process: output stem, suites, then
         | tr '\n' ' '; echo
 }
 harness_args=()
+paged_form_run() {  # the harness paged-mqa suite (kernel time) with the paged module's switches set first: output
+    # stem, WARP_SPECIALIZED (None / True / False), WS_STAGES (0: the rule), seconds
+    timeout "$4" python3 -c "import sys, runpy
+import finegemm.kernels.sm90.paged_mqa_logits as m
+m.WARP_SPECIALIZED = $2
+m.WS_STAGES = $3
+sys.argv = ['finegemm.bench'] + sys.argv[1:]
+runpy.run_module('finegemm.bench', run_name='__main__')" --plain --no-progress --kernel-time --suite paged-mqa \
+        --peers finegemm-sm90 --commit "$commit-ws$2-st$3" --json "$LOGS/$1.json" > "$LOGS/$1.log" 2>&1 || status=1
+}
 bf16_switch_ab() {  # the harness bf16 cases session 20's switches touch, one process per argument (0 off, 1 on)
     local on round=0
     harness_args=(--cases "4096x*,*x*x*+c")
@@ -409,14 +419,7 @@ elif [ "$PART" = 50 ]; then
     pack
     for form in "None 0" "True 3" "None 3"; do
         set -- $form
-        timeout 150 python3 -c "import sys, runpy
-import finegemm.kernels.sm90.paged_mqa_logits as m
-m.WARP_SPECIALIZED = $1
-m.WS_STAGES = $2
-sys.argv = ['finegemm.bench'] + sys.argv[1:]
-runpy.run_module('finegemm.bench', run_name='__main__')" --plain --no-progress --kernel-time --suite paged-mqa \
-            --peers finegemm-sm90 --commit "$commit-ws$1-st$2" --json "$LOGS/paged-ws$1-st$2.json" \
-            > "$LOGS/paged-ws$1-st$2.log" 2>&1 || status=1
+        paged_form_run "paged-ws$1-st$2" "$1" "$2" 150
         echo "paged ws=$1 stages=$2"; grep -E '^paged' "$LOGS/paged-ws$1-st$2.log" | awk '{print $2, $3, $4, $5, $6, $8, $9}' \
             | tr '\n' ';'; echo; pack
     done
@@ -527,13 +530,7 @@ elif [ "$PART" = 17 ] || [ "$PART" = 24 ] || [ "$PART" = 28 ]; then
     # the harness paged-mqa suite (DeepGEMM's paged anchors and the short cases), kernel time, with the
     # four-CTA form and with the warp-specialized one (the module switch set before the harness runs)
     for ws in False True; do
-        timeout 200 python3 -c "import sys, runpy
-import finegemm.kernels.sm90.paged_mqa_logits as m
-m.WARP_SPECIALIZED = $ws
-sys.argv = ['finegemm.bench'] + sys.argv[1:]
-runpy.run_module('finegemm.bench', run_name='__main__')" --plain --no-progress --kernel-time --suite paged-mqa \
-            --peers finegemm-sm90 --commit "$commit-ws$ws" --json "$LOGS/bench-paged-mqa-ws$ws.json" \
-            > "$LOGS/bench-paged-mqa-ws$ws.log" 2>&1 || status=1
+        paged_form_run "bench-paged-mqa-ws$ws" "$ws" 0 200
         tail -3 "$LOGS/bench-paged-mqa-ws$ws.log"; pack
     done
 elif [ "$PART" = 14 ]; then

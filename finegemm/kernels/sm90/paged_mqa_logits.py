@@ -588,6 +588,7 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, conte
               else WARP_SPECIALIZED and ws_supported(rows))
     elif ws and not ws_supported(rows):
         raise ValueError(f"the warp-specialized sm90 paged MQA kernel takes up to 128 query rows; got {rows}")
+    ws_stages = ws_stages or WS_STAGES  # resolved before the key, as the form is: a recording holds its depth
     key = (q.data_ptr(), q.shape, kv_cache.data_ptr(), kv_cache.shape, kv_cache.stride(), weights.data_ptr(),
            weights.shape, weights.stride(), context_lens.data_ptr(), context_lens.shape, context_lens.stride(),
            block_table.data_ptr(), block_table.shape, block_table.stride(), schedule_meta.data_ptr(),
@@ -617,8 +618,8 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, conte
                 context_lens.stride(0),
                 context_lens.stride(1) if ctx_2d else 0, block_table.stride(0), out.stride(0))
         if ws:
-            wanted = ws_stages or WS_STAGES
-            stages = min(wanted, ws_max_kv_stages(rows, head_dim)) if wanted else ws_kv_stages(rows, head_dim)
+            stages = (min(ws_stages, ws_max_kv_stages(rows, head_dim)) if ws_stages
+                      else ws_kv_stages(rows, head_dim))
             meta = dict(NEXT_N=next_n, HEADS=heads, PAGE=block_kv, CTX_2D=ctx_2d, KV_STAGES=stages,
                         MATH_REGS=WS_MATH_REGS,
                         LOAD_REGS=WS_LOAD_REGS, num_warps=4)

@@ -78,7 +78,7 @@
 #   bash scripts/gpu_pending.sh 44  (session 20) FP8 tiles of two column blocks (128x192, 64x96, ...): GPU tests, then
 #                                   scripts/sm90_dev.py v18 against the heuristic's pick
 #   bash scripts/gpu_pending.sh 45  (session 21) 43, the tests of 40 and 41, the bf16 suite off / on once: one start
-#   bash scripts/gpu_pending.sh 51  (session 23, H200 first) the GEMV probe, the bf16 suite with cuBLAS, then 50
+#   bash scripts/gpu_pending.sh 51  (session 23, H200 first) the GEMV tests and probe, the bf16 suite with cuBLAS; 50 next
 #   bash scripts/gpu_pending.sh 50  (session 23) the BF16 rules' untimed new picks, the paged-mqa suite by ws form / stages
 #   bash scripts/gpu_pending.sh 49  (session 23) one start: BF16 switch tests + bf16 A/B off/on/off, then 39 once
 #   bash scripts/gpu_pending.sh 48  (session 21) the shortest: sm90_dev v19, then the WGMMA rate probe
@@ -406,7 +406,7 @@ elif [ "$PART" = 51 ]; then
     pack
     HARNESS_PEERS=finegemm-sm90,cublas-bf16 HARNESS_TIMEOUT=240 harness_run bf16-cublas bf16
     pack
-    bash "$0" 50
+    # part 50 alone takes ~8 minutes: the next call (under one 10-minute command)
 elif [ "$PART" = 50 ]; then
     # session 23 (NOTES v25): the BF16 rules' new picks that no run has timed (192x192 at 8192x576x7168, 128x144 at
     # 577x7168x16384, 128x192 split 4 at 333x2112x7168) against the tiles they displaced, then the harness paged-mqa

@@ -23,6 +23,7 @@ import triton
 
 from finegemm import reference
 from finegemm.bench.timer import L2Flush, time_cuda
+from finegemm.jit import heuristics_sm90
 from finegemm.jit.device import device_facts
 from finegemm.jit.heuristics import GemmDesc
 from finegemm.jit.heuristics_sm90 import _bf16_candidates, bf16_estimate_us, get_sm90_bf16_config, make_bf16_config
@@ -40,7 +41,11 @@ def main() -> None:
     ap.add_argument("--ms", default="64,128,4096", help="comma-separated M values to run")
     ap.add_argument("--shapes", default="", help="'M,N,K;M,N,K' instead of --ms x the six (N, K)")
     ap.add_argument("--tiles", default="", help="extra tiles to time on every shape: 'BMxBN[sSPLIT],...'")
+    ap.add_argument("--max-stages", type=int, default=0,
+                    help="> 0: ring stages a config may take at most (heuristics_sm90.BF16_MAX_STAGES, a probe)")
     args = ap.parse_args()
+    if args.max_stages:
+        heuristics_sm90.BF16_MAX_STAGES = args.max_stages
     out_dir = os.environ.get("OUT", ".")
     facts = device_facts(DEV)
     flush = L2Flush(DEV)
@@ -48,7 +53,8 @@ def main() -> None:
     meta = dict(what="sm90 BF16 GEMM (nt) vs cuBLAS BF16 (torch.mm), DeepSeek-V3 shapes",
                 date=datetime.datetime.now(datetime.timezone.utc).isoformat(), device=torch.cuda.get_device_name(),
                 versions=dict(torch=torch.__version__, triton=triton.__version__, cuda=torch.version.cuda),
-                commit=args.commit, method="CUDA events, 1 GiB L2 flush before each call, 5 warm-ups, "
+                commit=args.commit, max_stages=heuristics_sm90.BF16_MAX_STAGES,
+                method="CUDA events, 1 GiB L2 flush before each call, 5 warm-ups, "
                 f"median of {args.reps}, fresh random normal inputs per shape", facts=facts.__dict__)
     path = os.path.join(out_dir, "sm90_bf16_bench.json")
     shapes = ([tuple(int(v) for v in item.split(",")) for item in args.shapes.split(";")] if args.shapes else

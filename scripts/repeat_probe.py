@@ -2,7 +2,8 @@
 
 Each config runs 6 times on the same inputs; prints how many runs differ from the first and where
 (rows mod BLOCK_M, column range, max |diff|), with replayed launches and with fresh launches (the
-dispatch recordings cleared before each call). Env: PROBE_FIRST (skip shapes), PROBE_CASES (names).
+dispatch recordings cleared before each call). Env: PROBE_FIRST (skip shapes), PROBE_COUNT (shapes to run),
+PROBE_CASES (names), PROBE_SET=split_n (tiles of two column blocks).
 Usage: PYTHONPATH=. python3 scripts/repeat_probe.py (writes $OUT/repeat_probe.json)."""
 from __future__ import annotations
 
@@ -63,7 +64,12 @@ def probe(m, n, k, recipe, with_c, name, cfg, fresh):
 
 
 rep = dataclasses.replace
-for m, n, k in ((4095, 2112, 512), (2112, 4096, 1536))[int(os.environ.get("PROBE_FIRST", "0")):]:
+# PROBE_SET=split_n: FP8 tiles of two column blocks (gemm_1d2d._split_n_math); their first GPU run (session 24) had
+# 4095x4096x1536 at 128x160 with C (FP32 out, ring scales) differ between two runs
+SHAPES = (((4095, 4096, 1536), (4096, 4096, 1536), (4095, 2112, 7168)) if os.environ.get("PROBE_SET") == "split_n"
+          else ((4095, 2112, 512), (2112, 4096, 1536)))
+FIRST = int(os.environ.get("PROBE_FIRST", "0"))
+for m, n, k in SHAPES[FIRST:FIRST + int(os.environ.get("PROBE_COUNT", str(len(SHAPES))))]:
     d1 = GemmDesc("fp8_1d1d", m, n, k, True, True, True, True, False)
     d2 = GemmDesc("fp8_1d2d", m, n, k, True, True, True, True, False)
     sfb128 = rep(make_config(d1, facts, 128, 128, sfb_tma=True), pipe_mma=False)
@@ -78,6 +84,15 @@ for m, n, k in ((4095, 2112, 512), (2112, 4096, 1536))[int(os.environ.get("PROBE
              ("1d1d", True, "256 se sfb", make_config(d1, facts, 256, 128, small_epi=True, sfb_tma=True), False),
              ("1d2d", True, "1d2d 128 sfa", rep(make_config(d2, facts, 128, 128, sfa_tma=True), pipe_mma=False),
               False)]
+    if os.environ.get("PROBE_SET") == "split_n":
+        dc, dn = d2, GemmDesc("fp8_1d2d", m, n, k, True, True, True, False, False)
+        cases = [("1d2d", True, "160 C sfa", make_config(dc, facts, 128, 160, sfa_tma=True), False),
+                 ("1d2d", True, "160 C sfa fresh", make_config(dc, facts, 128, 160, sfa_tma=True), True),
+                 ("1d2d", True, "160 C", make_config(dc, facts, 128, 160), False),
+                 ("1d2d", False, "160 noC sfa", make_config(dn, facts, 128, 160, sfa_tma=True), False),
+                 ("1d2d", True, "192 C sfa", make_config(dc, facts, 128, 192, sfa_tma=True), False),
+                 ("1d2d", True, "128 C sfa", make_config(dc, facts, 128, 128, sfa_tma=True), False),
+                 ("1d2d", True, "64x96 C sfa", make_config(dc, facts, 64, 96, sfa_tma=True), False)]
     wanted = os.environ.get("PROBE_CASES")
     for recipe, with_c, name, cfg, fresh in cases:
         if wanted and name not in wanted.split(","):

@@ -45,7 +45,7 @@ def main() -> None:
                     help="> 0: ring stages a config may take at most (heuristics_sm90.BF16_MAX_STAGES, a probe)")
     args = ap.parse_args()
     if args.max_stages:
-        heuristics_sm90.BF16_MAX_STAGES = args.max_stages
+        heuristics_sm90.BF16_MAX_STAGES = heuristics_sm90.BF16_MAX_STAGES_WHOLE_K = args.max_stages
     out_dir = os.environ.get("OUT", ".")
     facts = device_facts(DEV)
     flush = L2Flush(DEV)
@@ -53,7 +53,7 @@ def main() -> None:
     meta = dict(what="sm90 BF16 GEMM (nt) vs cuBLAS BF16 (torch.mm), DeepSeek-V3 shapes",
                 date=datetime.datetime.now(datetime.timezone.utc).isoformat(), device=torch.cuda.get_device_name(),
                 versions=dict(torch=torch.__version__, triton=triton.__version__, cuda=torch.version.cuda),
-                commit=args.commit, max_stages=heuristics_sm90.BF16_MAX_STAGES,
+                commit=args.commit, max_stages=heuristics_sm90.BF16_MAX_STAGES_WHOLE_K,
                 method="CUDA events, 1 GiB L2 flush before each call, 5 warm-ups, "
                 f"median of {args.reps}, fresh random normal inputs per shape", facts=facts.__dict__)
     path = os.path.join(out_dir, "sm90_bf16_bench.json")

@@ -386,21 +386,45 @@ def make_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int
 # ---------------------------------------------------------------------------------------------
 BF16_BLOCK_K = 64  # one 128-byte swizzle row of bf16 per TMA box row; 4 x k16 WGMMAs per slice
 BF16_MAX_STAGES = 8
+# Ring stages a dense tile over all of K may take (split-K units and the grouped kernels keep BF16_MAX_STAGES):
+# only 64x64 (13) and 64x96 (10) fit more than 8. H100 (NOTES v26, results/sm90-bf16-stages{8,16}-m64-128-*, two
+# rounds, us, 8 / 13 stages, 64x64 whole K): 128x4096x7168 37.6 / 35.0 (cuBLAS 34.4: its 64x64 kernel runs 13),
+# 64x4096x7168 36.8 / 33.7, 128x2112x7168 29.1 / 24.9, 128x7168x16384 114.1 / 106.3, 128x24576x1536 44.1 / 40.8;
+# the picks that were 64x64 already tie (64x7168x16384 95.4 / 95.8). Split-K units gained nothing or lost
+# (128x7168x16384 64x64 split 4 127.2 / 138.8).
+BF16_MAX_STAGES_WHOLE_K = 16
 # Model constants (H200, leads until measured: benchmarks/NOTES.md "BF16 sm90"): dense bf16 rate of a
 # whole chip (cuBLAS on random data), HBM bandwidth, what one SM streams at most with a deep ring, and
 # the fixed cost of the split-K reduction launch.
 BF16_CHIP_TFLOPS = 790.0
 BF16_HBM_GBPS = 4000.0
 BF16_SM_STREAM_GBPS = 110.0
-BF16_SPLITK_FIXED_US = 2.5
+BF16_SPLITK_FIXED_US = 5.0
+# The reduction's fixed cost was 2.5 us until NOTES v26: cuBLAS's own split-K reduce kernel takes 2.0-6.1 us on
+# these shapes (results/cublas-bf16-kernels-h100-2026-12-06-3e186bc.json), and at 2.5 the model split where the
+# deep whole-K ring measured faster (H100, us, pick before / whole-K 64x64 at 13 stages: 64x4096x7168 64x64 split 2
+# 35.5 / 34.1, 128x4096x7168 64x128 split 2 37.8 / 33.9, 256x2112x7168 128x144 split 4 32.9 / 26.1).
+# Rows up to which split-K is a candidate: at M = 256-333 every split lost to a whole-K tile (H100, NOTES v26,
+# results/sm90-bf16-picks-v26-h100-*: 333x7168x16384 128x192 split 8 254.1 / whole-K 142.8, 333x4096x7168 59.7 /
+# 47.2, 333x2112x7168 39.9 / 33.6, 256x4096x7168 42.8 / 38.7).
+BF16_SPLIT_MAX_M = 128
 # Fraction of the WGMMA peak a warpgroup reaches per tile shape (m64 nN per instruction; wider N
 # reads less shared memory per FLOP); 128-row tiles share each B slice between two warpgroups.
-BF16_TILE_EFF = {(128, 256): 0.92, (128, 128): 0.82, (64, 256): 0.80, (128, 64): 0.62,
+BF16_TILE_EFF = {(128, 256): 0.92, (128, 128): 0.82, (64, 256): 0.77, (128, 64): 0.62,
                   (64, 128): 0.70, (64, 64): 0.50,
                   # three math warpgroups (BLOCK_M 192): the FP8 kernel's 192x128 tile ran at 1.04x the per-MAC
-                  # rate of its 128x128 one (v13: 34.6 us per 192-row round against 24.0 per 128-row round at
-                  # 4096x2112x7168); 192x64 measured far slower there
+                  # rate of its 128x128 one (v13); 192x64 measured far slower there. (The H100 fit below has 192x128
+                  # at 0.82; 0.85 keeps the H200's measured 192x128 picks, e.g. 8192x576x7168 without split widths.)
                   (192, 128): 0.85, (192, 64): 0.55}
+# Widths that are not powers of two at M >= BF16_SPLIT_N_EFF_MIN_M (where they were measured: H100, NOTES v26,
+# results/sm90-bf16-tile-sweep-m4096-h100-2026-12-06-3e186bc.json; per tile, time = rounds x (fixed + K slices x
+# rate) fitted over the six (N, K) at M = 4096; chip TFLOPS 128x192 818, 128x256 806, 192x192 776, 128x160 741,
+# 128x128 721, 192x128 717, 192x144 712, 128x144 684, 192x160 684, 64x256 673, 192x96 553, 128x96 541; scaled so
+# that 128x256 stays 0.92). Below it they take their first column block's figure: at M = 256-333 (one or two rounds)
+# 128x192 measured no faster than 128x128 / 192x128 (256x24576x1536 45.2 / 42.7 us, 333x7168x2048 29.2 / 28.5).
+BF16_SPLIT_N_EFF = {(128, 192): 0.93, (192, 192): 0.89, (128, 160): 0.85, (192, 144): 0.81, (128, 144): 0.78,
+                    (192, 160): 0.78, (128, 96): 0.62, (192, 96): 0.63}
+BF16_SPLIT_N_EFF_MIN_M = 1024
 
 
 @dataclass(frozen=True)
@@ -439,17 +463,22 @@ class Sm90Bf16Config:
 # of the rules unless FINEGEMM_PROBE_BF16_SPLIT_N=0 (read at import); explicit configs (make_bf16_config) take them
 # always.
 BF16_SPLIT_N_WIDTHS = (96, 144, 160, 192)
-BF16_SPLIT_N_MARGIN = 0.9
+BF16_SPLIT_N_MARGIN = 0.92
 BF16_SPLIT_N_WANTED = os.environ.get("FINEGEMM_PROBE_BF16_SPLIT_N", "1") != "0"
 if not BF16_SPLIT_N_WANTED:
     warnings.warn("FINEGEMM_PROBE_BF16_SPLIT_N=0: the sm90 BF16 rules consider only tiles whose width is a power of "
                   "two (a probe switch)", stacklevel=2)
 
 
-def bf16_tile_eff(bm: int, bn: int) -> float:
-    """:data:`BF16_TILE_EFF` of a tile; a width that is not a power of two takes its first column block's figure
-    (two WGMMAs a K slice, the second narrower; not measured apart)."""
-    return BF16_TILE_EFF.get((bm, bn)) or BF16_TILE_EFF[(bm, column_blocks(bn)[0])]
+def bf16_tile_eff(bm: int, bn: int, m: int = 0) -> float:
+    """:data:`BF16_TILE_EFF` of a tile; a width that is not a power of two takes :data:`BF16_SPLIT_N_EFF` where
+    ``m`` (the GEMM's rows) is at least :data:`BF16_SPLIT_N_EFF_MIN_M`, else its first column block's figure (two
+    WGMMAs a K slice, the second narrower)."""
+    if (bm, bn) in BF16_TILE_EFF:
+        return BF16_TILE_EFF[(bm, bn)]
+    if m >= BF16_SPLIT_N_EFF_MIN_M and (bm, bn) in BF16_SPLIT_N_EFF:
+        return BF16_SPLIT_N_EFF[(bm, bn)]
+    return BF16_TILE_EFF[(bm, column_blocks(bn)[0])]
 
 
 # C staged by TMA in the BF16 GEMM, which also lets the rules take 64x256 accumulators beside a bf16 C. H100
@@ -475,10 +504,12 @@ def bf16_stage_bytes(block_m: int, block_n: int) -> int:
     return (block_m + block_n) * BF16_BLOCK_K * 2
 
 
-def bf16_max_stages(block_m: int, block_n: int, d_fp32: bool, smem_per_block: int) -> int:
-    """Stages that fit beside the ``block_m x block_n`` D staging tile."""
+def bf16_max_stages(block_m: int, block_n: int, d_fp32: bool, smem_per_block: int,
+                    cap: int | None = None) -> int:
+    """Stages that fit beside the ``block_m x block_n`` D staging tile, at most ``cap`` (default
+    :data:`BF16_MAX_STAGES`)."""
     budget = smem_per_block - layouts.SMEM_RESERVED - block_m * block_n * (4 if d_fp32 else 2)
-    return min(BF16_MAX_STAGES, budget // bf16_stage_bytes(block_m, block_n))
+    return min(BF16_MAX_STAGES if cap is None else cap, budget // bf16_stage_bytes(block_m, block_n))
 
 
 def bf16_estimate_us(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int) -> float:
@@ -495,7 +526,7 @@ def bf16_estimate_us(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split
     units = math.ceil(m / bm) * math.ceil(n / bn) * split
     sms = min(units, facts.num_sms)
     per_cta = math.ceil(units / sms)
-    sm_flops = BF16_CHIP_TFLOPS * 1e6 / facts.num_sms * bf16_tile_eff(bm, bn)  # FLOP per us
+    sm_flops = BF16_CHIP_TFLOPS * 1e6 / facts.num_sms * bf16_tile_eff(bm, bn, m)  # FLOP per us
     t_compute = per_cta * 2 * bm * bn * k_split / sm_flops
     out_bytes = 4 if desc.out_fp32 else 2
     hbm = 2 * (m * k + n * k) + m * n * out_bytes * (2 if desc.with_c else 1)
@@ -544,7 +575,7 @@ def _bf16_candidates(desc: GemmDesc, facts: DeviceFacts):
             if bm == 192 and bn == 256:
                 continue
             for split in (1, 2, 3, 4, 6, 7, 8):
-                if split > 1 and (desc.m > 512 or num_kb % split or num_kb // split < 8 or bm == 192):
+                if split > 1 and (desc.m > BF16_SPLIT_MAX_M or num_kb % split or num_kb // split < 8 or bm == 192):
                     continue
                 yield bm, bn, split
 
@@ -567,11 +598,13 @@ def get_sm90_bf16_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Bf16Config:
 
 
 def make_bf16_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int = 1) -> Sm90Bf16Config:
-    """A BF16 config for explicit tiles: stages fill the shared memory left beside the D tile; C staged by TMA
+    """A BF16 config for explicit tiles: stages fill the shared memory left beside the D tile (up to
+    :data:`BF16_MAX_STAGES_WHOLE_K` without split-K, :data:`BF16_MAX_STAGES` with it); C staged by TMA
     where :func:`bf16_c_staged` says so; ``bn`` a width :func:`column_blocks` takes."""
     d_fp32 = desc.out_fp32 or split > 1
     column_blocks(bn)  # raises for a width the kernel cannot run
-    stages = bf16_max_stages(bm, bn, d_fp32, facts.smem_per_block)
+    stages = bf16_max_stages(bm, bn, d_fp32, facts.smem_per_block,
+                             BF16_MAX_STAGES_WHOLE_K if split == 1 else BF16_MAX_STAGES)
     return Sm90Bf16Config(bm, bn, stages, split, 8, facts.num_sms, c_tma=bf16_c_staged(desc, split))
 
 

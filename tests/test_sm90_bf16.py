@@ -90,6 +90,53 @@ def test_block_m_192_where_measured_faster(m, n, k, bm, monkeypatch):
         assert get_sm90_bf16_config(_desc(m, n, k, out_fp32=True, with_c=with_c), H200).block_m != 192
 
 
+def test_whole_k_tiles_take_the_deep_ring():
+    """64x64 and 64x96 over all of K fill shared memory up to 13 and 10 stages (BF16_MAX_STAGES_WHOLE_K: H100
+    128x4096x7168 37.6 -> 35.0 us at 64x64, NOTES v26); split-K units and the grouped kernels keep 8."""
+    assert make_bf16_config(_desc(128, 4096, 7168), H200, 64, 64).stages == 13
+    assert make_bf16_config(_desc(128, 4096, 7168), H200, 64, 96).stages == 10
+    assert make_bf16_config(_desc(128, 4096, 7168), H200, 64, 64, 2).stages == heuristics_sm90.BF16_MAX_STAGES == 8
+    assert make_bf16_config(_desc(4096, 4096, 7168), H200, 128, 256).stages == 3
+    assert bf16_max_stages(64, 64, False, H200.smem_per_block) == 8  # the grouped rules' default cap
+
+
+# (M, N, K) -> (BLOCK_M, BLOCK_N, split) the rules take since NOTES v26, each the fastest the H100 timed there or
+# within 1 % of it (results/sm90-bf16-picks-v26-*, sm90-bf16-stages16-*; us, pick / the pick before): 64x4096x7168
+# 34.1 / 35.5, 128x4096x7168 33.9 / 37.8, 192x2112x7168 26.4 / 31.1, 256x2112x7168 26.1 / 32.9, 256x7168x16384
+# 104.5 / 168.6, 333x2112x7168 33.6 / 39.9, 333x4096x7168 48.1 / 60.6, 512x4096x7168 48.2 / 84.1,
+# 4096x2112x7168 176.8 / 185.1
+V26_PICKS = [((64, 4096, 7168), (64, 64, 1)), ((128, 4096, 7168), (64, 64, 1)), ((192, 2112, 7168), (64, 64, 1)),
+             ((256, 2112, 7168), (64, 64, 1)), ((256, 7168, 16384), (128, 128, 1)),
+             ((333, 2112, 7168), (64, 128, 1)), ((333, 4096, 7168), (64, 192, 1)), ((512, 4096, 7168), (128, 128, 1)),
+             ((4096, 2112, 7168), (128, 192, 1))]
+
+
+@pytest.mark.parametrize("shape,tile", V26_PICKS, ids=[f"{m}x{n}x{k}" for (m, n, k), _ in V26_PICKS])
+def test_v26_picks(shape, tile):
+    cfg = get_sm90_bf16_config(_desc(*shape), H200)
+    assert (cfg.block_m, cfg.block_n, cfg.split_k) == tile
+
+
+@pytest.mark.parametrize("m", [192, 256, 333, 512])
+def test_split_k_past_128_rows_only_where_tiles_are_few(m):
+    """Past 128 rows every split lost to a whole-K tile at N >= 2112 (H100, NOTES v26: 333x7168x16384 split 8 254.1
+    us / whole-K 142.8); at N = 576, where 64x64 tiles fill under half the SMs up to M = 512, splits still win
+    (192x576x7168 16.0 / 19.9)."""
+    for n, k in NK:
+        assert get_sm90_bf16_config(_desc(m, n, k), H200).split_k == 1, (m, n, k)
+    few = get_sm90_bf16_config(_desc(m, 576, 7168), H200)
+    assert (few.split_k > 1) == (2 * -(-m // 64) * 9 < H200.num_sms)
+
+
+def test_split_width_rates_only_where_measured():
+    """The measured rates of widths that are not powers of two (M = 4096) apply from BF16_SPLIT_N_EFF_MIN_M rows;
+    below it a width takes its first column block's rate."""
+    eff = heuristics_sm90.bf16_tile_eff
+    assert eff(128, 192, 4096) == heuristics_sm90.BF16_SPLIT_N_EFF[(128, 192)] > eff(128, 256, 4096)
+    assert eff(128, 192, 333) == eff(128, 128, 333) == heuristics_sm90.BF16_TILE_EFF[(128, 128)]
+    assert eff(64, 96, 64) == heuristics_sm90.BF16_TILE_EFF[(64, 64)]
+
+
 def test_estimate_is_monotone_in_work():
     a = bf16_estimate_us(_desc(4096, 4096, 7168), H200, 128, 256, 1)
     b = bf16_estimate_us(_desc(4096, 4096, 14336), H200, 128, 256, 1)
@@ -155,7 +202,8 @@ def _variants():
             add(d, get_sm90_bf16_config(d, H200))
             d = _desc(m, n, 7168, out_fp32=True, with_c=True)
             add(d, get_sm90_bf16_config(d, H200), "fp32")
-    for m, n, k in ((8192, 576, 7168), (577, 7168, 16384)):  # the rules' 192x192 and 128x144 picks
+    # the rules' 192x192 and 128x144 picks; v26's mid-M whole-K picks (64x192, 192x128 beside 16384 of K)
+    for m, n, k in ((8192, 576, 7168), (577, 7168, 16384), (333, 4096, 7168), (333, 7168, 16384)):
         d = _desc(m, n, k)
         add(d, get_sm90_bf16_config(d, H200))
     d = _desc(4096, 4096, 7168, out_fp32=True, with_c=True)
@@ -378,9 +426,13 @@ def test_split_n_tiles_only_where_predicted_clearly_faster(monkeypatch):
     """The rules take a width that is not a power of two unless FINEGEMM_PROBE_BF16_SPLIT_N=0 and only where the
     model predicts it 10 % faster than the best power-of-two tile: 4096x576x7168 (128 tiles of 128x144, one round of
     132 SMs, against 110 of 192x128) and 4096x2112x7168 (128x192, 352 tiles at the fastest measured rate: H100 177.1
-    us against 185.1 for 192x128, NOTES v26), with or without C (a C not D's layout: not staged); every other
-    DeepSeek-V3 shape unchanged."""
-    expected = {(4096, 576, 7168): (128, 144, 1, False), (4096, 2112, 7168): (128, 192, 1, False)}
+    us against 185.1 for 192x128, NOTES v26), with or without C (a C not D's layout: not staged), and
+    4096x24576x1536 and 4096x32768x512 with such a C, where the 128x256 tile cannot take it and 192x128 was the pick
+    (without C 128x192 / 192x128 measured 424.0 / 430.1 and 232.7 / 229.7 us: a tie); every other DeepSeek-V3 shape
+    unchanged."""
+    expected = {((4096, 576, 7168), c): (128, 144, 1, False) for c in (False, True)}
+    expected.update({((4096, 2112, 7168), c): (128, 192, 1, False) for c in (False, True)})
+    expected[((4096, 24576, 1536), True)] = expected[((4096, 32768, 512), True)] = (128, 192, 1, False)
     monkeypatch.setattr(heuristics_sm90, "BF16_SPLIT_N_WANTED", False)
     shapes = DSV3 + [(4096, 576, 7168), (1, 2112, 7168), (128, 576, 7168)]
     before = {(s, c): get_sm90_bf16_config(_desc(*s, with_c=c), H200) for s in shapes for c in (False, True)}
@@ -388,8 +440,8 @@ def test_split_n_tiles_only_where_predicted_clearly_faster(monkeypatch):
     monkeypatch.setattr(heuristics_sm90, "BF16_SPLIT_N_WANTED", True)
     for (shape, c), old in before.items():
         new = get_sm90_bf16_config(_desc(*shape, with_c=c), H200)
-        if shape in expected:
-            assert (new.block_m, new.block_n, new.split_k, new.c_tma) == expected[shape], (shape, c)
+        if (shape, c) in expected:
+            assert (new.block_m, new.block_n, new.split_k, new.c_tma) == expected[(shape, c)], (shape, c)
         else:
             assert new == old, (shape, c)
 

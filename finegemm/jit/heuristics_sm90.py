@@ -404,9 +404,12 @@ BF16_SPLITK_FIXED_US = 5.0
 # these shapes (results/cublas-bf16-kernels-h100-2026-12-06-3e186bc.json), and at 2.5 the model split where the
 # deep whole-K ring measured faster (H100, us, pick before / whole-K 64x64 at 13 stages: 64x4096x7168 64x64 split 2
 # 35.5 / 34.1, 128x4096x7168 64x128 split 2 37.8 / 33.9, 256x2112x7168 128x144 split 4 32.9 / 26.1).
-# Rows up to which split-K is a candidate: at M = 256-333 every split lost to a whole-K tile (H100, NOTES v26,
-# results/sm90-bf16-picks-v26-h100-*: 333x7168x16384 128x192 split 8 254.1 / whole-K 142.8, 333x4096x7168 59.7 /
-# 47.2, 333x2112x7168 39.9 / 33.6, 256x4096x7168 42.8 / 38.7).
+# Split-K is a candidate up to BF16_SPLIT_MAX_M rows, or up to 512 where 64x64 tiles would fill fewer than half the
+# SMs. At
+# M = 192-512 with N >= 2112 every split lost to a whole-K tile (H100, NOTES v26, results/sm90-bf16-picks-v26-*:
+# 333x7168x16384 128x192 split 8 254.1 / whole-K 142.8 us, 256x7168x16384 128x128 split 8 168.6 / 104.5,
+# 512x4096x7168 128x256 split 2 84.1 / 48.2, 192x2112x7168 64x256 split 4 31.1 / 26.4); at N = 576 (27-54 tiles
+# of 64x64) splits still win (192x576x7168 64x128 split 4 16.0 / 64x64 whole-K 19.9, 256x576x7168 16.8 / 20.0).
 BF16_SPLIT_MAX_M = 128
 # Fraction of the WGMMA peak a warpgroup reaches per tile shape (m64 nN per instruction; wider N
 # reads less shared memory per FLOP); 128-row tiles share each B slice between two warpgroups.
@@ -540,6 +543,8 @@ def bf16_estimate_us(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split
 
 def _bf16_candidates(desc: GemmDesc, facts: DeviceFacts):
     num_kb = math.ceil(desc.k / BF16_BLOCK_K)
+    may_split = desc.m <= BF16_SPLIT_MAX_M or (desc.m <= 512 and
+                                               2 * math.ceil(desc.m / 64) * math.ceil(desc.n / 64) < facts.num_sms)
     for bm in (64, 128, 192):
         if bm == 128 and desc.m <= 64:
             continue
@@ -575,7 +580,7 @@ def _bf16_candidates(desc: GemmDesc, facts: DeviceFacts):
             if bm == 192 and bn == 256:
                 continue
             for split in (1, 2, 3, 4, 6, 7, 8):
-                if split > 1 and (desc.m > BF16_SPLIT_MAX_M or num_kb % split or num_kb // split < 8 or bm == 192):
+                if split > 1 and (not may_split or num_kb % split or num_kb // split < 8 or bm == 192):
                     continue
                 yield bm, bn, split
 

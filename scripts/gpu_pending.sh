@@ -78,6 +78,8 @@
 #   bash scripts/gpu_pending.sh 44  (session 20) FP8 tiles of two column blocks (128x192, 64x96, ...): GPU tests, then
 #                                   scripts/sm90_dev.py v18 against the heuristic's pick
 #   bash scripts/gpu_pending.sh 45  (session 21) 43, the tests of 40 and 41, the bf16 suite off / on once: one start
+#   bash scripts/gpu_pending.sh 52  (session 24, H200 first) the bf16 suite with cuBLAS at the v26 rules, the 8 / 13
+#                                   stage A/B and v26's moved picks on the H200, then the paged forms (one call)
 #   bash scripts/gpu_pending.sh 51  (session 23, H200 first) the GEMV tests and probe, the bf16 suite with cuBLAS; 50 next
 #   bash scripts/gpu_pending.sh 50  (session 23) the BF16 rules' untimed new picks, the paged-mqa suite by ws form / stages
 #   bash scripts/gpu_pending.sh 49  (session 23) one start: BF16 switch tests + bf16 A/B off/on/off, then 39 once
@@ -395,6 +397,29 @@ elif [ "$PART" = 49 ]; then
         pack
     done
     harness_args=()
+elif [ "$PART" = 52 ]; then
+    # session 24 (NOTES v26), for an H200: the harness bf16 suite with the live cuBLAS peer (the v26 rules: deep
+    # whole-K rings, split-K only to 128 rows or few tiles, 128x192 at 4096x2112), then the ring-depth A/B and the
+    # moved picks against the tiles they replaced (H100 figures so far; the H200's 1.4x bandwidth may move the
+    # split / whole-K balance), then the paged forms at 32 / 64 rows (v25 / v26: ws ahead on the H100)
+    HARNESS_PEERS=finegemm-sm90,cublas-bf16 HARNESS_TIMEOUT=150 harness_run bf16-cublas-v26 bf16
+    pack
+    for ms in 8 16; do
+        OUT="$LOGS" timeout 100 python3 -W ignore scripts/sm90_bf16_bench.py --commit "$commit-ms$ms" --ms 64,128 \
+            --alts 0 --max-stages $ms --tiles "64x64,64x64s2,64x128,64x128s2,128x64s2,64x96" 2>&1 | tail -12
+        mv "$LOGS/sm90_bf16_bench.json" "$LOGS/bf16-stages$ms.json"
+    done
+    OUT="$LOGS" timeout 150 python3 -W ignore scripts/sm90_bf16_bench.py --commit "$commit" --alts 1 \
+        --shapes "192,2112,7168;256,7168,16384;333,4096,7168;333,7168,16384;512,4096,7168;4096,2112,7168" \
+        --tiles "64x256s4,128x128s8,128x128s4,128x256s4,128x256s2,192x128" 2>&1 | tail -6
+    mv "$LOGS/sm90_bf16_bench.json" "$LOGS/bf16-v26-picks.json"
+    pack
+    for form in "None 0" "True 3"; do
+        set -- $form
+        paged_form_run "paged-ws$1-st$2" "$1" "$2" 150
+        echo "paged ws=$1 stages=$2"; grep -E '^paged' "$LOGS/paged-ws$1-st$2.log" | awk '{print $2, $3, $4, $5, $6, $8, $9}' \
+            | tr '\n' ';'; echo; pack
+    done
 elif [ "$PART" = 51 ]; then
     # session 23 (NOTES v25), for an H200 first: the BF16 GEMV probe (one-row cases: cuBLAS / tensor-core pick /
     # GEMV variants), then the harness bf16 suite with the live cuBLAS peer (this session's GEMV, C by TMA and
@@ -538,7 +563,7 @@ elif [ "$PART" = 14 ]; then
 elif [ "$PART" = 13 ]; then
     OUT="$LOGS" timeout 300 python3 scripts/einsum_bench.py 2>&1 | tee "$LOGS/einsum_bench.log" | cut -c1-240
     pack
-else
+elif [ "$PART" = 2 ]; then
     timeout 60 python3 -m finegemm.bench --plain --no-progress --suite dense,weight-grad \
         --peers finegemm-sm90,cublas-block --commit "$commit" --json "$LOGS/bench.json" > "$LOGS/bench.log" 2>&1 \
         || status=1
@@ -549,5 +574,9 @@ else
     pytest_gpu pytest.log tests/test_sm90_gpu.py tests/test_sm90_k_grouped_gpu.py tests/test_sm90_grouped_gpu.py
     timeout 150 python3 scripts/k_grouped_bench.py --out "$LOGS" 2>&1 | tee "$LOGS/k_grouped_bench.log" | cut -c1-110
     pack
+else
+    # an unknown part runs nothing (session 24: `source gpu_pending.sh __lib` ran part 2's five minutes by mistake)
+    echo "gpu_pending.sh: no part '$PART' (the header lists them)" >&2
+    status=2
 fi
 exit $status

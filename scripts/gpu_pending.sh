@@ -80,6 +80,8 @@
 #   bash scripts/gpu_pending.sh 45  (session 21) 43, the tests of 40 and 41, the bf16 suite off / on once: one start
 #   bash scripts/gpu_pending.sh 52  (session 24, H200 first) the bf16 suite with cuBLAS at the v26 rules, the 8 / 13
 #                                   stage A/B and v26's moved picks on the H200, then the paged forms (one call)
+#   bash scripts/gpu_pending.sh 53  (session 24, any card) the m-grouped BF16 deep-ring probe: its GPU tests, then the
+#                                   masked sweep without / with FINEGEMM_PROBE_BF16_GROUPED_DEEP=1 (one call)
 #   bash scripts/gpu_pending.sh 51  (session 23, H200 first) the GEMV tests and probe, the bf16 suite with cuBLAS; 50 next
 #   bash scripts/gpu_pending.sh 50  (session 23) the BF16 rules' untimed new picks, the paged-mqa suite by ws form / stages
 #   bash scripts/gpu_pending.sh 49  (session 23) one start: BF16 switch tests + bf16 A/B off/on/off, then 39 once
@@ -397,6 +399,18 @@ elif [ "$PART" = 49 ]; then
         pack
     done
     harness_args=()
+elif [ "$PART" = 53 ]; then
+    # session 24 (NOTES v26): the m-grouped BF16 tiles at up to 13 stages (FINEGEMM_PROBE_BF16_GROUPED_DEEP=1; the
+    # dense whole-K tiles gained 5-15 % so): the grouped BF16 GPU tests under it, then the masked config sweep
+    # (decode 16 x 64, 4 x 256, 2 x 512 rows at (4096, 7168) and (7168, 2048)) without and with it
+    FINEGEMM_PROBE_BF16_GROUPED_DEEP=1 PYTEST_TIMEOUT=120 pytest_gpu pytest-bf16-grouped-deep.log \
+        tests/test_sm90_bf16_grouped_gpu.py
+    for deep in 0 1; do
+        FINEGEMM_PROBE_BF16_GROUPED_DEEP=$deep OUT="$LOGS" timeout 190 python3 -W ignore scripts/bf16_grouped_sweep.py \
+            --masked-only --budget-s 160 2>&1 | tee "$LOGS/bf16-grouped-deep$deep.log" | cut -c1-250
+        mv "$LOGS/bf16_grouped_sweep.json" "$LOGS/bf16-grouped-deep$deep.json"
+        pack
+    done
 elif [ "$PART" = 52 ]; then
     # session 24 (NOTES v26), for an H200: the harness bf16 suite with the live cuBLAS peer (the v26 rules: deep
     # whole-K rings, split-K only to 128 rows or few tiles, 128x192 at 4096x2112), then the ring-depth A/B and the

@@ -82,6 +82,9 @@
 #                                   stage A/B and v26's moved picks on the H200, then the paged forms (one call)
 #   bash scripts/gpu_pending.sh 53  (session 24, any card) the m-grouped BF16 deep-ring probe: its GPU tests, then the
 #                                   masked sweep without / with FINEGEMM_PROBE_BF16_GROUPED_DEEP=1 (one call)
+#   bash scripts/gpu_pending.sh 54  (session 24, any card) BF16 ring depth at M = 4096: the tiles at 2 / 3 stages, then
+#                                   D staged in halves (FINEGEMM_PROBE_BF16_D_HALVES=1, one more stage) off / on
+#                                   on the harness's M = 4096 cases, with its GPU tests first (~6 minutes)
 #   bash scripts/gpu_pending.sh 51  (session 23, H200 first) the GEMV tests and probe, the bf16 suite with cuBLAS; 50 next
 #   bash scripts/gpu_pending.sh 50  (session 23) the BF16 rules' untimed new picks, the paged-mqa suite by ws form / stages
 #   bash scripts/gpu_pending.sh 49  (session 23) one start: BF16 switch tests + bf16 A/B off/on/off, then 39 once
@@ -411,6 +414,26 @@ elif [ "$PART" = 53 ]; then
         mv "$LOGS/bf16_grouped_sweep.json" "$LOGS/bf16-grouped-deep$deep.json"
         pack
     done
+elif [ "$PART" = 54 ]; then
+    # session 24 (NOTES v26): how much the large BF16 tiles' ring depth matters (128x256 runs 3 stages beside its
+    # 64 KB D tile, cuBLAS's 256x128 kernels 4) and the prepared lever: D staged in halves
+    # (FINEGEMM_PROBE_BF16_D_HALVES=1: 128x256 at 4 stages, 192x128 at 5). Its GPU tests; the M = 4096 tiles at a cap
+    # of 2 and 3 stages; then the harness bf16 M = 4096 cases without / with the switch, twice, alternating (events)
+    PYTEST_TIMEOUT=100 pytest_gpu pytest-bf16-d-halves.log tests/test_sm90_bf16_gpu.py -k "d_halves"
+    for ms in 2 3; do
+        OUT="$LOGS" timeout 100 python3 -W ignore scripts/sm90_bf16_bench.py --commit "$commit-ms$ms" --ms 4096 \
+            --alts 0 --max-stages $ms --tiles "128x256,128x192,128x128" 2>&1 | tail -6
+        mv "$LOGS/sm90_bf16_bench.json" "$LOGS/bf16-m4096-stages$ms.json"
+        pack
+    done
+    harness_args=(--cases "4096x*")
+    for round in 1 2; do
+        for on in 0 1; do
+            HARNESS_TIMEOUT=100 harness_run "bf16-d-halves-$on-$round" bf16 FINEGEMM_PROBE_BF16_D_HALVES=$on
+        done
+        pack
+    done
+    harness_args=()
 elif [ "$PART" = 52 ]; then
     # session 24 (NOTES v26), for an H200: the harness bf16 suite with the live cuBLAS peer (the v26 rules: deep
     # whole-K rings, split-K only to 128 rows or few tiles, 128x192 at 4096x2112), then the ring-depth A/B and the

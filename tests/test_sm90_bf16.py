@@ -491,3 +491,40 @@ def test_plan_of_a_split_n_tile():
     assert list(args[1].block_shape) == [128, 64] and list(meta["b1_desc"].block_shape) == [16, 64]
     assert list(args[2].block_shape) == [64, 128] and list(meta["d1_desc"].block_shape) == [64, 16]
     assert (meta["BLOCK_N"], meta["BLOCK_N1"]) == (128, 16) and "C_TMA" not in meta
+
+
+def test_d_halves_probe_rule(monkeypatch):
+    """FINEGEMM_PROBE_BF16_D_HALVES (off by default) stages D in halves only where that frees a ring stage, on
+    power-of-two widths without C staged in D's buffer."""
+    assert not heuristics_sm90.BF16_D_HALVES_WANTED
+    assert not make_bf16_config(_desc(4096, 4096, 7168), H200, 128, 256).d_halves
+    monkeypatch.setattr(heuristics_sm90, "BF16_D_HALVES_WANTED", True)
+    cfg = make_bf16_config(_desc(4096, 4096, 7168), H200, 128, 256)
+    assert cfg.d_halves and cfg.stages == 4  # 3 beside the whole 64 KB D tile
+    assert not make_bf16_config(_desc(4096, 4096, 7168), H200, 128, 128).d_halves  # 6 stages either way
+    assert not make_bf16_config(_desc(4096, 576, 7168), H200, 128, 144).d_halves  # two column blocks
+    staged = make_bf16_config(dataclasses.replace(_desc(4096, 4096, 7168, with_c=True), c_like_d=True), H200,
+                              128, 256)
+    assert staged.c_tma and not staged.d_halves
+
+
+D_HALVES_VARIANTS = [((4096, 4096, 7168), 128, 256, 1), ((4096, 2112, 7168), 192, 128, 1),
+                     ((4096, 4096, 7168), 64, 256, 1), ((128, 4096, 7168), 128, 256, 2)]
+
+
+@pytest.mark.parametrize("shape,bm,bn,split", D_HALVES_VARIANTS,
+                         ids=[f"{v[1]}x{v[2]}s{v[3]}" for v in D_HALVES_VARIANTS])
+def test_d_halves_compiles(shape, bm, bn, split, monkeypatch):
+    """A half-wide D box and buffer: two TMA stores a warpgroup a tile, the accumulator's halves stored without a
+    layout conversion (no ld.shared), no spills, within the shared memory."""
+    monkeypatch.setattr(heuristics_sm90, "BF16_D_HALVES_WANTED", True)
+    desc = _desc(*shape)
+    cfg = make_bf16_config(desc, H200, bm, bn, split)
+    assert cfg.d_halves
+    kernel = compile_bf16_variant(desc, cfg, "bf16")
+    ptx = assert_ptx_contains(kernel, BF16_PTX_MUST_CONTAIN)
+    assert len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta", ptx)) == 2 * (bm // 64)
+    assert not re.search(r"ld\.shared\.(?!b8)", ptx)  # (b8: the partitions' dispatch)
+    usage = resource_usage(kernel)
+    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
+    assert kernel.metadata.shared <= H200.smem_per_block

@@ -335,3 +335,44 @@ def test_split_n_tiles(m, n, k, bm, bn, split, b_k_major, c_dtype, d_dtype):
     assert not torch.isnan(outs[0]).any(), ("unwritten output", cfg)
     assert reference.calc_diff(outs[0], reference.bf16_gemm("nt", a, b, c)) < 1e-5, cfg
     assert torch.equal(outs[0], outs[1])
+
+
+# (m, n, k, BLOCK_M, BLOCK_N, split-K, B K-major, C dtype or None, D dtype): D staged in halves (a probe's tiles)
+D_HALVES = [(4096, 4096, 1536, 128, 256, 1, True, None, torch.bfloat16),
+            (4095, 2112, 2048, 192, 128, 1, True, None, torch.bfloat16),
+            (333, 1000, 2048, 64, 256, 1, False, None, torch.bfloat16),
+            (128, 4096, 7168, 128, 256, 2, True, torch.bfloat16, torch.bfloat16),
+            (777, 1000, 2048, 128, 128, 1, True, torch.float32, torch.float32)]
+
+
+@pytest.mark.parametrize("m,n,k,bm,bn,split,b_k_major,c_dtype,d_dtype", D_HALVES,
+                         ids=[f"{v[0]}x{v[1]}x{v[2]}-{v[3]}x{v[4]}s{v[5]}{'' if v[6] else '-nn'}"
+                              f"{'-c' if v[7] else ''}{'-f32' if v[8] == torch.float32 else ''}" for v in D_HALVES])
+def test_d_halves_tiles(m, n, k, bm, bn, split, b_k_major, c_dtype, d_dtype, monkeypatch):
+    """FINEGEMM_PROBE_BF16_D_HALVES's tiles (D through a half-wide buffer in two TMA stores, one more ring stage):
+    right against the reference with partial tiles, split-K, an N-major B, C from global memory and FP32 C / D;
+    output poisoned first; the same bits on a repeat."""
+    mod = _sm90()
+    from finegemm.jit import heuristics_sm90
+    from finegemm.jit.device import device_facts
+    from finegemm.jit.heuristics import GemmDesc
+
+    monkeypatch.setattr(heuristics_sm90, "BF16_D_HALVES_WANTED", True)
+    dev = torch.device("cuda")
+    g = torch.Generator(device=dev).manual_seed(m + n + bn)
+    a = torch.randn(m, k, device=dev, dtype=torch.bfloat16, generator=g)
+    b = torch.randn(n, k, device=dev, dtype=torch.bfloat16, generator=g)
+    b_view = b if b_k_major else b.T.contiguous().T
+    c = torch.randn(m, n, device=dev, dtype=torch.float32, generator=g).to(c_dtype) if c_dtype else None
+    desc = GemmDesc("bf16", m, n, k, True, b_k_major, d_dtype == torch.float32, c is not None)
+    cfg = heuristics_sm90.make_bf16_config(desc, device_facts(dev), bm, bn, split)
+    assert cfg.d_halves and not cfg.c_tma, cfg
+    outs = []
+    for _ in range(2):
+        d = torch.full((m, n), float("nan"), device=dev, dtype=d_dtype)
+        mod.bf16_gemm(desc, cfg, a, b_view, d, c)
+        outs.append(d)
+    torch.cuda.synchronize()
+    assert not torch.isnan(outs[0]).any(), ("unwritten output", cfg)
+    assert reference.calc_diff(outs[0], reference.bf16_gemm("nt", a, b, c)) < 1e-5, cfg
+    assert torch.equal(outs[0], outs[1])

@@ -448,6 +448,10 @@ class Sm90Bf16Config:
     # the epilogue adds it from shared memory (gemm_bf16's C_TMA); the launch falls back to global loads for a
     # C whose pointer TMA cannot address (dispatch_bf16.c_tma_ok)
     c_tma: bool = False
+    # D staged and stored in two halves of BLOCK_N / 2 columns through one half-size buffer (gemm_bf16's D_HALVES):
+    # the shared memory it frees takes one more ring stage (128x256: 4 instead of 3). Power-of-two widths, no C
+    # staging; only with FINEGEMM_PROBE_BF16_D_HALVES=1 (BF16_D_HALVES_WANTED) until measured
+    d_halves: bool = False
 
     @property
     def num_warps(self) -> int:
@@ -496,6 +500,14 @@ if not BF16_C_TMA_WANTED:
                   "switch)", stacklevel=2)
 
 
+# D staged in two halves (Sm90Bf16Config.d_halves) where that frees a ring stage: a probe until measured
+# (`gpu_pending.sh 54` times the M = 4096 tiles by ring depth, and with the switch); read at import.
+BF16_D_HALVES_WANTED = os.environ.get("FINEGEMM_PROBE_BF16_D_HALVES", "0") == "1"
+if BF16_D_HALVES_WANTED:
+    warnings.warn("FINEGEMM_PROBE_BF16_D_HALVES=1: sm90 BF16 tiles stage D in two halves where that frees a ring "
+                  "stage (a probe switch)", stacklevel=2)
+
+
 def bf16_c_staged(desc: GemmDesc, split: int = 1) -> bool:
     """Whether the BF16 kernel stages ``desc``'s C by TMA (:attr:`Sm90Bf16Config.c_tma`): a C of D's dtype and
     layout (``desc.c_like_d``), added in the GEMM itself (no split-K), and :data:`BF16_C_TMA_WANTED`."""
@@ -508,10 +520,11 @@ def bf16_stage_bytes(block_m: int, block_n: int) -> int:
 
 
 def bf16_max_stages(block_m: int, block_n: int, d_fp32: bool, smem_per_block: int,
-                    cap: int | None = None) -> int:
-    """Stages that fit beside the ``block_m x block_n`` D staging tile, at most ``cap`` (default
-    :data:`BF16_MAX_STAGES`)."""
-    budget = smem_per_block - layouts.SMEM_RESERVED - block_m * block_n * (4 if d_fp32 else 2)
+                    cap: int | None = None, d_halves: bool = False) -> int:
+    """Stages that fit beside the ``block_m x block_n`` D staging tile (half of it with ``d_halves``), at most
+    ``cap`` (default :data:`BF16_MAX_STAGES`)."""
+    d_cols = block_n // 2 if d_halves else block_n
+    budget = smem_per_block - layouts.SMEM_RESERVED - block_m * d_cols * (4 if d_fp32 else 2)
     return min(BF16_MAX_STAGES if cap is None else cap, budget // bf16_stage_bytes(block_m, block_n))
 
 
@@ -605,12 +618,17 @@ def get_sm90_bf16_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Bf16Config:
 def make_bf16_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int = 1) -> Sm90Bf16Config:
     """A BF16 config for explicit tiles: stages fill the shared memory left beside the D tile (up to
     :data:`BF16_MAX_STAGES_WHOLE_K` without split-K, :data:`BF16_MAX_STAGES` with it); C staged by TMA
-    where :func:`bf16_c_staged` says so; ``bn`` a width :func:`column_blocks` takes."""
+    where :func:`bf16_c_staged` says so; ``bn`` a width :func:`column_blocks` takes. With
+    :data:`BF16_D_HALVES_WANTED`, D staged in halves where that adds a stage (``d_halves``)."""
     d_fp32 = desc.out_fp32 or split > 1
     column_blocks(bn)  # raises for a width the kernel cannot run
-    stages = bf16_max_stages(bm, bn, d_fp32, facts.smem_per_block,
-                             BF16_MAX_STAGES_WHOLE_K if split == 1 else BF16_MAX_STAGES)
-    return Sm90Bf16Config(bm, bn, stages, split, 8, facts.num_sms, c_tma=bf16_c_staged(desc, split))
+    cap = BF16_MAX_STAGES_WHOLE_K if split == 1 else BF16_MAX_STAGES
+    stages = bf16_max_stages(bm, bn, d_fp32, facts.smem_per_block, cap)
+    c_tma = bf16_c_staged(desc, split)
+    halves = bf16_max_stages(bm, bn, d_fp32, facts.smem_per_block, cap, d_halves=True)
+    d_halves = BF16_D_HALVES_WANTED and not c_tma and bn >= 128 and bn & (bn - 1) == 0 and halves > stages
+    return Sm90Bf16Config(bm, bn, halves if d_halves else stages, split, 8, facts.num_sms, c_tma=c_tma,
+                          d_halves=d_halves)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -273,6 +273,11 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr
 
     d_sub = _d_rows(d_smem, WG * 64)
     d1_sub = _d_rows(d1_smem, WG * 64)
+    # D's box half the tile wide: D staged and stored in two halves (:func:`_store_halves`)
+    D_HALVES: gl.constexpr = d_desc.block_type.shape[1] < BLOCK_N
+    if D_HALVES:
+        gl.static_assert(d_desc.block_type.shape[1] * 2 == BLOCK_N and BLOCK_N1 == 0 and not C_TMA,
+                         "D_HALVES: a power-of-two width, D's box half of it, no C staged in D's buffer")
     if C_TMA:
         gl.static_assert(HAS_C and SPLIT_K == 1, "C_TMA: C added in this kernel (no split-K)")
     c_bar = c_bars.index(WG)
@@ -316,15 +321,38 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr
                     acc1 = _add_c(acc1, c_ptr, rows1, off_n + BLOCK_N, M, N, stride_cm, stride_cn, BLOCK_N1)
         tma.store_wait(0)
         gl.thread_barrier()
-        d_sub.store(acc.to(d_desc.dtype))
-        if BLOCK_N1 > 0:
-            d1_sub.store(acc1.to(d1_desc.dtype))
-        fence_async_shared()
-        gl.thread_barrier()
-        tma.async_copy_shared_to_global(d_desc, [out_row, off_n], d_sub)
-        if BLOCK_N1 > 0:
-            tma.async_copy_shared_to_global(d1_desc, [out_row, off_n + BLOCK_N], d1_sub)
+        if D_HALVES:
+            _store_halves(acc, d_desc, d_sub, out_row, off_n, BLOCK_N)
+        else:
+            d_sub.store(acc.to(d_desc.dtype))
+            if BLOCK_N1 > 0:
+                d1_sub.store(acc1.to(d1_desc.dtype))
+            fence_async_shared()
+            gl.thread_barrier()
+            tma.async_copy_shared_to_global(d_desc, [out_row, off_n], d_sub)
+            if BLOCK_N1 > 0:
+                tma.async_copy_shared_to_global(d1_desc, [out_row, off_n + BLOCK_N], d1_sub)
     tma.store_wait(0)
+
+
+@gluon.jit
+def _store_halves(acc, d_desc, d_sub, out_row, off_n, BLOCK_N: gl.constexpr):
+    """D_HALVES epilogue of one warpgroup: its [64, BLOCK_N] accumulator through the [64, BLOCK_N / 2] staging rows
+    ``d_sub`` in two TMA stores, the second half staged once the first store has read the buffer. The caller has
+    waited for this warpgroup's earlier stores; the second store is left in flight. (Splitting the accumulator's
+    columns moves no data: they are separate registers of every thread.)"""
+    HALF: gl.constexpr = BLOCK_N // 2
+    lo, hi = gl.split(acc.reshape([64, 2, HALF]).permute(0, 2, 1))
+    d_sub.store(lo.to(d_desc.dtype))
+    fence_async_shared()
+    gl.thread_barrier()
+    tma.async_copy_shared_to_global(d_desc, [out_row, off_n], d_sub)
+    tma.store_wait(0)
+    gl.thread_barrier()
+    d_sub.store(hi.to(d_desc.dtype))
+    fence_async_shared()
+    gl.thread_barrier()
+    tma.async_copy_shared_to_global(d_desc, [out_row, off_n + HALF], d_sub)
 
 
 @gluon.jit
@@ -333,12 +361,14 @@ def _shared_ring(a_desc, b_desc, d_desc, BLOCK_M: gl.constexpr, BLOCK_N: gl.cons
     [BLOCK_M, BLOCK_N] D staging tile, and the full/empty barriers, initialized (empty: one arrive per
     math warpgroup)."""
     NUM_WG: gl.constexpr = BLOCK_M // 64
+    # D's box width: BLOCK_N, or BLOCK_N / 2 when the tile's D is staged in halves (D_HALVES)
+    D_COLS: gl.constexpr = d_desc.block_type.shape[1]
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES * NUM_WG] + a_desc.block_type.shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
-    if NUM_WG == 3:  # shared-memory shapes are powers of two: one [64, BLOCK_N] staging buffer per warpgroup
-        d_smem = gl.allocate_shared_memory(d_desc.dtype, [3, 64, BLOCK_N], d_desc.layout)
+    if NUM_WG == 3:  # shared-memory shapes are powers of two: one [64, D_COLS] staging buffer per warpgroup
+        d_smem = gl.allocate_shared_memory(d_desc.dtype, [3, 64, D_COLS], d_desc.layout)
     else:
-        d_smem = gl.allocate_shared_memory(d_desc.dtype, [BLOCK_M, BLOCK_N], d_desc.layout)
+        d_smem = gl.allocate_shared_memory(d_desc.dtype, [BLOCK_M, D_COLS], d_desc.layout)
     full_bars, empty_bars = ring_barriers(STAGES, NUM_WG)
     return a_bufs, b_bufs, d_smem, full_bars, empty_bars
 

@@ -295,6 +295,35 @@ def test_c_staged_through_the_public_api(monkeypatch):
     api_gemm._BF16_RECORDINGS.clear()
 
 
+def _run_tile_twice(m, n, k, bm, bn, split, b_k_major, c_dtype, d_dtype):
+    """An explicit ``bm x bn`` (split-K ``split``) config on random inputs, twice into poisoned outputs: every element
+    written, right against the reference, the same bits on the repeat. Returns the config."""
+    mod = _sm90()
+    from finegemm.jit.device import device_facts
+    from finegemm.jit.heuristics import GemmDesc
+    from finegemm.jit.heuristics_sm90 import make_bf16_config
+
+    dev = torch.device("cuda")
+    g = torch.Generator(device=dev).manual_seed(m + n + bn)
+    a = torch.randn(m, k, device=dev, dtype=torch.bfloat16, generator=g)
+    b = torch.randn(n, k, device=dev, dtype=torch.bfloat16, generator=g)
+    b_view = b if b_k_major else b.T.contiguous().T  # [N, K] with stride (1, N)
+    c = torch.randn(m, n, device=dev, dtype=torch.float32, generator=g).to(c_dtype) if c_dtype else None
+    desc = GemmDesc("bf16", m, n, k, True, b_k_major, d_dtype == torch.float32, c is not None)
+    cfg = make_bf16_config(desc, device_facts(dev), bm, bn, split)
+    assert mod.unsupported_reason(desc, device_facts(dev)) is None
+    outs = []
+    for _ in range(2):
+        d = torch.full((m, n), float("nan"), device=dev, dtype=d_dtype)
+        mod.bf16_gemm(desc, cfg, a, b_view, d, c)
+        outs.append(d)
+    torch.cuda.synchronize()
+    assert not torch.isnan(outs[0]).any(), ("unwritten output", cfg)
+    assert reference.calc_diff(outs[0], reference.bf16_gemm("nt", a, b, c)) < 1e-5, cfg
+    assert torch.equal(outs[0], outs[1])
+    return cfg
+
+
 # (m, n, k, BLOCK_M, BLOCK_N, split-K, B K-major, C dtype or None, D dtype): tiles whose width is not a power of two
 SPLIT_N = [(4096, 576, 7168, 128, 144, 1, True, None, torch.bfloat16),
            (4096, 576, 7168, 128, 144, 1, True, torch.bfloat16, torch.bfloat16),
@@ -312,29 +341,8 @@ def test_split_n_tiles(m, n, k, bm, bn, split, b_k_major, c_dtype, d_dtype):
     """Tiles BLOCK_N + BLOCK_N1 wide (two WGMMAs and two B boxes a K slice, two D boxes): right against the
     reference with N not a multiple of the width (a second block wholly past N), split-K, an N-major B, a bf16 C and
     FP32 C / D; output poisoned first; the same bits on a repeat."""
-    mod = _sm90()
-    from finegemm.jit.device import device_facts
-    from finegemm.jit.heuristics import GemmDesc
-    from finegemm.jit.heuristics_sm90 import make_bf16_config
-
-    dev = torch.device("cuda")
-    g = torch.Generator(device=dev).manual_seed(m + n + bn)
-    a = torch.randn(m, k, device=dev, dtype=torch.bfloat16, generator=g)
-    b = torch.randn(n, k, device=dev, dtype=torch.bfloat16, generator=g)
-    b_view = b if b_k_major else b.T.contiguous().T  # [N, K] with stride (1, N)
-    c = torch.randn(m, n, device=dev, dtype=torch.float32, generator=g).to(c_dtype) if c_dtype else None
-    desc = GemmDesc("bf16", m, n, k, True, b_k_major, d_dtype == torch.float32, c is not None)
-    cfg = make_bf16_config(desc, device_facts(dev), bm, bn, split)
-    assert cfg.column_blocks[1] > 0 and mod.unsupported_reason(desc, device_facts(dev)) is None
-    outs = []
-    for _ in range(2):
-        d = torch.full((m, n), float("nan"), device=dev, dtype=d_dtype)
-        mod.bf16_gemm(desc, cfg, a, b_view, d, c)
-        outs.append(d)
-    torch.cuda.synchronize()
-    assert not torch.isnan(outs[0]).any(), ("unwritten output", cfg)
-    assert reference.calc_diff(outs[0], reference.bf16_gemm("nt", a, b, c)) < 1e-5, cfg
-    assert torch.equal(outs[0], outs[1])
+    cfg = _run_tile_twice(m, n, k, bm, bn, split, b_k_major, c_dtype, d_dtype)
+    assert cfg.column_blocks[1] > 0
 
 
 # (m, n, k, BLOCK_M, BLOCK_N, split-K, B K-major, C dtype or None, D dtype): D staged in halves (a probe's tiles)
@@ -352,27 +360,8 @@ def test_d_halves_tiles(m, n, k, bm, bn, split, b_k_major, c_dtype, d_dtype, mon
     """FINEGEMM_PROBE_BF16_D_HALVES's tiles (D through a half-wide buffer in two TMA stores, one more ring stage):
     right against the reference with partial tiles, split-K, an N-major B, C from global memory and FP32 C / D;
     output poisoned first; the same bits on a repeat."""
-    mod = _sm90()
     from finegemm.jit import heuristics_sm90
-    from finegemm.jit.device import device_facts
-    from finegemm.jit.heuristics import GemmDesc
 
     monkeypatch.setattr(heuristics_sm90, "BF16_D_HALVES_WANTED", True)
-    dev = torch.device("cuda")
-    g = torch.Generator(device=dev).manual_seed(m + n + bn)
-    a = torch.randn(m, k, device=dev, dtype=torch.bfloat16, generator=g)
-    b = torch.randn(n, k, device=dev, dtype=torch.bfloat16, generator=g)
-    b_view = b if b_k_major else b.T.contiguous().T
-    c = torch.randn(m, n, device=dev, dtype=torch.float32, generator=g).to(c_dtype) if c_dtype else None
-    desc = GemmDesc("bf16", m, n, k, True, b_k_major, d_dtype == torch.float32, c is not None)
-    cfg = heuristics_sm90.make_bf16_config(desc, device_facts(dev), bm, bn, split)
+    cfg = _run_tile_twice(m, n, k, bm, bn, split, b_k_major, c_dtype, d_dtype)
     assert cfg.d_halves and not cfg.c_tma, cfg
-    outs = []
-    for _ in range(2):
-        d = torch.full((m, n), float("nan"), device=dev, dtype=d_dtype)
-        mod.bf16_gemm(desc, cfg, a, b_view, d, c)
-        outs.append(d)
-    torch.cuda.synchronize()
-    assert not torch.isnan(outs[0]).any(), ("unwritten output", cfg)
-    assert reference.calc_diff(outs[0], reference.bf16_gemm("nt", a, b, c)) < 1e-5, cfg
-    assert torch.equal(outs[0], outs[1])

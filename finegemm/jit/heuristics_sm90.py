@@ -405,14 +405,14 @@ BF16_SPLITK_FIXED_US = 5.0
 # deep whole-K ring measured faster (H100, us, pick before / whole-K 64x64 at 13 stages: 64x4096x7168 64x64 split 2
 # 35.5 / 34.1, 128x4096x7168 64x128 split 2 37.8 / 33.9, 256x2112x7168 128x144 split 4 32.9 / 26.1).
 # Split-K is a candidate up to BF16_SPLIT_MAX_M rows, or up to 512 where 64x64 tiles would fill fewer than half the
-# SMs. At
-# M = 192-512 with N >= 2112 every split lost to a whole-K tile (H100, NOTES v26, results/sm90-bf16-picks-v26-*:
+# SMs. At M = 192-512 with N >= 2112 every split lost to a whole-K tile (H100, NOTES v26, results/sm90-bf16-picks-v26-*:
 # 333x7168x16384 128x192 split 8 254.1 / whole-K 142.8 us, 256x7168x16384 128x128 split 8 168.6 / 104.5,
 # 512x4096x7168 128x256 split 2 84.1 / 48.2, 192x2112x7168 64x256 split 4 31.1 / 26.4); at N = 576 (27-54 tiles
 # of 64x64) splits still win (192x576x7168 64x128 split 4 16.0 / 64x64 whole-K 19.9, 256x576x7168 16.8 / 20.0).
 BF16_SPLIT_MAX_M = 128
 # Fraction of the WGMMA peak a warpgroup reaches per tile shape (m64 nN per instruction; wider N
-# reads less shared memory per FLOP); 128-row tiles share each B slice between two warpgroups.
+# reads less shared memory per FLOP); 128-row tiles share each B slice between two warpgroups. (64, 256): the M = 4096
+# fit below (673 TFLOPS against 128x256's 806; 0.80 before NOTES v26).
 BF16_TILE_EFF = {(128, 256): 0.92, (128, 128): 0.82, (64, 256): 0.77, (128, 64): 0.62,
                   (64, 128): 0.70, (64, 64): 0.50,
                   # three math warpgroups (BLOCK_M 192): the FP8 kernel's 192x128 tile ran at 1.04x the per-MAC

@@ -79,11 +79,6 @@ B_TENSOR_MAP: gl.constexpr = gl.constexpr(tensor_map_param("fp8_gemm_kernel", 5)
 # inline PTX and the empty barriers count one arrive per math warp, instead of Triton's arrive, which puts a
 # warpgroup-wide named barrier before thread 0's arrive (NOTES v19, "The 256x128 K-block in SASS"; measured in
 # v20: 1.002-1.017x on the H100, not adopted).
-# Tiles of two column blocks read the per-token ring scales twice a K block (one layout a block) and release the slot
-# behind a proxy fence: their first GPU run (session 24, H100) had 4095x4096x1536 at 128x160 with ring scales differ
-# between two runs in one row of one tile (NOTES v26), the hazard _release describes. FINEGEMM_PROBE_SPLIT_N_FENCE=0
-# drops the fence (scripts/repeat_probe.py's A/B); read at import.
-SPLIT_N_RING_FENCE: gl.constexpr = gl.constexpr(os.environ.get("FINEGEMM_PROBE_SPLIT_N_FENCE", "1") != "0")
 PROBE_EMPTY_SMEM: gl.constexpr = gl.constexpr(int(os.environ.get("FINEGEMM_PROBE_EMPTY_SMEM", "0")))
 if PROBE_EMPTY_SMEM.value:
     warnings.warn(f"FINEGEMM_PROBE_EMPTY_SMEM={PROBE_EMPTY_SMEM.value}: the FP8 sm90 kernels release ring slots "
@@ -95,6 +90,11 @@ _WARP_RELEASE_ASM: gl.constexpr = gl.constexpr(
     "{ .reg .pred p; .reg .b32 a; bar.warp.sync 0xffffffff; mov.u32 a, %laneid; setp.eq.u32 p, a, 0; "
     "mov.u32 a, global_smem; mad.lo.u32 a, $1, 8, a; "
     f"@p mbarrier.arrive.shared::cta.b64 _, [a+{PROBE_EMPTY_SMEM.value}]; mov.u32 $0, 0; }}")
+# Tiles of two column blocks read the per-token ring scales twice a K block (one layout a block) and release the slot
+# behind a proxy fence, the hazard _release describes: without it their first GPU run (session 24, H100) had
+# 4095x4096x1536 at 128x160 differ between two runs, and scripts/repeat_probe.py 5 of 5 repeats (up to 738 k
+# elements; NOTES v26). FINEGEMM_PROBE_SPLIT_N_FENCE=0 drops the fence (that probe's A/B); read at import.
+SPLIT_N_RING_FENCE: gl.constexpr = gl.constexpr(os.environ.get("FINEGEMM_PROBE_SPLIT_N_FENCE", "1") != "0")
 
 
 def sfa_desc_layout() -> gl.NVMMASharedLayout:

@@ -357,9 +357,9 @@ def _store_halves(acc, d_desc, d_sub, out_row, off_n, BLOCK_N: gl.constexpr):
 
 @gluon.jit
 def _shared_ring(a_desc, b_desc, d_desc, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
-    """Shared memory of both entries: the ring (``STAGES`` x one A box per warpgroup and one B box), the
-    [BLOCK_M, BLOCK_N] D staging tile, and the full/empty barriers, initialized (empty: one arrive per
-    math warpgroup)."""
+    """Shared memory of both entries: the ring (``STAGES`` x one A box per warpgroup and one B box), the D staging
+    tile (``BLOCK_M`` rows of D's box width: BLOCK_N, or half of it for D staged in halves), and the full/empty
+    barriers, initialized (empty: one arrive per math warpgroup)."""
     NUM_WG: gl.constexpr = BLOCK_M // 64
     # D's box width: BLOCK_N, or BLOCK_N / 2 when the tile's D is staged in halves (D_HALVES)
     D_COLS: gl.constexpr = d_desc.block_type.shape[1]

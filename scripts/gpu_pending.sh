@@ -82,7 +82,8 @@
 #                                   stage A/B and v26's moved picks on the H200, then the paged forms (one call)
 #   bash scripts/gpu_pending.sh 53  (session 24, any card) the m-grouped BF16 deep-ring probe: its GPU tests, then the
 #                                   masked sweep without / with FINEGEMM_PROBE_BF16_GROUPED_DEEP=1 (one call)
-#   bash scripts/gpu_pending.sh 54  (session 24, any card) BF16 ring depth at M = 4096: the tiles at 2 / 3 stages, then
+#   bash scripts/gpu_pending.sh 54  (session 24, any card) the FP8 decode picks' repeat probe (20 runs each), BF16 ring
+#                                   depth at M = 4096: the tiles at 2 / 3 stages, then
 #                                   D staged in halves (FINEGEMM_PROBE_BF16_D_HALVES=1, one more stage) off / on
 #                                   on the harness's M = 4096 cases, with its GPU tests first (~6 minutes)
 #   bash scripts/gpu_pending.sh 51  (session 23, H200 first) the GEMV tests and probe, the bf16 suite with cuBLAS; 50 next
@@ -420,6 +421,11 @@ elif [ "$PART" = 54 ]; then
     # (FINEGEMM_PROBE_BF16_D_HALVES=1: 128x256 at 4 stages, 192x128 at 5). Its GPU tests; the M = 4096 tiles at a cap
     # of 2 and 3 stages; then the harness bf16 M = 4096 cases without / with the switch, twice, alternating (events)
     PYTEST_TIMEOUT=100 pytest_gpu pytest-bf16-d-halves.log tests/test_sm90_bf16_gpu.py -k "d_halves"
+    # first, correctness: the FP8 rules' decode picks (ring scales released without a proxy fence, as the split-width
+    # tiles were until NOTES v26) 20 times each on the same inputs
+    PROBE_SET=defaults PROBE_REPEATS=20 OUT="$LOGS" timeout 90 python3 -W ignore scripts/repeat_probe.py 2>&1 \
+        | grep -o '"shape": "[^"]*"\|"differing_runs": [0-9]*' | paste - - | tee "$LOGS/repeat-probe-defaults.log"
+    pack
     for ms in 2 3; do
         OUT="$LOGS" timeout 100 python3 -W ignore scripts/sm90_bf16_bench.py --commit "$commit-ms$ms" --ms 4096 \
             --alts 0 --max-stages $ms --tiles "128x256,128x192,128x128" 2>&1 | tail -6

@@ -1,9 +1,10 @@
 """Bitwise-repeat probe of sm90 FP32-out configs on the H200 (found the missing proxy fence of v5).
 
-Each config runs 6 times on the same inputs; prints how many runs differ from the first and where
+Each config runs 6 times (PROBE_REPEATS) on the same inputs; prints how many runs differ from the first and where
 (rows mod BLOCK_M, column range, max |diff|), with replayed launches and with fresh launches (the
 dispatch recordings cleared before each call). Env: PROBE_FIRST (skip shapes), PROBE_COUNT (shapes to run),
-PROBE_CASES (names), PROBE_SET=split_n (tiles of two column blocks).
+PROBE_CASES (names), PROBE_SET=split_n (tiles of two column blocks) or defaults (the rules' decode picks, BF16 out),
+PROBE_REPEATS (runs a config, 6).
 Usage: PYTHONPATH=. python3 scripts/repeat_probe.py (writes $OUT/repeat_probe.json)."""
 from __future__ import annotations
 
@@ -24,9 +25,10 @@ from finegemm.quant import per_block_cast_to_fp8, per_token_cast_to_fp8
 dev = torch.device("cuda")
 facts = device_facts(dev)
 rows_out = []
+REPEATS = int(os.environ.get("PROBE_REPEATS", "6"))
 
 
-def probe(m, n, k, recipe, with_c, name, cfg, fresh):
+def probe(m, n, k, recipe, with_c, name, cfg, fresh, out_fp32=True):
     torch.manual_seed(0)
     x = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
     w = torch.randn(n, k, device=dev, dtype=torch.bfloat16)
@@ -39,12 +41,12 @@ def probe(m, n, k, recipe, with_c, name, cfg, fresh):
         sfb = sfb.contiguous()
     sfa = finegemm.get_mn_major_tma_aligned_tensor(sfa)
     c = torch.randn(m, n, device=dev, dtype=torch.float32) if with_c else None
-    desc = GemmDesc(f"fp8_{recipe}", m, n, k, True, True, True, with_c, False)
+    desc = GemmDesc(f"fp8_{recipe}", m, n, k, True, True, out_fp32, with_c, False)
     outs = []
-    for _ in range(6):
+    for _ in range(REPEATS):
         if fresh:
             dispatch._recordings.clear()
-        d = torch.full((m, n), float("nan"), device=dev, dtype=torch.float32)
+        d = torch.full((m, n), float("nan"), device=dev, dtype=torch.float32 if out_fp32 else torch.bfloat16)
         dispatch.fp8_gemm(desc, cfg, a, sfa, b, sfb, d, c)
         outs.append(d)
     torch.cuda.synchronize()
@@ -64,6 +66,16 @@ def probe(m, n, k, recipe, with_c, name, cfg, fresh):
 
 
 rep = dataclasses.replace
+if os.environ.get("PROBE_SET") == "defaults":
+    # the rules' own picks at decode sizes (recipe (1, 128, 128), BF16 out): their per-token scales ride in the ring
+    # and the slot goes back without a proxy fence (gemm_1d2d._release; the split-width tiles needed one, NOTES v26)
+    for m, n, k in [(m, n, k) for m in (64, 128) for n, k in ((2112, 7168), (24576, 1536), (32768, 512),
+                                                              (7168, 16384), (4096, 7168), (7168, 2048))]:
+        d = GemmDesc("fp8_1d2d", m, n, k)
+        cfg = dispatch.get_config(d, facts)
+        probe(m, n, k, "1d2d", False, f"rule sfa_tma={cfg.sfa_tma}", cfg, False, out_fp32=False)
+    json.dump(rows_out, open(os.path.join(os.environ.get("OUT", "."), "repeat_probe.json"), "w"), indent=1)
+    sys.exit(0)
 # PROBE_SET=split_n: FP8 tiles of two column blocks (gemm_1d2d._split_n_math); their first GPU run (session 24) had
 # 4095x4096x1536 at 128x160 with C (FP32 out, ring scales) differ between two runs
 SHAPES = (((4095, 4096, 1536), (4096, 4096, 1536), (4095, 2112, 7168)) if os.environ.get("PROBE_SET") == "split_n"

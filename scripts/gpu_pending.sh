@@ -82,10 +82,11 @@
 #                                   stage A/B and v26's moved picks on the H200, then the paged forms (one call)
 #   bash scripts/gpu_pending.sh 53  (session 24, any card) the m-grouped BF16 deep-ring probe: its GPU tests, then the
 #                                   masked sweep without / with FINEGEMM_PROBE_BF16_GROUPED_DEEP=1 (one call)
-#   bash scripts/gpu_pending.sh 54  (session 24, any card) the FP8 decode picks' repeat probe (20 runs each), BF16 ring
-#                                   depth at M = 4096: the tiles at 2 / 3 stages, then
-#                                   D staged in halves (FINEGEMM_PROBE_BF16_D_HALVES=1, one more stage) off / on
-#                                   on the harness's M = 4096 cases, with its GPU tests first (~6 minutes)
+#   bash scripts/gpu_pending.sh 54  (session 24, any card) the FP8 decode picks' repeat probe (20 runs each), then BF16
+#                                   D staged in halves (FINEGEMM_PROBE_BF16_D_HALVES=1): its GPU tests, the harness
+#                                   M = 4096 cases off / on (~6 minutes)
+#   bash scripts/gpu_pending.sh 55  (session 24, any card) BF16 ring depth at M = 4096 (caps 2 / 3), FP32-out tiles
+#                                   the rules leave out (192x128, 128x256) with and without D in halves (~4 minutes)
 #   bash scripts/gpu_pending.sh 51  (session 23, H200 first) the GEMV tests and probe, the bf16 suite with cuBLAS; 50 next
 #   bash scripts/gpu_pending.sh 50  (session 23) the BF16 rules' untimed new picks, the paged-mqa suite by ws form / stages
 #   bash scripts/gpu_pending.sh 49  (session 23) one start: BF16 switch tests + bf16 A/B off/on/off, then 39 once
@@ -416,22 +417,15 @@ elif [ "$PART" = 53 ]; then
         pack
     done
 elif [ "$PART" = 54 ]; then
-    # session 24 (NOTES v26): how much the large BF16 tiles' ring depth matters (128x256 runs 3 stages beside its
-    # 64 KB D tile, cuBLAS's 256x128 kernels 4) and the prepared lever: D staged in halves
-    # (FINEGEMM_PROBE_BF16_D_HALVES=1: 128x256 at 4 stages, 192x128 at 5). Its GPU tests; the M = 4096 tiles at a cap
-    # of 2 and 3 stages; then the harness bf16 M = 4096 cases without / with the switch, twice, alternating (events)
-    PYTEST_TIMEOUT=100 pytest_gpu pytest-bf16-d-halves.log tests/test_sm90_bf16_gpu.py -k "d_halves"
-    # first, correctness: the FP8 rules' decode picks (ring scales released without a proxy fence, as the split-width
-    # tiles were until NOTES v26) 20 times each on the same inputs
-    PROBE_SET=defaults PROBE_REPEATS=20 OUT="$LOGS" timeout 90 python3 -W ignore scripts/repeat_probe.py 2>&1 \
+    # session 24 (NOTES v26), any card, ~6 minutes. First correctness: the FP8 rules' decode picks (ring scales
+    # released without a proxy fence, as the split-width tiles were until v26) 20 times each on the same inputs. Then
+    # the prepared BF16 lever, D staged in halves (FINEGEMM_PROBE_BF16_D_HALVES=1: 128x256 at 4 stages instead of 3,
+    # 192x128 at 5, FP32-out 128x128 at 6): its GPU tests, then the harness bf16 M = 4096 cases without / with it,
+    # twice, alternating (events)
+    PROBE_SET=defaults PROBE_REPEATS=20 OUT="$LOGS" timeout 150 python3 -W ignore scripts/repeat_probe.py 2>&1 \
         | grep -o '"shape": "[^"]*"\|"differing_runs": [0-9]*' | paste - - | tee "$LOGS/repeat-probe-defaults.log"
     pack
-    for ms in 2 3; do
-        OUT="$LOGS" timeout 100 python3 -W ignore scripts/sm90_bf16_bench.py --commit "$commit-ms$ms" --ms 4096 \
-            --alts 0 --max-stages $ms --tiles "128x256,128x192,128x128" 2>&1 | tail -6
-        mv "$LOGS/sm90_bf16_bench.json" "$LOGS/bf16-m4096-stages$ms.json"
-        pack
-    done
+    PYTEST_TIMEOUT=100 pytest_gpu pytest-bf16-d-halves.log tests/test_sm90_bf16_gpu.py -k "d_halves"
     harness_args=(--cases "4096x*")
     for round in 1 2; do
         for on in 0 1; do
@@ -440,6 +434,24 @@ elif [ "$PART" = 54 ]; then
         pack
     done
     harness_args=()
+elif [ "$PART" = 55 ]; then
+    # session 24 (NOTES v26), any card, ~4 minutes: how much the BF16 ring depth matters at M = 4096 (128x256 /
+    # 128x192 / 128x128 with the cap at 2 and 3 stages), then FP32 out (the LM head at prefill, 0.93x cuBLAS on the
+    # H100): the tiles the rules leave out there (192x128 and 128x256 with FP32 D compile without spills on the CPU)
+    # against the 128x128 pick, without and with D in halves
+    for ms in 2 3; do
+        OUT="$LOGS" timeout 100 python3 -W ignore scripts/sm90_bf16_bench.py --commit "$commit-ms$ms" --ms 4096 \
+            --alts 0 --max-stages $ms --tiles "128x256,128x192,128x128" 2>&1 | tail -6
+        mv "$LOGS/sm90_bf16_bench.json" "$LOGS/bf16-m4096-stages$ms.json"
+        pack
+    done
+    for halves in "" "--d-halves"; do
+        OUT="$LOGS" timeout 100 python3 -W ignore scripts/sm90_bf16_bench.py --commit "$commit" --out-fp32 $halves \
+            --alts 1 --shapes "4096,129280,7168;4096,256,7168;577,129280,7168" --tiles "128x128,192x128,128x256" \
+            2>&1 | tail -3
+        mv "$LOGS/sm90_bf16_bench.json" "$LOGS/bf16-f32-out${halves:+-halves}.json"
+        pack
+    done
 elif [ "$PART" = 52 ]; then
     # session 24 (NOTES v26), for an H200: the harness bf16 suite with the live cuBLAS peer (the v26 rules: deep
     # whole-K rings, split-K only to 128 rows or few tiles, 128x192 at 4096x2112), then the ring-depth A/B and the

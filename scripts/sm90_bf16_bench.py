@@ -41,11 +41,16 @@ def main() -> None:
     ap.add_argument("--ms", default="64,128,4096", help="comma-separated M values to run")
     ap.add_argument("--shapes", default="", help="'M,N,K;M,N,K' instead of --ms x the six (N, K)")
     ap.add_argument("--tiles", default="", help="extra tiles to time on every shape: 'BMxBN[sSPLIT],...'")
+    ap.add_argument("--out-fp32", action="store_true", help="FP32 D (cuBLAS: torch.mm with out_dtype=float32)")
+    ap.add_argument("--d-halves", action="store_true",
+                    help="D staged in halves where that frees a stage (FINEGEMM_PROBE_BF16_D_HALVES, a probe)")
     ap.add_argument("--max-stages", type=int, default=0,
                     help="> 0: ring stages a config may take at most (heuristics_sm90.BF16_MAX_STAGES, a probe)")
     args = ap.parse_args()
     if args.max_stages:
         heuristics_sm90.BF16_MAX_STAGES = heuristics_sm90.BF16_MAX_STAGES_WHOLE_K = args.max_stages
+    heuristics_sm90.BF16_D_HALVES_WANTED |= args.d_halves
+    out_dtype = torch.float32 if args.out_fp32 else torch.bfloat16
     out_dir = os.environ.get("OUT", ".")
     facts = device_facts(DEV)
     flush = L2Flush(DEV)
@@ -53,7 +58,8 @@ def main() -> None:
     meta = dict(what="sm90 BF16 GEMM (nt) vs cuBLAS BF16 (torch.mm), DeepSeek-V3 shapes",
                 date=datetime.datetime.now(datetime.timezone.utc).isoformat(), device=torch.cuda.get_device_name(),
                 versions=dict(torch=torch.__version__, triton=triton.__version__, cuda=torch.version.cuda),
-                commit=args.commit, max_stages=heuristics_sm90.BF16_MAX_STAGES_WHOLE_K,
+                commit=args.commit, max_stages=heuristics_sm90.BF16_MAX_STAGES_WHOLE_K, out=str(out_dtype),
+                d_halves=heuristics_sm90.BF16_D_HALVES_WANTED,
                 method="CUDA events, 1 GiB L2 flush before each call, 5 warm-ups, "
                 f"median of {args.reps}, fresh random normal inputs per shape", facts=facts.__dict__)
     path = os.path.join(out_dir, "sm90_bf16_bench.json")
@@ -63,7 +69,7 @@ def main() -> None:
         a = torch.randn(m, k, device=DEV, dtype=torch.bfloat16)
         b = torch.randn(n, k, device=DEV, dtype=torch.bfloat16)
         ref = reference.bf16_gemm("nt", a, b)
-        desc = GemmDesc("bf16", m, n, k)
+        desc = GemmDesc("bf16", m, n, k, out_fp32=args.out_fp32)
         chosen = get_sm90_bf16_config(desc, facts)
         ranked = sorted(_bf16_candidates(desc, facts), key=lambda c: bf16_estimate_us(desc, facts, *c))
         cfgs = [chosen] + [make_bf16_config(desc, facts, *c) for c in ranked
@@ -75,11 +81,13 @@ def main() -> None:
             if extra.stages >= 2 and extra not in cfgs:
                 cfgs.append(extra)
         flops = 2 * m * n * k
-        dc = torch.empty(m, n, device=DEV, dtype=torch.bfloat16)
-        t_cublas = time_cuda(functools.partial(torch.mm, a, b.T, out=dc), flush, 5, args.reps).median_us
+        dc = torch.empty(m, n, device=DEV, dtype=out_dtype)
+        mm = (functools.partial(torch.mm, a, b.T, out_dtype=torch.float32, out=dc) if args.out_fp32
+              else functools.partial(torch.mm, a, b.T, out=dc))
+        t_cublas = time_cuda(mm, flush, 5, args.reps).median_us
         row = dict(M=m, N=n, K=k, cublas_us=t_cublas, cublas_diff=reference.calc_diff(dc, ref), configs=[])
         for cfg in cfgs:
-            d = torch.full((m, n), float("nan"), device=DEV, dtype=torch.bfloat16)
+            d = torch.full((m, n), float("nan"), device=DEV, dtype=out_dtype)
             entry = dict(cfg=cfg.__dict__, heuristic=cfg is chosen,
                          model_us=bf16_estimate_us(desc, facts, cfg.block_m, cfg.block_n, cfg.split_k))
             try:

@@ -86,7 +86,8 @@
 #                                   D staged in halves (FINEGEMM_PROBE_BF16_D_HALVES=1): its GPU tests, the harness
 #                                   M = 4096 cases off / on (~6 minutes)
 #   bash scripts/gpu_pending.sh 55  (session 24, any card) BF16 ring depth at M = 4096 (caps 2 / 3), FP32-out tiles
-#                                   the rules leave out (192x128, 128x256) with and without D in halves (~4 minutes)
+#                                   the rules leave out (192x128, 128x256) with and without D in halves, mid-M
+#                                   64-row tiles of widths that are not powers of two (~5 minutes)
 #   bash scripts/gpu_pending.sh 51  (session 23, H200 first) the GEMV tests and probe, the bf16 suite with cuBLAS; 50 next
 #   bash scripts/gpu_pending.sh 50  (session 23) the BF16 rules' untimed new picks, the paged-mqa suite by ws form / stages
 #   bash scripts/gpu_pending.sh 49  (session 23) one start: BF16 switch tests + bf16 A/B off/on/off, then 39 once
@@ -452,6 +453,14 @@ elif [ "$PART" = 55 ]; then
         mv "$LOGS/sm90_bf16_bench.json" "$LOGS/bf16-f32-out${halves:+-halves}.json"
         pack
     done
+    # mid M with widths that are not powers of two on 64-row tiles, which the rules rate at their first block's
+    # 64x64 figure below 1024 rows: 333x2112x7168 at 64x96 is 6 x 22 = 132 tiles, one full round (64x128, the pick:
+    # 102 tiles, 33.6 us; cuBLAS 25.4 with 88-row tiles)
+    OUT="$LOGS" timeout 100 python3 -W ignore scripts/sm90_bf16_bench.py --commit "$commit" --alts 1 \
+        --shapes "333,2112,7168;256,2112,7168;333,7168,2048;577,4096,7168;192,24576,1536" \
+        --tiles "64x96,64x144,64x160,64x192,128x96,128x144" 2>&1 | tail -5
+    mv "$LOGS/sm90_bf16_bench.json" "$LOGS/bf16-midm-split-widths.json"
+    pack
 elif [ "$PART" = 52 ]; then
     # session 24 (NOTES v26), for an H200: the harness bf16 suite with the live cuBLAS peer (the v26 rules: deep
     # whole-K rings, split-K only to 128 rows or few tiles, 128x192 at 4096x2112), then the ring-depth A/B and the

@@ -117,3 +117,26 @@ def test_report_lists_misses_and_unmeasured_targets(tmp_path, capsys):
     assert row[_target("paged MQA decode").name].endswith("| 0 | - | - | - | - | not measured |")
     assert "dense M = 4096 vs DeepGEMM (each >= 1.0, mean >= 1.05): 4096x2112x7168 0.80" in out
     assert "Runs: " + str(tmp_path / "run.json") in out
+
+
+def test_deepgemm_figures_need_the_anchors_card(tmp_path, capsys):
+    """A run on another kind of card than the anchors (an H100 against H200 anchors) gives DeepGEMM's targets no
+    figure and says why; a live peer's target still counts its cases; a run that names no card is compared."""
+    assert targets.card("NVIDIA H100 80GB HBM3") == "H100" and targets.card(None) is None
+    anchors = dict(ANCHORS, what="Peers measured on one NVIDIA H200 (132 SMs)")
+    assert targets.anchors_card(anchors) == "H200"
+    case = _dense("4096x2112x7168", 4096, 2112, 7168, 100.0, cublas_block=110.0)
+    h100 = {"device": {"name": "NVIDIA H100 80GB HBM3"}, "cases": [case]}
+    cases = targets.merge_cases([h100])
+    dg, live = _target("dense M = 4096 vs DeepGEMM"), _target("dense M = 4096 vs cuBLAS")
+    assert targets.figures(dg, cases, anchors, [targets.run_card(h100)]) == []
+    assert len(targets.figures(live, cases, anchors, [targets.run_card(h100)])) == 1
+    assert len(targets.figures(dg, cases, anchors, [None])) == 1  # no card named: compared as before
+    h200 = dict(h100, device={"name": "NVIDIA H200"})
+    assert len(targets.figures(dg, targets.merge_cases([h200]), anchors, ["H200"])) == 1
+    (tmp_path / "a.json").write_text(json.dumps(anchors))
+    (tmp_path / "run.json").write_text(json.dumps(h100))
+    assert targets.main([str(tmp_path / "a.json"), str(tmp_path / "run.json")]) == 0
+    row = {line.split(" | ")[1]: line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")}
+    assert row[dg.name].endswith("| 0 | - | - | - | - | not measured (runs on H100; DeepGEMM's figures are H200's) |")
+    assert row[live.name].endswith("| 1 | 0 | 1.10 (4096x2112x7168) | 1.10 | events | missed |")

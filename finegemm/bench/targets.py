@@ -10,13 +10,16 @@ cleared it, the worst case, the geometric mean and whether the target is met, th
 Figures: against DeepGEMM through :func:`.anchors.compare` (kernel time where the anchor is one and the run
 has it, column ``timers``); against a live peer by kernel time when both have one, else CUDA events. Later
 files override earlier ones case by case, so pass runs oldest first. A target with no case in the runs is
-reported as not measured; nothing is inferred for it.
+reported as not measured; nothing is inferred for it. DeepGEMM's figures (the anchors', and those an issue states)
+belong to the card the anchors name: a run on another kind of card (an H100 against H200 anchors) gives them no
+figure, and the target says so; targets against a live peer of the same run hold on any card.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -89,6 +92,28 @@ TARGETS: tuple[Target, ...] = (
 )
 
 
+def card(text: str | None) -> str | None:
+    """The kind of card a device name or description names (``H100``, ``H200``, ...), or None."""
+    found = re.search(r"\b([A-Z]\d{2,3})\b", text or "")
+    return found.group(1) if found else None
+
+
+def run_card(doc: dict[str, Any]) -> str | None:
+    """The card a bench JSON ran on (its ``device.name``), or None when it does not say."""
+    device = doc.get("device")
+    return card(device.get("name") if isinstance(device, dict) else device)
+
+
+def anchors_card(anchors: dict[str, Any]) -> str | None:
+    """The card the anchors were measured on (a ``device`` field, else the first card their ``what`` names)."""
+    return card(anchors.get("device") or anchors.get("what"))
+
+
+def _anchored(target: Target) -> bool:
+    """Whether the target's figure is DeepGEMM's (anchored or stated by the issue), i.e. tied to the anchors' card."""
+    return target.against == "deepgemm" or target.against.startswith("tflops:")
+
+
 def _time(peer: dict, other: dict | None = None) -> tuple[float, str] | None:
     """(µs, timer) of a peer result: kernel time when it (and ``other``, if given) has one, else events."""
     if peer.get("status") != "ok" or not peer.get("us"):
@@ -108,12 +133,13 @@ def merge_cases(docs: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[dict,
     return cases
 
 
-def figures(target: Target, cases: dict[tuple[str, str], tuple[dict, int]], anchors: dict
-            ) -> list[tuple[str, float, str]]:
-    """(case name, figure, timer basis) for every case of ``target`` that the runs and anchors can answer."""
+def figures(target: Target, cases: dict[tuple[str, str], tuple[dict, int]], anchors: dict,
+            cards: list[str | None] | None = None) -> list[tuple[str, float, str]]:
+    """(case name, figure, timer basis) for every case of ``target`` that the runs and anchors can answer.
+    ``cards``: each run's card (:func:`run_card`, by doc index); a DeepGEMM figure needs the anchors' card."""
     out = []
-    for (suite, name), (case, _) in cases.items():
-        if not target.select(case):
+    for (suite, name), (case, i) in cases.items():
+        if not target.select(case) or (_anchored(target) and _other_card(cards, i, anchors)):
             continue
         ours = case["peers"].get(OURS) or {}
         if target.against == "deepgemm":
@@ -139,6 +165,12 @@ def figures(target: Target, cases: dict[tuple[str, str], tuple[dict, int]], anch
     return out
 
 
+def _other_card(cards: list[str | None] | None, i: int, anchors: dict) -> bool:
+    """Whether run ``i`` is known to be on another kind of card than the anchors."""
+    mine, theirs = (cards[i] if cards else None), anchors_card(anchors)
+    return mine is not None and theirs is not None and mine != theirs
+
+
 def evaluate(target: Target, figs: list[tuple[str, float, str]]) -> dict[str, Any]:
     """Summary of one target: cases, how many clear the bar, worst case, geometric mean, met (None: no case)."""
     if not figs:
@@ -154,16 +186,21 @@ def evaluate(target: Target, figs: list[tuple[str, float, str]]) -> dict[str, An
 def report(docs: list[dict[str, Any]], anchors: dict[str, Any], sources: list[str]) -> str:
     """Markdown: one table row per target, grouped by issue, then each target's missing cases."""
     cases = merge_cases(docs)
+    cards = [run_card(doc) for doc in docs]
     lines = ["| issue | target | cases | cleared | worst | geomean | timers | status |",
              "|---|---|---|---|---|---|---|---|"]
     detail, timers_seen = [], set()
     for t in TARGETS:
-        figs = figures(t, cases, anchors)
+        figs = figures(t, cases, anchors, cards)
         timers_seen |= {f[2] for f in figs}
         r = evaluate(t, figs)
         timers = ", ".join(sorted({f[2] for f in figs})) or "-"
         if r["met"] is None:
-            lines.append(f"| {t.issue} | {t.name} | 0 | - | - | - | - | not measured |")
+            others = sorted({cards[i] for c, i in cases.values() if t.select(c) and _anchored(t)
+                             and _other_card(cards, i, anchors)})
+            status = (f"not measured (runs on {', '.join(others)}; DeepGEMM's figures are {anchors_card(anchors)}'s)"
+                      if others else "not measured")
+            lines.append(f"| {t.issue} | {t.name} | 0 | - | - | - | - | {status} |")
             continue
         worst = f"{r['worst'][1]:.2f} ({r['worst'][0]})"
         status = "met" if r["met"] else "missed"

@@ -137,6 +137,14 @@ harness_run() {  # one harness run in its own process: output stem, suites, then
         | tr '\n' ' '; echo
 }
 harness_args=()
+bf16_bench() {  # scripts/sm90_bf16_bench.py into $LOGS/<stem>.json: stem, seconds, lines of its table to show, then
+    # its arguments (after --commit)
+    local stem="$1" secs="$2" lines="$3"; shift 3
+    OUT="$LOGS" timeout "$secs" python3 -W ignore scripts/sm90_bf16_bench.py --commit "$commit" "$@" 2>&1 \
+        | tail -"$lines"
+    mv "$LOGS/sm90_bf16_bench.json" "$LOGS/$stem.json"
+    pack
+}
 paged_form_run() {  # the harness paged-mqa suite (kernel time) with the paged module's switches set first: output
     # stem, WARP_SPECIALIZED (None / True / False), WS_STAGES (0: the rule), seconds
     timeout "$4" python3 -c "import sys, runpy
@@ -441,26 +449,18 @@ elif [ "$PART" = 55 ]; then
     # H100): the tiles the rules leave out there (192x128 and 128x256 with FP32 D compile without spills on the CPU)
     # against the 128x128 pick, without and with D in halves
     for ms in 2 3; do
-        OUT="$LOGS" timeout 100 python3 -W ignore scripts/sm90_bf16_bench.py --commit "$commit-ms$ms" --ms 4096 \
-            --alts 0 --max-stages $ms --tiles "128x256,128x192,128x128" 2>&1 | tail -6
-        mv "$LOGS/sm90_bf16_bench.json" "$LOGS/bf16-m4096-stages$ms.json"
-        pack
+        bf16_bench "bf16-m4096-stages$ms" 100 6 --ms 4096 --alts 0 --max-stages $ms --tiles "128x256,128x192,128x128"
     done
     for halves in "" "--d-halves"; do
-        OUT="$LOGS" timeout 100 python3 -W ignore scripts/sm90_bf16_bench.py --commit "$commit" --out-fp32 $halves \
-            --alts 1 --shapes "4096,129280,7168;4096,256,7168;577,129280,7168" --tiles "128x128,192x128,128x256" \
-            2>&1 | tail -3
-        mv "$LOGS/sm90_bf16_bench.json" "$LOGS/bf16-f32-out${halves:+-halves}.json"
-        pack
+        bf16_bench "bf16-f32-out${halves:+-halves}" 100 3 --out-fp32 $halves --alts 1 \
+            --shapes "4096,129280,7168;4096,256,7168;577,129280,7168" --tiles "128x128,192x128,128x256"
     done
     # mid M with widths that are not powers of two on 64-row tiles, which the rules rate at their first block's
     # 64x64 figure below 1024 rows: 333x2112x7168 at 64x96 is 6 x 22 = 132 tiles, one full round (64x128, the pick:
     # 102 tiles, 33.6 us; cuBLAS 25.4 with 88-row tiles)
-    OUT="$LOGS" timeout 100 python3 -W ignore scripts/sm90_bf16_bench.py --commit "$commit" --alts 1 \
+    bf16_bench bf16-midm-split-widths 100 5 --alts 1 \
         --shapes "333,2112,7168;256,2112,7168;333,7168,2048;577,4096,7168;192,24576,1536" \
-        --tiles "64x96,64x144,64x160,64x192,128x96,128x144" 2>&1 | tail -5
-    mv "$LOGS/sm90_bf16_bench.json" "$LOGS/bf16-midm-split-widths.json"
-    pack
+        --tiles "64x96,64x144,64x160,64x192,128x96,128x144"
 elif [ "$PART" = 52 ]; then
     # session 24 (NOTES v26), for an H200: the harness bf16 suite with the live cuBLAS peer (the v26 rules: deep
     # whole-K rings, split-K only to 128 rows or few tiles, 128x192 at 4096x2112), then the ring-depth A/B and the
@@ -469,15 +469,12 @@ elif [ "$PART" = 52 ]; then
     HARNESS_PEERS=finegemm-sm90,cublas-bf16 HARNESS_TIMEOUT=150 harness_run bf16-cublas-v26 bf16
     pack
     for ms in 8 16; do
-        OUT="$LOGS" timeout 100 python3 -W ignore scripts/sm90_bf16_bench.py --commit "$commit-ms$ms" --ms 64,128 \
-            --alts 0 --max-stages $ms --tiles "64x64,64x64s2,64x128,64x128s2,128x64s2,64x96" 2>&1 | tail -12
-        mv "$LOGS/sm90_bf16_bench.json" "$LOGS/bf16-stages$ms.json"
+        bf16_bench "bf16-stages$ms" 100 12 --ms 64,128 --alts 0 --max-stages $ms \
+            --tiles "64x64,64x64s2,64x128,64x128s2,128x64s2,64x96"
     done
-    OUT="$LOGS" timeout 150 python3 -W ignore scripts/sm90_bf16_bench.py --commit "$commit" --alts 1 \
+    bf16_bench bf16-v26-picks 150 6 --alts 1 \
         --shapes "192,2112,7168;256,7168,16384;333,4096,7168;333,7168,16384;512,4096,7168;4096,2112,7168" \
-        --tiles "64x256s4,128x128s8,128x128s4,128x256s4,128x256s2,192x128" 2>&1 | tail -6
-    mv "$LOGS/sm90_bf16_bench.json" "$LOGS/bf16-v26-picks.json"
-    pack
+        --tiles "64x256s4,128x128s8,128x128s4,128x256s4,128x256s2,192x128"
     for form in "None 0" "True 3"; do
         set -- $form
         paged_form_run "paged-ws$1-st$2" "$1" "$2" 150

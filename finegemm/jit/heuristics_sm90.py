@@ -421,10 +421,11 @@ BF16_TILE_EFF = {(128, 256): 0.92, (128, 128): 0.82, (64, 256): 0.77, (128, 64):
                   (192, 128): 0.85, (192, 64): 0.55}
 # Widths that are not powers of two at M >= BF16_SPLIT_N_EFF_MIN_M (where they were measured: H100, NOTES v26,
 # results/sm90-bf16-tile-sweep-m4096-h100-2026-12-06-3e186bc.json; per tile, time = rounds x (fixed + K slices x
-# rate) fitted over the six (N, K) at M = 4096; chip TFLOPS 128x192 818, 128x256 806, 192x192 776, 128x160 741,
-# 128x128 721, 192x128 717, 192x144 712, 128x144 684, 192x160 684, 64x256 673, 192x96 553, 128x96 541; scaled so
-# that 128x256 stays 0.92). Below it they take their first column block's figure: at M = 256-333 (one or two rounds)
-# 128x192 measured no faster than 128x128 / 192x128 (256x24576x1536 45.2 / 42.7 us, 333x7168x2048 29.2 / 28.5).
+# rate) fitted over the six (N, K) at M = 4096 by scripts/bf16_tile_fit.py; chip TFLOPS 128x192 818, 128x256 806,
+# 192x192 776, 128x160 741, 128x128 721, 192x128 717, 192x144 712, 128x144 684, 192x160 684, 64x256 673, 192x96 553,
+# 128x96 541; scaled so that 128x256 stays 0.92). Below it they take their first column block's figure: at M =
+# 256-333 (one or two rounds) 128x192 measured no faster than 128x128 / 192x128 (256x24576x1536 45.2 / 42.7 us,
+# 333x7168x2048 29.2 / 28.5).
 BF16_SPLIT_N_EFF = {(128, 192): 0.93, (192, 192): 0.89, (128, 160): 0.85, (192, 144): 0.81, (128, 144): 0.78,
                     (192, 160): 0.78, (128, 96): 0.62, (192, 96): 0.63}
 BF16_SPLIT_N_EFF_MIN_M = 1024

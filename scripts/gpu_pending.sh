@@ -155,6 +155,16 @@ sys.argv = ['finegemm.bench'] + sys.argv[1:]
 runpy.run_module('finegemm.bench', run_name='__main__')" --plain --no-progress --kernel-time --suite paged-mqa \
         --peers finegemm-sm90 --commit "$commit-ws$2-st$3" --json "$LOGS/$1.json" > "$LOGS/$1.log" 2>&1 || status=1
 }
+paged_forms() {  # paged_form_run for each "WARP_SPECIALIZED WS_STAGES" argument (150 s each), printing each run's
+    # case lines (case, us, kernel us) on one line
+    local form
+    for form in "$@"; do
+        set -- $form
+        paged_form_run "paged-ws$1-st$2" "$1" "$2" 150
+        echo "paged ws=$1 stages=$2"; grep -E '^paged' "$LOGS/paged-ws$1-st$2.log" | awk '{print $2, $3, $4, $5, $6, $8, $9}' \
+            | tr '\n' ';'; echo; pack
+    done
+}
 bf16_switch_ab() {  # the harness bf16 cases session 20's switches touch, one process per argument (0 off, 1 on)
     local on round=0
     harness_args=(--cases "4096x*,*x*x*+c")
@@ -475,12 +485,7 @@ elif [ "$PART" = 52 ]; then
     bf16_bench bf16-v26-picks 150 6 --alts 1 \
         --shapes "192,2112,7168;256,7168,16384;333,4096,7168;333,7168,16384;512,4096,7168;4096,2112,7168" \
         --tiles "64x256s4,128x128s8,128x128s4,128x256s4,128x256s2,192x128"
-    for form in "None 0" "True 3"; do
-        set -- $form
-        paged_form_run "paged-ws$1-st$2" "$1" "$2" 150
-        echo "paged ws=$1 stages=$2"; grep -E '^paged' "$LOGS/paged-ws$1-st$2.log" | awk '{print $2, $3, $4, $5, $6, $8, $9}' \
-            | tr '\n' ';'; echo; pack
-    done
+    paged_forms "None 0" "True 3"
 elif [ "$PART" = 51 ]; then
     # session 23 (NOTES v25), for an H200 first: the BF16 GEMV probe (one-row cases: cuBLAS / tensor-core pick /
     # GEMV variants), then the harness bf16 suite with the live cuBLAS peer (this session's GEMV, C by TMA and
@@ -503,12 +508,7 @@ elif [ "$PART" = 50 ]; then
         --tiles "192x128,128x144,128x192,192x192,64x128,128x128s7" 2>&1 | tee "$LOGS/bf16-session23-picks.log" \
         | cut -c1-220
     pack
-    for form in "None 0" "True 3" "None 3"; do
-        set -- $form
-        paged_form_run "paged-ws$1-st$2" "$1" "$2" 150
-        echo "paged ws=$1 stages=$2"; grep -E '^paged' "$LOGS/paged-ws$1-st$2.log" | awk '{print $2, $3, $4, $5, $6, $8, $9}' \
-            | tr '\n' ';'; echo; pack
-    done
+    paged_forms "None 0" "True 3" "None 3"
 elif [ "$PART" = 48 ]; then
     # session 21, under 4 minutes: sm90_dev v19 (today's FP32-out rule change against the spilling tiles), then
     # the WGMMA rate probe

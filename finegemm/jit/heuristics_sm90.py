@@ -626,10 +626,11 @@ def make_bf16_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split
     cap = BF16_MAX_STAGES_WHOLE_K if split == 1 else BF16_MAX_STAGES
     stages = bf16_max_stages(bm, bn, d_fp32, facts.smem_per_block, cap)
     c_tma = bf16_c_staged(desc, split)
-    halves = bf16_max_stages(bm, bn, d_fp32, facts.smem_per_block, cap, d_halves=True)
-    d_halves = BF16_D_HALVES_WANTED and not c_tma and bn >= 128 and bn & (bn - 1) == 0 and halves > stages
-    return Sm90Bf16Config(bm, bn, halves if d_halves else stages, split, 8, facts.num_sms, c_tma=c_tma,
-                          d_halves=d_halves)
+    if BF16_D_HALVES_WANTED and not c_tma and bn >= 128 and bn & (bn - 1) == 0:
+        halves = bf16_max_stages(bm, bn, d_fp32, facts.smem_per_block, cap, d_halves=True)
+        if halves > stages:
+            return Sm90Bf16Config(bm, bn, halves, split, 8, facts.num_sms, d_halves=True)
+    return Sm90Bf16Config(bm, bn, stages, split, 8, facts.num_sms, c_tma=c_tma)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -85,6 +85,8 @@
 #   bash scripts/gpu_pending.sh 54  (session 24, any card) the FP8 decode picks' repeat probe (20 runs each), then BF16
 #                                   D staged in halves (FINEGEMM_PROBE_BF16_D_HALVES=1): its GPU tests, the harness
 #                                   M = 4096 cases off / on (~6 minutes)
+#   bash scripts/gpu_pending.sh 56  (session 25, any card) D in halves by the rule: the BF16 GPU suite, FP32 out at
+#                                   M = 512 / 4096 against 128x128 / 192x128, the harness bf16 suite with cuBLAS
 #   bash scripts/gpu_pending.sh 55  (session 24, any card) BF16 ring depth at M = 4096 (caps 2 / 3), FP32-out tiles
 #                                   the rules leave out (192x128, 128x256) with and without D in halves, mid-M
 #                                   64-row tiles of widths that are not powers of two (~5 minutes)
@@ -453,6 +455,15 @@ elif [ "$PART" = 54 ]; then
         pack
     done
     harness_args=()
+elif [ "$PART" = 56 ]; then
+    # session 25 (NOTES v27), any card, ~6 minutes: D staged in halves by the rule (128x256 BF16 out at 4 stages,
+    # FP32 out 128x256 at 3, picked over 128x128 wherever the model takes 128x256 for BF16): the BF16 GPU suite,
+    # then FP32 out at M = 512 / 4096 on the six DeepSeek (N, K) against 128x128 / 192x128, then the harness bf16
+    # suite with the live cuBLAS peer
+    PYTEST_TIMEOUT=240 pytest_gpu pytest-bf16.log tests/test_sm90_bf16_gpu.py
+    bf16_bench bf16-f32-out-picks 150 14 --out-fp32 --alts 1 --ms 512,4096 --tiles "128x128,192x128"
+    HARNESS_PEERS=finegemm-sm90,cublas-bf16 HARNESS_TIMEOUT=200 harness_run bf16-cublas-v27 bf16
+    pack
 elif [ "$PART" = 55 ]; then
     # session 24 (NOTES v26), any card, ~4 minutes: how much the BF16 ring depth matters at M = 4096 (128x256 /
     # 128x192 / 128x128 with the cap at 2 and 3 stages), then FP32 out (the LM head at prefill, 0.93x cuBLAS on the
@@ -461,8 +472,8 @@ elif [ "$PART" = 55 ]; then
     for ms in 2 3; do
         bf16_bench "bf16-m4096-stages$ms" 100 6 --ms 4096 --alts 0 --max-stages $ms --tiles "128x256,128x192,128x128"
     done
-    for halves in "" "--d-halves"; do
-        bf16_bench "bf16-f32-out${halves:+-halves}" 100 3 --out-fp32 $halves --alts 1 \
+    for halves in off all; do
+        bf16_bench "bf16-f32-out-halves-$halves" 100 3 --out-fp32 --d-halves $halves --alts 1 \
             --shapes "4096,129280,7168;4096,256,7168;577,129280,7168" --tiles "128x128,192x128,128x256"
     done
     # mid M with widths that are not powers of two on 64-row tiles, which the rules rate at their first block's

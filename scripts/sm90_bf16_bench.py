@@ -42,14 +42,17 @@ def main() -> None:
     ap.add_argument("--shapes", default="", help="'M,N,K;M,N,K' instead of --ms x the six (N, K)")
     ap.add_argument("--tiles", default="", help="extra tiles to time on every shape: 'BMxBN[sSPLIT],...'")
     ap.add_argument("--out-fp32", action="store_true", help="FP32 D (cuBLAS: torch.mm with out_dtype=float32)")
-    ap.add_argument("--d-halves", action="store_true",
-                    help="D staged in halves where that frees a stage (FINEGEMM_PROBE_BF16_D_HALVES, a probe)")
+    ap.add_argument("--d-halves", choices=("rule", "off", "all"), default="rule",
+                    help="D staged in halves: where the rule says (heuristics_sm90.BF16_D_HALVES_MAX_STAGES), never, "
+                    "or wherever that frees a ring stage")
     ap.add_argument("--max-stages", type=int, default=0,
                     help="> 0: ring stages a config may take at most (heuristics_sm90.BF16_MAX_STAGES, a probe)")
     args = ap.parse_args()
     if args.max_stages:
         heuristics_sm90.BF16_MAX_STAGES = heuristics_sm90.BF16_MAX_STAGES_WHOLE_K = args.max_stages
-    heuristics_sm90.BF16_D_HALVES_WANTED |= args.d_halves
+    heuristics_sm90.BF16_D_HALVES_WANTED = args.d_halves != "off"
+    if args.d_halves == "all":
+        heuristics_sm90.BF16_D_HALVES_MAX_STAGES = 16
     out_dtype = torch.float32 if args.out_fp32 else torch.bfloat16
     out_dir = os.environ.get("OUT", ".")
     facts = device_facts(DEV)
@@ -59,7 +62,7 @@ def main() -> None:
                 date=datetime.datetime.now(datetime.timezone.utc).isoformat(), device=torch.cuda.get_device_name(),
                 versions=dict(torch=torch.__version__, triton=triton.__version__, cuda=torch.version.cuda),
                 commit=args.commit, max_stages=heuristics_sm90.BF16_MAX_STAGES_WHOLE_K, out=str(out_dtype),
-                d_halves=heuristics_sm90.BF16_D_HALVES_WANTED,
+                d_halves=args.d_halves,
                 method="CUDA events, 1 GiB L2 flush before each call, 5 warm-ups, "
                 f"median of {args.reps}, fresh random normal inputs per shape", facts=facts.__dict__)
     path = os.path.join(out_dir, "sm90_bf16_bench.json")

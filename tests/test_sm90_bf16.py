@@ -41,7 +41,7 @@ def _desc(m, n, k, layout="nt", out_fp32=False, with_c=False):
 
 # ------------------------------------------------------------------------------------ heuristic
 @pytest.mark.parametrize("m,n,k", DSV3 + [(1, 2112, 7168), (77, 576, 7168), (333, 2112, 7168), (4095, 2112, 128)])
-@pytest.mark.parametrize("out_fp32,with_c", [(False, False), (True, True)])
+@pytest.mark.parametrize("out_fp32,with_c", [(False, False), (True, True), (True, False)])
 def test_config_fits_the_device(m, n, k, out_fp32, with_c):
     desc = _desc(m, n, k, out_fp32=out_fp32, with_c=with_c)
     cfg = get_sm90_bf16_config(desc, H200)
@@ -49,14 +49,17 @@ def test_config_fits_the_device(m, n, k, out_fp32, with_c):
     if cfg.block_m == 192:  # three warpgroups at 152 registers: a 64x128 accumulator at most, BF16 out, no split
         assert cfg.block_n <= 128 and not out_fp32 and cfg.split_k == 1
     assert cfg.stages >= 2
-    d_bytes = cfg.block_m * cfg.block_n * (4 if out_fp32 or cfg.split_k > 1 else 2)
+    d_cols = cfg.block_n // 2 if cfg.d_halves else cfg.block_n
+    d_bytes = cfg.block_m * d_cols * (4 if out_fp32 or cfg.split_k > 1 else 2)
     assert cfg.stages * bf16_stage_bytes(cfg.block_m, cfg.block_n) + d_bytes <= H200.smem_per_block
     num_kb = -(-k // cfg.block_k)
     assert num_kb % cfg.split_k == 0
     if cfg.split_k > 1:
         assert m <= 512 and num_kb // cfg.split_k >= 8
-    if out_fp32 or with_c:
+    if out_fp32 and with_c:
         assert cfg.block_n <= 128  # a 64x256 FP32 accumulator plus C would not fit the registers
+    if out_fp32 and cfg.block_n == 256:
+        assert cfg.block_m == 128 and cfg.d_halves and cfg.stages == 3
 
 
 def test_heuristic_prefers_wide_tiles_at_large_m_and_splits_small_m():
@@ -96,7 +99,7 @@ def test_whole_k_tiles_take_the_deep_ring():
     assert make_bf16_config(_desc(128, 4096, 7168), H200, 64, 64).stages == 13
     assert make_bf16_config(_desc(128, 4096, 7168), H200, 64, 96).stages == 10
     assert make_bf16_config(_desc(128, 4096, 7168), H200, 64, 64, 2).stages == heuristics_sm90.BF16_MAX_STAGES == 8
-    assert make_bf16_config(_desc(4096, 4096, 7168), H200, 128, 256).stages == 3
+    assert make_bf16_config(_desc(4096, 4096, 7168), H200, 128, 256).stages == 4  # D in halves (3 with it whole)
     assert bf16_max_stages(64, 64, False, H200.smem_per_block) == 8  # the grouped rules' default cap
 
 
@@ -493,32 +496,52 @@ def test_plan_of_a_split_n_tile():
     assert (meta["BLOCK_N"], meta["BLOCK_N1"]) == (128, 16) and "C_TMA" not in meta
 
 
-def test_d_halves_probe_rule(monkeypatch):
-    """FINEGEMM_PROBE_BF16_D_HALVES (off by default) stages D in halves only where that frees a ring stage, on
-    power-of-two widths without C staged in D's buffer."""
-    assert not heuristics_sm90.BF16_D_HALVES_WANTED
-    assert not make_bf16_config(_desc(4096, 4096, 7168), H200, 128, 256).d_halves
-    monkeypatch.setattr(heuristics_sm90, "BF16_D_HALVES_WANTED", True)
+def test_d_halves_rule(monkeypatch):
+    """D is staged in halves where the whole D tile leaves at most BF16_D_HALVES_MAX_STAGES ring stages and the half
+    tile frees one more, on power-of-two widths without C staged in D's buffer; FINEGEMM_PROBE_BF16_D_HALVES=0
+    turns it off."""
+    assert heuristics_sm90.BF16_D_HALVES_WANTED
     cfg = make_bf16_config(_desc(4096, 4096, 7168), H200, 128, 256)
     assert cfg.d_halves and cfg.stages == 4  # 3 beside the whole 64 KB D tile
+    f32 = make_bf16_config(_desc(4096, 129280, 7168, out_fp32=True), H200, 128, 256)
+    assert f32.d_halves and f32.stages == 3  # 2 beside the whole 128 KB FP32 tile
+    assert not make_bf16_config(_desc(4096, 4096, 7168, out_fp32=True), H200, 128, 128).d_halves  # 5 stages
+    assert not make_bf16_config(_desc(4096, 4096, 7168), H200, 64, 256).d_halves  # 4 stages
     assert not make_bf16_config(_desc(4096, 4096, 7168), H200, 128, 128).d_halves  # 6 stages either way
     assert not make_bf16_config(_desc(4096, 576, 7168), H200, 128, 144).d_halves  # two column blocks
     staged = make_bf16_config(dataclasses.replace(_desc(4096, 4096, 7168, with_c=True), c_like_d=True), H200,
                               128, 256)
     assert staged.c_tma and not staged.d_halves
+    monkeypatch.setattr(heuristics_sm90, "BF16_D_HALVES_WANTED", False)
+    assert not make_bf16_config(_desc(4096, 4096, 7168), H200, 128, 256).d_halves
 
 
-D_HALVES_VARIANTS = [((4096, 4096, 7168), 128, 256, 1), ((4096, 2112, 7168), 192, 128, 1),
-                     ((4096, 4096, 7168), 64, 256, 1), ((128, 4096, 7168), 128, 256, 2)]
+@pytest.mark.parametrize("m", [577, 4096])
+def test_fp32_out_takes_wide_tile_in_halves(m, monkeypatch):
+    """FP32 out without C (the LM head at prefill) takes 128x256 with D in halves at 3 stages (H100: 4096x129280x7168
+    10348.6 us against 12901.4 at 128x128); with C (an FP32 C staged beside it spills), or with the halves off, no
+    256-wide FP32 tile."""
+    cfg = get_sm90_bf16_config(_desc(m, 129280, 7168, out_fp32=True), H200)
+    assert (cfg.block_m, cfg.block_n, cfg.stages, cfg.d_halves) == (128, 256, 3, True), cfg
+    with_c = dataclasses.replace(_desc(m, 129280, 7168, out_fp32=True, with_c=True), c_like_d=True)
+    assert get_sm90_bf16_config(with_c, H200).block_n < 256
+    monkeypatch.setattr(heuristics_sm90, "BF16_D_HALVES_WANTED", False)
+    assert get_sm90_bf16_config(_desc(m, 129280, 7168, out_fp32=True), H200).block_n < 256
 
 
-@pytest.mark.parametrize("shape,bm,bn,split", D_HALVES_VARIANTS,
-                         ids=[f"{v[1]}x{v[2]}s{v[3]}" for v in D_HALVES_VARIANTS])
-def test_d_halves_compiles(shape, bm, bn, split, monkeypatch):
+D_HALVES_VARIANTS = [((4096, 4096, 7168), 128, 256, 1, False), ((4096, 2112, 7168), 192, 128, 1, False),
+                     ((4096, 4096, 7168), 64, 256, 1, False), ((128, 4096, 7168), 128, 256, 2, False),
+                     ((4096, 129280, 7168), 128, 256, 1, True)]
+
+
+@pytest.mark.parametrize("shape,bm,bn,split,out_fp32", D_HALVES_VARIANTS,
+                         ids=[f"{v[1]}x{v[2]}s{v[3]}{'-f32' if v[4] else ''}" for v in D_HALVES_VARIANTS])
+def test_d_halves_compiles(shape, bm, bn, split, out_fp32, monkeypatch):
     """A half-wide D box and buffer: two TMA stores a warpgroup a tile, the accumulator's halves stored without a
-    layout conversion (no ld.shared), no spills, within the shared memory."""
-    monkeypatch.setattr(heuristics_sm90, "BF16_D_HALVES_WANTED", True)
-    desc = _desc(*shape)
+    layout conversion (no ld.shared), no spills, within the shared memory (also tiles whose whole D leaves more
+    stages than the rule stages in halves)."""
+    monkeypatch.setattr(heuristics_sm90, "BF16_D_HALVES_MAX_STAGES", 16)
+    desc = _desc(*shape, out_fp32=out_fp32)
     cfg = make_bf16_config(desc, H200, bm, bn, split)
     assert cfg.d_halves
     kernel = compile_bf16_variant(desc, cfg, "bf16")

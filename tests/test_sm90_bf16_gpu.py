@@ -345,8 +345,10 @@ def test_split_n_tiles(m, n, k, bm, bn, split, b_k_major, c_dtype, d_dtype):
     assert cfg.column_blocks[1] > 0
 
 
-# (m, n, k, BLOCK_M, BLOCK_N, split-K, B K-major, C dtype or None, D dtype): D staged in halves (a probe's tiles)
+# (m, n, k, BLOCK_M, BLOCK_N, split-K, B K-major, C dtype or None, D dtype): D staged in halves (the rule's tiles,
+# and others it leaves whole)
 D_HALVES = [(4096, 4096, 1536, 128, 256, 1, True, None, torch.bfloat16),
+            (577, 2900, 2048, 128, 256, 1, True, None, torch.float32),
             (4095, 2112, 2048, 192, 128, 1, True, None, torch.bfloat16),
             (333, 1000, 2048, 64, 256, 1, False, None, torch.bfloat16),
             (128, 4096, 7168, 128, 256, 2, True, torch.bfloat16, torch.bfloat16),
@@ -357,11 +359,11 @@ D_HALVES = [(4096, 4096, 1536, 128, 256, 1, True, None, torch.bfloat16),
                          ids=[f"{v[0]}x{v[1]}x{v[2]}-{v[3]}x{v[4]}s{v[5]}{'' if v[6] else '-nn'}"
                               f"{'-c' if v[7] else ''}{'-f32' if v[8] == torch.float32 else ''}" for v in D_HALVES])
 def test_d_halves_tiles(m, n, k, bm, bn, split, b_k_major, c_dtype, d_dtype, monkeypatch):
-    """FINEGEMM_PROBE_BF16_D_HALVES's tiles (D through a half-wide buffer in two TMA stores, one more ring stage):
-    right against the reference with partial tiles, split-K, an N-major B, C from global memory and FP32 C / D;
-    output poisoned first; the same bits on a repeat."""
+    """D through a half-wide buffer in two TMA stores, one more ring stage (Sm90Bf16Config.d_halves, also where the
+    rule keeps the whole tile): right against the reference with partial tiles, split-K, an N-major B, C from
+    global memory and FP32 C / D; output poisoned first; the same bits on a repeat."""
     from finegemm.jit import heuristics_sm90
 
-    monkeypatch.setattr(heuristics_sm90, "BF16_D_HALVES_WANTED", True)
+    monkeypatch.setattr(heuristics_sm90, "BF16_D_HALVES_MAX_STAGES", 16)
     cfg = _run_tile_twice(m, n, k, bm, bn, split, b_k_major, c_dtype, d_dtype)
     assert cfg.d_halves and not cfg.c_tma, cfg

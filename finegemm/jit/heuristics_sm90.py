@@ -450,8 +450,8 @@ class Sm90Bf16Config:
     # C whose pointer TMA cannot address (dispatch_bf16.c_tma_ok)
     c_tma: bool = False
     # D staged and stored in two halves of BLOCK_N / 2 columns through one half-size buffer (gemm_bf16's D_HALVES):
-    # the shared memory it frees takes one more ring stage (128x256: 4 instead of 3). Power-of-two widths, no C
-    # staging; only with FINEGEMM_PROBE_BF16_D_HALVES=1 (BF16_D_HALVES_WANTED) until measured
+    # the shared memory it frees takes one more ring stage (128x256: 4 instead of 3, FP32 out 3 instead of 2).
+    # Power-of-two widths, no C staging; where make_bf16_config's rule (BF16_D_HALVES_MAX_STAGES) takes it
     d_halves: bool = False
 
     @property
@@ -501,12 +501,22 @@ if not BF16_C_TMA_WANTED:
                   "switch)", stacklevel=2)
 
 
-# D staged in two halves (Sm90Bf16Config.d_halves) where that frees a ring stage: a probe until measured
-# (`gpu_pending.sh 54` times the M = 4096 tiles by ring depth, and with the switch); read at import.
-BF16_D_HALVES_WANTED = os.environ.get("FINEGEMM_PROBE_BF16_D_HALVES", "0") == "1"
-if BF16_D_HALVES_WANTED:
-    warnings.warn("FINEGEMM_PROBE_BF16_D_HALVES=1: sm90 BF16 tiles stage D in two halves where that frees a ring "
-                  "stage (a probe switch)", stacklevel=2)
+# D staged in two halves (Sm90Bf16Config.d_halves) where the whole D tile leaves at most
+# BF16_D_HALVES_MAX_STAGES ring stages and the half tile frees one more. H100 (NOTES v27, events):
+# - FP32 out (the LM head at prefill), results/sm90-bf16-f32-out-halves-{off,all}-h100-2026-12-06-76cb214.json,
+#   us: 4096x129280x7168 128x256 at 2 stages 14184.5, in halves at 3 10348.6 (cuBLAS 10419-10519; the 128x128 pick before 12901.4);
+#   577x129280x7168 2309.4 / 1565.8 (cuBLAS 1457-1496; 128x128 2244.3); 192x128 at 3 / 4 12785.5 / 11852.5.
+# - 128x128 FP32 at 5 / 6 stages lost (12901.4 / 13275.2, 2244.3 / 2400.2): hence the stage bound.
+# - BF16 out 128x256 at 3 / 4, harness M = 4096 twice off / on (results/harness-bf16-d-halves-*-h100-2026-12-06-
+#   76cb214.json): 4096x32768x512 232.9-235.8 / 221.7-222.0, 4096x24576x1536 409.6-409.7 / 404.4-405.9,
+#   4096x4096x7168 303.8-304.9 / 300.2-300.7, 4096x7168x2048 164.3-164.4 / 162.8-163.2; one loss,
+#   4096x7168x16384 1175.9-1181.1 / 1187.3-1187.4 (+0.5-1 %).
+# On unless FINEGEMM_PROBE_BF16_D_HALVES=0 (read at import).
+BF16_D_HALVES_WANTED = os.environ.get("FINEGEMM_PROBE_BF16_D_HALVES", "1") != "0"
+if not BF16_D_HALVES_WANTED:
+    warnings.warn("FINEGEMM_PROBE_BF16_D_HALVES=0: sm90 BF16 tiles stage the whole D tile (a probe switch)",
+                  stacklevel=2)
+BF16_D_HALVES_MAX_STAGES = 3
 
 
 def bf16_c_staged(desc: GemmDesc, split: int = 1) -> bool:
@@ -587,9 +597,13 @@ def _bf16_candidates(desc: GemmDesc, facts: DeviceFacts):
             # the A box, mostly rows past M, is loaded once per BLOCK_N columns of B.
             if bn == 64 and desc.m < 64 and desc.n > 64:
                 continue
-            # FP32 D or C beside a 64x256 accumulator does not fit the 232 registers / the smem, unless a bf16 C
-            # comes from shared memory (C staged by TMA) or is added by the split-K reduction.
-            if bn == 256 and (desc.out_fp32 or (desc.with_c and not bf16_c_staged(desc))):
+            # C read beside a 64x256 accumulator does not fit the registers unless a bf16 C comes from shared
+            # memory (C staged by TMA) or is added by the split-K reduction; FP32 C staged spills too (CPU
+            # compile, 128x256: 288 bytes of stack). FP32 out without C: 128x256 with D in halves (3 stages, the
+            # measured one; 64x256 FP32 is untimed).
+            if bn == 256 and desc.with_c and (desc.out_fp32 or not bf16_c_staged(desc)):
+                continue
+            if bn == 256 and desc.out_fp32 and not (bm == 128 and BF16_D_HALVES_WANTED):
                 continue
             if bm == 192 and bn == 256:
                 continue
@@ -620,13 +634,15 @@ def make_bf16_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split
     """A BF16 config for explicit tiles: stages fill the shared memory left beside the D tile (up to
     :data:`BF16_MAX_STAGES_WHOLE_K` without split-K, :data:`BF16_MAX_STAGES` with it); C staged by TMA
     where :func:`bf16_c_staged` says so; ``bn`` a width :func:`column_blocks` takes. With
-    :data:`BF16_D_HALVES_WANTED`, D staged in halves where that adds a stage (``d_halves``)."""
+    :data:`BF16_D_HALVES_WANTED`, D staged in halves (``d_halves``) where the whole tile leaves at most
+    :data:`BF16_D_HALVES_MAX_STAGES` stages and halves add one."""
     d_fp32 = desc.out_fp32 or split > 1
     column_blocks(bn)  # raises for a width the kernel cannot run
     cap = BF16_MAX_STAGES_WHOLE_K if split == 1 else BF16_MAX_STAGES
     stages = bf16_max_stages(bm, bn, d_fp32, facts.smem_per_block, cap)
     c_tma = bf16_c_staged(desc, split)
-    if BF16_D_HALVES_WANTED and not c_tma and bn >= 128 and bn & (bn - 1) == 0:
+    if (BF16_D_HALVES_WANTED and not c_tma and bn >= 128 and bn & (bn - 1) == 0
+            and stages <= BF16_D_HALVES_MAX_STAGES):
         halves = bf16_max_stages(bm, bn, d_fp32, facts.smem_per_block, cap, d_halves=True)
         if halves > stages:
             return Sm90Bf16Config(bm, bn, halves, split, 8, facts.num_sms, d_halves=True)

@@ -349,6 +349,7 @@ def test_split_n_tiles(m, n, k, bm, bn, split, b_k_major, c_dtype, d_dtype):
 # and others it leaves whole)
 D_HALVES = [(4096, 4096, 1536, 128, 256, 1, True, None, torch.bfloat16),
             (577, 2900, 2048, 128, 256, 1, True, None, torch.float32),
+            (4095, 2112, 2048, 192, 128, 1, False, None, torch.float32),
             (4095, 2112, 2048, 192, 128, 1, True, None, torch.bfloat16),
             (333, 1000, 2048, 64, 256, 1, False, None, torch.bfloat16),
             (128, 4096, 7168, 128, 256, 2, True, torch.bfloat16, torch.bfloat16),

@@ -572,7 +572,7 @@ def _bf16_candidates(desc: GemmDesc, facts: DeviceFacts):
     for bm in (64, 128, 192):
         if bm == 128 and desc.m <= 64:
             continue
-        # BLOCK_M 192 (three warpgroups at 152 registers): BF16 out (FP32 out unmeasured) at 128 columns (CPU
+        # BLOCK_M 192 (three warpgroups at 152 registers): at 128 columns (CPU
         # compile: a 64x256 accumulator needs 154 registers at its WGMMA), for M beyond the small-M rules whose
         # last 192-row tile is mostly inside M. H200 (results/sm90-bf16-bm192-h200-2026-12-04.json, us,
         # 192x128 / the best other): 4096x2112x7168 176.9 / 197.2, 4096x576x7168 61.4 / 82.8, 8192x576x7168
@@ -581,7 +581,11 @@ def _bf16_candidates(desc: GemmDesc, facts: DeviceFacts):
         # (4096x7168 66.4 / 76.5). With a bf16 C
         # (results/bf16-c-probe-h200-2026-12-04.json, 192x128 / the pick before): 4096x576x7168 64.2 / 97.8,
         # 4096x2112x7168 189.3 / 213.9, 8192x576x7168 129.0 / 174.0 (4096x4096x7168 353.5 / 322.6: not picked)
-        if bm == 192 and (desc.m <= 256 or desc.out_fp32 or _rows_inside(desc.m, 192) < 0.85):
+        # FP32 out without C: with D in halves (4 stages), H100 (results/sm90-bf16-f32-out-picks-h100-2026-12-06-
+        # 8813c06.json, us, 192x128 / 128x128): 4096x2112x7168 192.9 / 225.8 (cuBLAS 161.2), the model's only
+        # 192-row FP32 pick there; FP32 C beside it is untimed
+        if bm == 192 and (desc.m <= 256 or _rows_inside(desc.m, 192) < 0.85
+                          or (desc.out_fp32 and (desc.with_c or not BF16_D_HALVES_WANTED))):
             continue
         for bn in (64, 128, 256) + (BF16_SPLIT_N_WIDTHS if BF16_SPLIT_N_WANTED else ()):
             if bn > 64 and bn // 2 >= desc.n:

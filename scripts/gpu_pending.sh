@@ -458,11 +458,11 @@ elif [ "$PART" = 54 ]; then
     done
     harness_args=()
 elif [ "$PART" = 57 ]; then
-    # session 25 (NOTES v27), any card, ~7 minutes: FP32 out at 192 rows (D in halves, 4 stages) on the shapes the
+    # session 25 (NOTES v27), any card, ~4 minutes: FP32 out at 192 rows (D in halves, 4 stages) on the shapes the
     # rules now give it, against 128x128 / 64x128 / 128x256; then FINEGEMM_PROBE_SCALES_AHEAD=1 (the pipelined
-    # one-wave FP8 loop loads its global scales a K-block pair ahead: on 64x32 decode tiles the pair's second
-    # scale load sat one short WGMMA before its use): the GPU tests under it, the harness dense suite off / on twice
-    # (events), then the grouped suite off / on
+    # one-wave FP8 loop loaded its global scales a K-block pair ahead; measured neutral at a7697cb and removed, so
+    # the rest of this part now runs the same code twice): the GPU tests under it, the harness dense suite off / on
+    # twice (events), then the grouped suite off / on
     PYTEST_TIMEOUT=60 pytest_gpu pytest-bf16-d-halves.log tests/test_sm90_bf16_gpu.py -k d_halves
     bf16_bench bf16-f32-out-192 150 8 --out-fp32 --alts 0 \
         --shapes "4096,2112,7168;4096,576,7168;8192,2112,7168;8192,576,7168;333,24576,1536;333,7168,16384;333,7168,2048" \

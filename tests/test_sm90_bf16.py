@@ -46,8 +46,9 @@ def test_config_fits_the_device(m, n, k, out_fp32, with_c):
     desc = _desc(m, n, k, out_fp32=out_fp32, with_c=with_c)
     cfg = get_sm90_bf16_config(desc, H200)
     assert cfg.block_m in (64, 128, 192) and cfg.block_n in (64, 128, 256) + heuristics_sm90.BF16_SPLIT_N_WIDTHS
-    if cfg.block_m == 192:  # three warpgroups at 152 registers: a 64x128 accumulator at most, BF16 out, no split
-        assert cfg.block_n <= 128 and not out_fp32 and cfg.split_k == 1
+    if cfg.block_m == 192:  # three warpgroups at 152 registers: a 64x128 accumulator at most, no split; FP32 out
+        assert cfg.block_n <= 128 and cfg.split_k == 1  # only without C, with D in halves
+        assert not out_fp32 or (not with_c and cfg.d_halves)
     assert cfg.stages >= 2
     d_cols = cfg.block_n // 2 if cfg.d_halves else cfg.block_n
     d_bytes = cfg.block_m * d_cols * (4 if out_fp32 or cfg.split_k > 1 else 2)
@@ -83,14 +84,14 @@ def test_single_row_takes_no_64_column_tile(n, k):
 def test_block_m_192_where_measured_faster(m, n, k, bm, monkeypatch):
     """Three math warpgroups (BLOCK_M 192, 192x128) where the H200 measured them faster than other power-of-two
     widths, with or without a bf16 C; not where the last 192-row tile would be mostly past M (M = 577), nor with
-    FP32 out, nor at 256 columns. (Widths that are not powers of two, on by default, are tested apart.)"""
+    FP32 out and C, nor at 256 columns. (Widths that are not powers of two, on by default, and FP32 out without C
+    are tested apart.)"""
     monkeypatch.setattr(heuristics_sm90, "BF16_SPLIT_N_WANTED", False)
     cfg = get_sm90_bf16_config(_desc(m, n, k), H200)
     assert cfg.block_m == bm and (bm != 192 or (cfg.block_n, cfg.split_k) == (128, 1))
     if bm == 192 and n < 4096:
         assert get_sm90_bf16_config(_desc(m, n, k, with_c=True), H200).block_m == 192
-    for with_c in (False, True):
-        assert get_sm90_bf16_config(_desc(m, n, k, out_fp32=True, with_c=with_c), H200).block_m != 192
+    assert get_sm90_bf16_config(_desc(m, n, k, out_fp32=True, with_c=True), H200).block_m != 192
 
 
 def test_whole_k_tiles_take_the_deep_ring():
@@ -514,6 +515,22 @@ def test_d_halves_rule(monkeypatch):
     assert staged.c_tma and not staged.d_halves
     monkeypatch.setattr(heuristics_sm90, "BF16_D_HALVES_WANTED", False)
     assert not make_bf16_config(_desc(4096, 4096, 7168), H200, 128, 256).d_halves
+
+
+# FP32 out without C at 192 rows (D in halves, 4 stages): each the fastest of 128x128 / 64x128 / 128x256 in halves
+# / 192x128 on the H100 (results/sm90-bf16-f32-out-192-h100-2026-12-06-a7697cb.json)
+FP32_192_PICKS = [(4096, 2112, 7168), (4096, 576, 7168), (8192, 2112, 7168), (8192, 576, 7168), (333, 24576, 1536),
+                  (333, 7168, 16384), (333, 7168, 2048)]
+
+
+@pytest.mark.parametrize("m,n,k", FP32_192_PICKS)
+def test_fp32_out_takes_192_rows_in_halves(m, n, k, monkeypatch):
+    cfg = get_sm90_bf16_config(_desc(m, n, k, out_fp32=True), H200)
+    assert (cfg.block_m, cfg.block_n, cfg.stages, cfg.d_halves) == (192, 128, 4, True), cfg
+    with_c = dataclasses.replace(_desc(m, n, k, out_fp32=True, with_c=True), c_like_d=True)
+    assert get_sm90_bf16_config(with_c, H200).block_m < 192
+    monkeypatch.setattr(heuristics_sm90, "BF16_D_HALVES_WANTED", False)
+    assert get_sm90_bf16_config(_desc(m, n, k, out_fp32=True), H200).block_m < 192
 
 
 @pytest.mark.parametrize("m", [577, 4096])

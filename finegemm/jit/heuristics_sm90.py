@@ -504,8 +504,8 @@ if not BF16_C_TMA_WANTED:
 # D staged in two halves (Sm90Bf16Config.d_halves) where the whole D tile leaves at most
 # BF16_D_HALVES_MAX_STAGES ring stages and the half tile frees one more. H100 (NOTES v27, events):
 # - FP32 out (the LM head at prefill), results/sm90-bf16-f32-out-halves-{off,all}-h100-2026-12-06-76cb214.json,
-#   us: 4096x129280x7168 128x256 at 2 stages 14184.5, in halves at 3 10348.6 (cuBLAS 10419-10519; the 128x128 pick before 12901.4);
-#   577x129280x7168 2309.4 / 1565.8 (cuBLAS 1457-1496; 128x128 2244.3); 192x128 at 3 / 4 12785.5 / 11852.5.
+#   us: 4096x129280x7168 128x256 at 2 stages 14184.5, in halves at 3 10348.6 (cuBLAS 10419-10519; the 128x128
+#   pick before 12901.4); 577x129280x7168 2309.4 / 1565.8 (cuBLAS 1457-1496; 128x128 2244.3); 192x128 at 3 / 4 12785.5 / 11852.5.
 # - 128x128 FP32 at 5 / 6 stages lost (12901.4 / 13275.2, 2244.3 / 2400.2): hence the stage bound.
 # - BF16 out 128x256 at 3 / 4, harness M = 4096 twice off / on (results/harness-bf16-d-halves-*-h100-2026-12-06-
 #   76cb214.json): 4096x32768x512 232.9-235.8 / 221.7-222.0, 4096x24576x1536 409.6-409.7 / 404.4-405.9,
@@ -581,9 +581,11 @@ def _bf16_candidates(desc: GemmDesc, facts: DeviceFacts):
         # (4096x7168 66.4 / 76.5). With a bf16 C
         # (results/bf16-c-probe-h200-2026-12-04.json, 192x128 / the pick before): 4096x576x7168 64.2 / 97.8,
         # 4096x2112x7168 189.3 / 213.9, 8192x576x7168 129.0 / 174.0 (4096x4096x7168 353.5 / 322.6: not picked)
-        # FP32 out without C: with D in halves (4 stages), H100 (results/sm90-bf16-f32-out-picks-h100-2026-12-06-
-        # 8813c06.json, us, 192x128 / 128x128): 4096x2112x7168 192.9 / 225.8 (cuBLAS 161.2), the model's only
-        # 192-row FP32 pick there; FP32 C beside it is untimed
+        # FP32 out without C: with D in halves (4 stages). H100 (results/sm90-bf16-f32-out-192-h100-2026-12-06-
+        # a7697cb.json, us, 192x128 / the pick before, each shape the rules give it): 4096x2112x7168 193.1 / 229.3,
+        # 4096x576x7168 67.0 / 114.5, 8192x2112x7168 377.9 / 383.1, 8192x576x7168 145.5 / 209.3, 333x24576x1536
+        # 57.3 / 62.9, 333x7168x16384 145.1 / 239.3, 333x7168x2048 29.2 / 32.4, the fastest of the four tiles timed
+        # (128x128, 64x128, 128x256 in halves) on all seven; FP32 C beside it is untimed
         if bm == 192 and (desc.m <= 256 or _rows_inside(desc.m, 192) < 0.85
                           or (desc.out_fp32 and (desc.with_c or not BF16_D_HALVES_WANTED))):
             continue

@@ -95,13 +95,6 @@ _WARP_RELEASE_ASM: gl.constexpr = gl.constexpr(
 # 4095x4096x1536 at 128x160 differ between two runs, and scripts/repeat_probe.py 5 of 5 repeats (up to 738 k
 # elements; NOTES v26). FINEGEMM_PROBE_SPLIT_N_FENCE=0 drops the fence (that probe's A/B); read at import.
 SPLIT_N_RING_FENCE: gl.constexpr = gl.constexpr(os.environ.get("FINEGEMM_PROBE_SPLIT_N_FENCE", "1") != "0")
-# The pipelined one-wave loop loads the scales it reads from global memory (per-token rows without SFA_TMA, the
-# per-block B scale) a whole K-block pair ahead: both of the next pair's before this pair's promotions. Without it
-# the pair's second block's scales are loaded after its WGMMAs are issued and read after the first block's
-# promotion, one short WGMMA later; on narrow decode tiles (64x32: a 64x32x128 WGMMA, a few dozen clocks) that
-# leaves a global load's latency on every pair. Per-channel B scales (recipe (1, 1, 128), vectors of BLOCK_N / 4
-# registers) keep the old order. A probe until measured (FINEGEMM_PROBE_SCALES_AHEAD=1); read at import.
-SCALES_AHEAD: gl.constexpr = gl.constexpr(os.environ.get("FINEGEMM_PROBE_SCALES_AHEAD", "0") == "1")
 
 
 def sfa_desc_layout() -> gl.NVMMASharedLayout:
@@ -684,12 +677,6 @@ def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
         # the second runs, the second after it. Nothing is in flight at the loop's back edge: carrying
         # an in-flight partial across it made ptxas copy its registers and serialize every WGMMA
         # (C7514/C7515), whatever the order of the issues.
-        AHEAD: gl.constexpr = SCALES_AHEAD and not SFB_PER_CHANNEL
-        if AHEAD:
-            # the pair's second block's scales (sa / sb0 / sb1 hold the first's; a grouped tile's KB may be 0 or 1)
-            bsa, bsb0, bsb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col,
-                                      kb0 + gl.minimum(gl.maximum(KB - 1, 0), 1), stride_sfa_k, stride_sfb, NUM_NB,
-                                      SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA, SFB_TMA)
         for kk in range(0, KB - 1, 2):
             tok_a, s_a = _issue_block(a_bufs, b_bufs, full_bars, it, row0, zero, STAGES)
             tok_b, s_b = _issue_block(a_bufs, b_bufs, full_bars, it + 1, row0, zero, STAGES)
@@ -697,35 +684,18 @@ def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
             if C_LATE:
                 if kk == 0:
                     _prefetch_c(c_desc, c_bar, c_sub, c_row, c_col)
-            if AHEAD:
-                # the next pair's scales, clamped to the last block (an odd KB's tail block reads the first set)
-                nsa, nsb0, nsb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col,
-                                          gl.minimum(kb0 + kk + 2, kb0 + KB - 1), stride_sfa_k, stride_sfb, NUM_NB,
-                                          SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA, SFB_TMA)
-                nbsa, nbsb0, nbsb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col,
-                                             gl.minimum(kb0 + kk + 3, kb0 + KB - 1), stride_sfa_k, stride_sfb,
-                                             NUM_NB, SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA, SFB_TMA)
-                acc = _retire_block(acc, tok_a, s_a, kb0 + kk, 1, sfa_bufs, sfb_bufs, empty_bars, row0,
-                                    row_layout, col_layout, sa, sb0, sb1, second_col, SF_PACKED, SFA_TMA, SFB_TMA,
-                                    SFB_PER_CHANNEL, SFB_UNIFORM, FENCE_RING)
-                acc = _retire_block(acc, tok_b, s_b, kb0 + kk + 1, 0, sfa_bufs, sfb_bufs, empty_bars, row0,
-                                    row_layout, col_layout, bsa, bsb0, bsb1, second_col, SF_PACKED, SFA_TMA,
-                                    SFB_TMA, SFB_PER_CHANNEL, SFB_UNIFORM, FENCE_RING)
-                sa, sb0, sb1 = nsa, nsb0, nsb1
-                bsa, bsb0, bsb1 = nbsa, nbsb0, nbsb1
-            else:
-                nsa, nsb0, nsb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col,
-                                          kb0 + kk + 1, stride_sfa_k, stride_sfb, NUM_NB,
-                                          SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA, SFB_TMA)
-                acc = _retire_block(acc, tok_a, s_a, kb0 + kk, 1, sfa_bufs, sfb_bufs, empty_bars, row0,
-                                    row_layout, col_layout, sa, sb0, sb1, second_col, SF_PACKED, SFA_TMA, SFB_TMA,
-                                    SFB_PER_CHANNEL, SFB_UNIFORM, FENCE_RING)
-                sa, sb0, sb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col,
-                                       gl.minimum(kb0 + kk + 2, kb0 + KB - 1), stride_sfa_k, stride_sfb, NUM_NB,
-                                       SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA, SFB_TMA)
-                acc = _retire_block(acc, tok_b, s_b, kb0 + kk + 1, 0, sfa_bufs, sfb_bufs, empty_bars, row0,
-                                    row_layout, col_layout, nsa, nsb0, nsb1, second_col, SF_PACKED, SFA_TMA, SFB_TMA,
-                                    SFB_PER_CHANNEL, SFB_UNIFORM, FENCE_RING)
+            nsa, nsb0, nsb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col,
+                                      kb0 + kk + 1, stride_sfa_k, stride_sfb, NUM_NB,
+                                      SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA, SFB_TMA)
+            acc = _retire_block(acc, tok_a, s_a, kb0 + kk, 1, sfa_bufs, sfb_bufs, empty_bars, row0,
+                                row_layout, col_layout, sa, sb0, sb1, second_col, SF_PACKED, SFA_TMA, SFB_TMA,
+                                SFB_PER_CHANNEL, SFB_UNIFORM, FENCE_RING)
+            sa, sb0, sb1 = _scales(sfa_ptr, sfb_ptr, rows, cols, row_mask, col_mask, nb0, second_col,
+                                   gl.minimum(kb0 + kk + 2, kb0 + KB - 1), stride_sfa_k, stride_sfb, NUM_NB,
+                                   SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA, SFB_TMA)
+            acc = _retire_block(acc, tok_b, s_b, kb0 + kk + 1, 0, sfa_bufs, sfb_bufs, empty_bars, row0,
+                                row_layout, col_layout, nsa, nsb0, nsb1, second_col, SF_PACKED, SFA_TMA, SFB_TMA,
+                                SFB_PER_CHANNEL, SFB_UNIFORM, FENCE_RING)
         if C_LATE:
             if KB < 2:  # no pair issued
                 _prefetch_c(c_desc, c_bar, c_sub, c_row, c_col)

@@ -505,7 +505,8 @@ if not BF16_C_TMA_WANTED:
 # BF16_D_HALVES_MAX_STAGES ring stages and the half tile frees one more. H100 (NOTES v27, events):
 # - FP32 out (the LM head at prefill), results/sm90-bf16-f32-out-halves-{off,all}-h100-2026-12-06-76cb214.json,
 #   us: 4096x129280x7168 128x256 at 2 stages 14184.5, in halves at 3 10348.6 (cuBLAS 10419-10519; the 128x128
-#   pick before 12901.4); 577x129280x7168 2309.4 / 1565.8 (cuBLAS 1457-1496; 128x128 2244.3); 192x128 at 3 / 4 12785.5 / 11852.5.
+#   pick before 12901.4); 577x129280x7168 2309.4 / 1565.8 (cuBLAS 1457-1496; 128x128 2244.3); 192x128 at 3 / 4
+#   12785.5 / 11852.5.
 # - 128x128 FP32 at 5 / 6 stages lost (12901.4 / 13275.2, 2244.3 / 2400.2): hence the stage bound.
 # - BF16 out 128x256 at 3 / 4, harness M = 4096 twice off / on (results/harness-bf16-d-halves-*-h100-2026-12-06-
 #   76cb214.json): 4096x32768x512 232.9-235.8 / 221.7-222.0, 4096x24576x1536 409.6-409.7 / 404.4-405.9,

@@ -85,6 +85,8 @@
 #   bash scripts/gpu_pending.sh 54  (session 24, any card) the FP8 decode picks' repeat probe (20 runs each), then BF16
 #                                   D staged in halves (FINEGEMM_PROBE_BF16_D_HALVES=1): its GPU tests, the harness
 #                                   M = 4096 cases off / on (~6 minutes)
+#   bash scripts/gpu_pending.sh 58  (session 25, any card) the fixed cost of a decode call: dense / bf16 at M = 64 /
+#                                   128 with K from 128 up, against cuBLAS (events and kernel time)
 #   bash scripts/gpu_pending.sh 57  (session 25, any card) FP32 out at 192 rows; FINEGEMM_PROBE_SCALES_AHEAD=1: its GPU
 #                                   tests, the harness dense suite off / on twice, the grouped suite off / on
 #   bash scripts/gpu_pending.sh 56  (session 25, any card) D in halves by the rule: the BF16 GPU suite, FP32 out at
@@ -456,6 +458,17 @@ elif [ "$PART" = 54 ]; then
         done
         pack
     done
+    harness_args=()
+elif [ "$PART" = 58 ]; then
+    # session 25 (NOTES v27), any card, ~3 minutes: the fixed cost of a decode call. The dense and bf16 suites on
+    # custom shapes whose K goes from one K block up (M = 64 / 128): time against K is a line whose intercept is what a
+    # call costs besides streaming (launch, prologue, pipeline fill, epilogue), against cuBLAS's (events and
+    # kernel time)
+    harness_args=(--kernel-time --shapes "64,7168,128;64,7168,512;64,7168,1024;64,7168,2048;64,7168,4096;64,7168,8192;128,4096,128;128,4096,1024;128,4096,2048;128,4096,7168;64,2112,128;64,2112,2048;64,2112,7168")
+    HARNESS_PEERS=finegemm-sm90,cublas-block,cublas-tensor HARNESS_TIMEOUT=150 harness_run fixed-cost-dense dense
+    pack
+    HARNESS_PEERS=finegemm-sm90,cublas-bf16 HARNESS_TIMEOUT=150 harness_run fixed-cost-bf16 bf16
+    pack
     harness_args=()
 elif [ "$PART" = 57 ]; then
     # session 25 (NOTES v27), any card, ~4 minutes: FP32 out at 192 rows (D in halves, 4 stages) on the shapes the

@@ -237,20 +237,3 @@ def test_b_prefetch_variant():
     ptx = assert_fast_path_kernel(kernel, H200.smem_per_block, BF16_PTX_MUST_CONTAIN)
     assert "cp.async.bulk.prefetch.tensor.2d.L2.global.tile" in ptx and "bf16_grouped_gemm_kernel_param_5" in ptx
     assert lowered_arg_names(kernel)[5] == "b_desc"
-
-
-def test_deep_ring_probe_switch(monkeypatch):
-    """``FINEGEMM_PROBE_BF16_GROUPED_DEEP`` (a probe, off by default): the grouped 64x64 tiles take the dense
-    whole-K cap (13 stages), the masked and contiguous kernels compile with them within shared memory, no spills."""
-    from finegemm.jit import heuristics_sm90_bf16_grouped as rules
-
-    assert not rules.GROUPED_DEEP_RING and make_bf16_grouped_config(H200, 64, 64).stages == 8
-    monkeypatch.setattr(rules, "GROUPED_DEEP_RING", True)
-    assert make_bf16_grouped_config(H200, 128, 256).stages == 3
-    cfg = make_bf16_grouped_config(H200, 64, 64)
-    assert cfg.stages == 13
-    for layout, m in (("m_grouped_masked", 64), ("m_grouped_contiguous", 4096)):
-        desc = GemmDesc("bf16", m, 4096, 7168, layout=layout, num_groups=16,
-                        expected_m=64 if layout == "m_grouped_masked" else None)
-        kernel = compile_bf16_grouped_variant(desc, cfg)
-        assert_fast_path_kernel(kernel, H200.smem_per_block, BF16_PTX_MUST_CONTAIN)

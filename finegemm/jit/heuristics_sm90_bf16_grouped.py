@@ -35,14 +35,11 @@ before). Ties go to the earlier candidate in (BLOCK_M 64, 128) x (BLOCK_N 64, 12
 from __future__ import annotations
 
 import math
-import os
-import warnings
 
 from .device import DeviceFacts
 from .heuristics import BF16_BLOCK_K, GemmDesc
 from .heuristics_sm90 import (
     BF16_CHIP_TFLOPS,
-    BF16_MAX_STAGES_WHOLE_K,
     BF16_SM_STREAM_GBPS,
     BF16_TILE_EFF,
     Sm90Bf16Config,
@@ -69,13 +66,9 @@ SHORT_K = 4096
 SHORT_K_SPEEDUP = 1.4
 # Contiguous tiles walk GROUP_M 16 M blocks per N sweep (measured faster at K=2048, equal at K=7168)
 CONTIGUOUS_GROUP_M = 16
-# Deeper rings (64x64: 13 stages, 64x96 would take 10; the grouped tiles run all of K, like the dense whole-K tiles
-# that gained 5-15 % at 13 stages on the H100, NOTES v26) where shared memory allows: a probe until a grouped sweep
-# measures it (`gpu_pending.sh 53`); FINEGEMM_PROBE_BF16_GROUPED_DEEP=1 turns it on, read at import.
-GROUPED_DEEP_RING = os.environ.get("FINEGEMM_PROBE_BF16_GROUPED_DEEP", "0") == "1"
-if GROUPED_DEEP_RING:
-    warnings.warn("FINEGEMM_PROBE_BF16_GROUPED_DEEP=1: the sm90 m-grouped BF16 tiles take up to "
-                  f"{BF16_MAX_STAGES_WHOLE_K} ring stages (a probe switch)", stacklevel=2)
+# The grouped tiles keep BF16_MAX_STAGES: at up to 13 stages (the dense whole-K cap) the masked sweep measured no
+# gain (H100, NOTES v27, results/bf16-grouped-masked-deep{0,1}-h100-2026-12-06-76cb214.json, us, 8 / 13 stages at
+# 64x64: 16 x 64 x (4096, 7168) 328.5 / 335.2, 4 x 256 166.1 / 176.5, 2 x 512 170.8 / 188.9; never the pick there).
 
 
 def _check_desc(desc: GemmDesc) -> None:
@@ -147,13 +140,12 @@ def grouped_candidates(desc: GemmDesc) -> list[tuple[int, int]]:
 
 def make_bf16_grouped_config(facts: DeviceFacts, bm: int, bn: int, group_m: int = 8) -> Sm90Bf16Config:
     """A grouped config for explicit tiles: stages fill the shared memory beside the bf16 D staging tile (at most
-    :data:`~finegemm.jit.heuristics_sm90.BF16_MAX_STAGES`, or with :data:`GROUPED_DEEP_RING` the whole-K cap)."""
+    :data:`~finegemm.jit.heuristics_sm90.BF16_MAX_STAGES`)."""
     if bm not in GROUPED_BLOCK_M:
         raise ValueError(f"grouped BF16 BLOCK_M must be one of {GROUPED_BLOCK_M}, got {bm}")
     if bn not in GROUPED_BLOCK_N:
         raise ValueError(f"grouped BF16 BLOCK_N must be one of {GROUPED_BLOCK_N}, got {bn}")
-    stages = bf16_max_stages(bm, bn, False, facts.smem_per_block,
-                             BF16_MAX_STAGES_WHOLE_K if GROUPED_DEEP_RING else None)
+    stages = bf16_max_stages(bm, bn, False, facts.smem_per_block)
     if stages < 2:
         raise ValueError(f"{bm}x{bn} tiles leave room for {stages} stages in {facts.smem_per_block} bytes")
     return Sm90Bf16Config(bm, bn, stages, 1, group_m, facts.num_sms)

@@ -85,6 +85,8 @@
 #   bash scripts/gpu_pending.sh 54  (session 24, any card) the FP8 decode picks' repeat probe (20 runs each), then BF16
 #                                   D staged in halves (FINEGEMM_PROBE_BF16_D_HALVES=1): its GPU tests, the harness
 #                                   M = 4096 cases off / on (~6 minutes)
+#   bash scripts/gpu_pending.sh 60  (session 25, any card; the H200 for targets) dense / weight-grad / bf16 suites
+#   bash scripts/gpu_pending.sh 61  (session 25, any card; the H200 for targets) grouped / k-grouped / mqa / paged
 #   bash scripts/gpu_pending.sh 58  (session 25, any card) the fixed cost of a decode call: dense / bf16 at M = 64 /
 #                                   128 with K from 128 up, against cuBLAS (events and kernel time)
 #   bash scripts/gpu_pending.sh 57  (session 25, any card) FP32 out at 192 rows; FINEGEMM_PROBE_SCALES_AHEAD=1: its GPU
@@ -459,6 +461,25 @@ elif [ "$PART" = 54 ]; then
         done
         pack
     done
+    harness_args=()
+elif [ "$PART" = 60 ]; then
+    # session 25, any card (on an H200: the issues' figures for bench.targets), ~5 minutes: the dense, weight-grad
+    # and bf16 suites at the current tree with their live peers, kernel time beside events
+    harness_args=(--kernel-time)
+    HARNESS_PEERS=finegemm-sm90,cublas-block,cublas-tensor HARNESS_TIMEOUT=200 harness_run targets-dense-wgrad \
+        dense,weight-grad
+    pack
+    HARNESS_PEERS=finegemm-sm90,cublas-bf16 HARNESS_TIMEOUT=200 harness_run targets-bf16 bf16
+    pack
+    harness_args=()
+elif [ "$PART" = 61 ]; then
+    # session 25, any card (60's second half), ~5 minutes: the grouped suite with the cuBLAS loop, then k-grouped,
+    # mqa and paged-mqa (kernel time beside events)
+    harness_args=(--kernel-time)
+    HARNESS_PEERS=finegemm-sm90,cublas-block HARNESS_TIMEOUT=200 harness_run targets-grouped grouped
+    pack
+    HARNESS_TIMEOUT=250 harness_run targets-kgrouped-mqa k-grouped,mqa,paged-mqa
+    pack
     harness_args=()
 elif [ "$PART" = 58 ]; then
     # session 25 (NOTES v27), any card, ~3 minutes: the fixed cost of a decode call. The dense and bf16 suites on

@@ -89,8 +89,7 @@
 #   bash scripts/gpu_pending.sh 61  (session 25, any card; the H200 for targets) grouped / k-grouped / mqa / paged
 #   bash scripts/gpu_pending.sh 58  (session 25, any card) the fixed cost of a decode call: dense / bf16 at M = 64 /
 #                                   128 with K from 128 up, against cuBLAS (events and kernel time)
-#   bash scripts/gpu_pending.sh 57  (session 25, any card) FP32 out at 192 rows; FINEGEMM_PROBE_SCALES_AHEAD=1: its GPU
-#                                   tests, the harness dense suite off / on twice, the grouped suite off / on
+#   bash scripts/gpu_pending.sh 57  (session 25, any card) FP32 out at 192 rows against the tiles they replaced
 #   bash scripts/gpu_pending.sh 56  (session 25, any card) D in halves by the rule: the BF16 GPU suite, FP32 out at
 #                                   M = 512 / 4096 against 128x128 / 192x128, the harness bf16 suite with cuBLAS
 #   bash scripts/gpu_pending.sh 55  (session 24, any card) BF16 ring depth at M = 4096 (caps 2 / 3), FP32-out tiles
@@ -493,29 +492,13 @@ elif [ "$PART" = 58 ]; then
     pack
     harness_args=()
 elif [ "$PART" = 57 ]; then
-    # session 25 (NOTES v27), any card, ~4 minutes: FP32 out at 192 rows (D in halves, 4 stages) on the shapes the
-    # rules now give it, against 128x128 / 64x128 / 128x256; then FINEGEMM_PROBE_SCALES_AHEAD=1 (the pipelined
-    # one-wave FP8 loop loaded its global scales a K-block pair ahead; measured neutral at a7697cb and removed, so
-    # the rest of this part now runs the same code twice): the GPU tests under it, the harness dense suite off / on
-    # twice (events), then the grouped suite off / on
+    # session 25 (NOTES v27), any card, ~1 minute: FP32 out at 192 rows (D in halves, 4 stages) on the shapes the
+    # rules now give it, against 128x128 / 64x128 / 128x256. (At a7697cb this part also ran the
+    # FINEGEMM_PROBE_SCALES_AHEAD A/B: measured neutral, the probe removed, its steps with it.)
     PYTEST_TIMEOUT=60 pytest_gpu pytest-bf16-d-halves.log tests/test_sm90_bf16_gpu.py -k d_halves
     bf16_bench bf16-f32-out-192 150 8 --out-fp32 --alts 0 \
         --shapes "4096,2112,7168;4096,576,7168;8192,2112,7168;8192,576,7168;333,24576,1536;333,7168,16384;333,7168,2048" \
         --tiles "128x128,192x128,64x128,128x256"
-    FINEGEMM_PROBE_SCALES_AHEAD=1 PYTEST_TIMEOUT=150 pytest_gpu pytest-scales-ahead.log tests/test_sm90_gpu.py \
-        -k "1d2d_bf16 or packed_ue8m0 or sfa_tma_small or splitk_fused or split_tail or b_prefetch"
-    FINEGEMM_PROBE_SCALES_AHEAD=1 PYTEST_TIMEOUT=150 pytest_gpu pytest-scales-ahead-grouped.log \
-        tests/test_sm90_grouped_gpu.py
-    for round in 1 2; do
-        for on in 0 1; do
-            HARNESS_TIMEOUT=100 harness_run "dense-ahead-$on-$round" dense FINEGEMM_PROBE_SCALES_AHEAD=$on
-        done
-        pack
-    done
-    for on in 0 1; do
-        HARNESS_TIMEOUT=150 harness_run "grouped-ahead-$on" grouped FINEGEMM_PROBE_SCALES_AHEAD=$on
-    done
-    pack
 elif [ "$PART" = 56 ]; then
     # session 25 (NOTES v27), any card, ~6 minutes: D staged in halves by the rule (128x256 BF16 out at 4 stages,
     # FP32 out 128x256 at 3, picked over 128x128 wherever the model takes 128x256 for BF16): the BF16 GPU suite,

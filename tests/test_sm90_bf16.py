@@ -506,6 +506,9 @@ def test_d_halves_rule(monkeypatch):
     assert cfg.d_halves and cfg.stages == 4  # 3 beside the whole 64 KB D tile
     f32 = make_bf16_config(_desc(4096, 129280, 7168, out_fp32=True), H200, 128, 256)
     assert f32.d_halves and f32.stages == 3  # 2 beside the whole 128 KB FP32 tile
+    long_k = make_bf16_config(_desc(4096, 7168, 16384), H200, 128, 256)  # bf16 D: whole beyond K = 8192
+    assert not long_k.d_halves and long_k.stages == 3
+    assert make_bf16_config(_desc(4096, 7168, 16384, out_fp32=True), H200, 128, 256).d_halves
     assert not make_bf16_config(_desc(4096, 4096, 7168, out_fp32=True), H200, 128, 128).d_halves  # 5 stages
     assert not make_bf16_config(_desc(4096, 4096, 7168), H200, 64, 256).d_halves  # 4 stages
     assert not make_bf16_config(_desc(4096, 4096, 7168), H200, 128, 128).d_halves  # 6 stages either way

@@ -511,13 +511,16 @@ if not BF16_C_TMA_WANTED:
 # - BF16 out 128x256 at 3 / 4, harness M = 4096 twice off / on (results/harness-bf16-d-halves-*-h100-2026-12-06-
 #   76cb214.json): 4096x32768x512 232.9-235.8 / 221.7-222.0, 4096x24576x1536 409.6-409.7 / 404.4-405.9,
 #   4096x4096x7168 303.8-304.9 / 300.2-300.7, 4096x7168x2048 164.3-164.4 / 162.8-163.2; one loss,
-#   4096x7168x16384 1175.9-1181.1 / 1187.3-1187.4 (+0.5-1 %).
+#   4096x7168x16384 1175.9-1181.1 / 1187.3-1187.4 (+0.5-1 %; 1190.7 and 1194.8 in two later runs with halves):
+#   BF16 D is staged whole from K > BF16_D_HALVES_BF16_MAX_K. (FP32 D keeps halves at any K: 128x256 in halves
+#   is what beats 128x128 there, 4096x7168x16384:f32 1313.8 / 1379.2.)
 # On unless FINEGEMM_PROBE_BF16_D_HALVES=0 (read at import).
 BF16_D_HALVES_WANTED = os.environ.get("FINEGEMM_PROBE_BF16_D_HALVES", "1") != "0"
 if not BF16_D_HALVES_WANTED:
     warnings.warn("FINEGEMM_PROBE_BF16_D_HALVES=0: sm90 BF16 tiles stage the whole D tile (a probe switch)",
                   stacklevel=2)
 BF16_D_HALVES_MAX_STAGES = 3
+BF16_D_HALVES_BF16_MAX_K = 8192
 
 
 def bf16_c_staged(desc: GemmDesc, split: int = 1) -> bool:
@@ -642,14 +645,15 @@ def make_bf16_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split
     :data:`BF16_MAX_STAGES_WHOLE_K` without split-K, :data:`BF16_MAX_STAGES` with it); C staged by TMA
     where :func:`bf16_c_staged` says so; ``bn`` a width :func:`column_blocks` takes. With
     :data:`BF16_D_HALVES_WANTED`, D staged in halves (``d_halves``) where the whole tile leaves at most
-    :data:`BF16_D_HALVES_MAX_STAGES` stages and halves add one."""
+    :data:`BF16_D_HALVES_MAX_STAGES` stages and halves add one (a bf16 D only up to
+    :data:`BF16_D_HALVES_BF16_MAX_K`)."""
     d_fp32 = desc.out_fp32 or split > 1
     column_blocks(bn)  # raises for a width the kernel cannot run
     cap = BF16_MAX_STAGES_WHOLE_K if split == 1 else BF16_MAX_STAGES
     stages = bf16_max_stages(bm, bn, d_fp32, facts.smem_per_block, cap)
     c_tma = bf16_c_staged(desc, split)
     if (BF16_D_HALVES_WANTED and not c_tma and bn >= 128 and bn & (bn - 1) == 0
-            and stages <= BF16_D_HALVES_MAX_STAGES):
+            and stages <= BF16_D_HALVES_MAX_STAGES and (d_fp32 or desc.k <= BF16_D_HALVES_BF16_MAX_K)):
         halves = bf16_max_stages(bm, bn, d_fp32, facts.smem_per_block, cap, d_halves=True)
         if halves > stages:
             return Sm90Bf16Config(bm, bn, halves, split, 8, facts.num_sms, d_halves=True)

@@ -85,6 +85,7 @@
 #   bash scripts/gpu_pending.sh 54  (session 24, any card) the FP8 decode picks' repeat probe (20 runs each), then BF16
 #                                   D staged in halves (FINEGEMM_PROBE_BF16_D_HALVES=1): its GPU tests, the harness
 #                                   M = 4096 cases off / on (~6 minutes)
+#   bash scripts/gpu_pending.sh 59  (session 25, any card) FP32 out at widths that are not powers of two
 #   bash scripts/gpu_pending.sh 60  (session 25, any card; the H200 for targets) dense / weight-grad / bf16 suites
 #   bash scripts/gpu_pending.sh 61  (session 25, any card; the H200 for targets) grouped / k-grouped / mqa / paged
 #   bash scripts/gpu_pending.sh 58  (session 25, any card) the fixed cost of a decode call: dense / bf16 at M = 64 /
@@ -461,6 +462,13 @@ elif [ "$PART" = 54 ]; then
         pack
     done
     harness_args=()
+elif [ "$PART" = 59 ]; then
+    # session 25 (NOTES v27), any card, ~3 minutes: FP32 out (no C) at widths that are not powers of two, which the
+    # rules leave to BF16 out (CPU compile at 4096x576: 128x144 / 128x160 / 128x192 / 64x96 / 64x144 / 128x96 with
+    # FP32 D, no stack), against the current picks on the shapes where allowing them would move the model's pick
+    bf16_bench bf16-f32-out-split-widths 240 10 --out-fp32 --alts 0 \
+        --shapes "4096,576,7168;8192,576,7168;4096,2112,7168;577,4096,7168;577,7168,2048;1024,2112,7168;333,4096,7168;192,7168,2048" \
+        --tiles "128x144,128x160,128x192,64x144,64x192,192x128,128x128,64x128"
 elif [ "$PART" = 60 ]; then
     # session 25, any card (on an H200: the issues' figures for bench.targets), ~5 minutes: the dense, weight-grad
     # and bf16 suites at the current tree with their live peers, kernel time beside events

@@ -469,6 +469,10 @@ elif [ "$PART" = 59 ]; then
     bf16_bench bf16-f32-out-split-widths 240 10 --out-fp32 --alts 0 \
         --shapes "4096,576,7168;8192,576,7168;4096,2112,7168;577,4096,7168;577,7168,2048;1024,2112,7168;333,4096,7168;192,7168,2048" \
         --tiles "128x144,128x160,128x192,64x144,64x192,192x128,128x128,64x128"
+    # the other shapes whose FP32 pick the rule that followed moved (the pick there first, then the one before)
+    bf16_bench bf16-f32-out-split-widths-2 200 8 --out-fp32 --alts 0 \
+        --shapes "192,24576,1536;192,7168,16384;577,2112,7168;577,7168,16384;2048,2112,7168;2048,576,7168" \
+        --tiles "64x128,64x144,64x192,128x128,128x144,128x64"
 elif [ "$PART" = 60 ]; then
     # session 25, any card (on an H200: the issues' figures for bench.targets), ~5 minutes: the dense, weight-grad
     # and bf16 suites at the current tree with their live peers, kernel time beside events

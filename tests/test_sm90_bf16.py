@@ -522,8 +522,24 @@ def test_d_halves_rule(monkeypatch):
 
 # FP32 out without C at 192 rows (D in halves, 4 stages): each the fastest of 128x128 / 64x128 / 128x256 in halves
 # / 192x128 on the H100 (results/sm90-bf16-f32-out-192-h100-2026-12-06-a7697cb.json)
-FP32_192_PICKS = [(4096, 2112, 7168), (4096, 576, 7168), (8192, 2112, 7168), (8192, 576, 7168), (333, 24576, 1536),
-                  (333, 7168, 16384), (333, 7168, 2048)]
+# (4096x576 and 8192x576 moved on to 128x144, below)
+FP32_192_PICKS = [(4096, 2112, 7168), (8192, 2112, 7168), (333, 24576, 1536), (333, 7168, 16384), (333, 7168, 2048)]
+# FP32 out without C at widths that are not powers of two (at most 128 rows, >= 4 stages beside the FP32 D tile):
+# (M, N, K) -> (BLOCK_M, BLOCK_N), each faster than the pick before on the H100
+# (results/sm90-bf16-f32-out-split-widths-h100-2026-12-06-84007f5.json) but 333x4096x7168 (52.2 / 51.0 us)
+FP32_SPLIT_N_PICKS = {(4096, 576, 7168): (128, 144), (8192, 576, 7168): (128, 144), (577, 4096, 7168): (128, 160),
+                      (577, 7168, 2048): (128, 144), (1024, 2112, 7168): (128, 144), (192, 7168, 2048): (64, 192),
+                      (333, 4096, 7168): (64, 192)}
+
+
+@pytest.mark.parametrize("shape", list(FP32_SPLIT_N_PICKS), ids=[f"{m}x{n}x{k}" for m, n, k in FP32_SPLIT_N_PICKS])
+def test_fp32_out_split_width_picks(shape):
+    cfg = get_sm90_bf16_config(_desc(*shape, out_fp32=True), H200)
+    assert (cfg.block_m, cfg.block_n) == FP32_SPLIT_N_PICKS[shape] and cfg.stages >= 4 and not cfg.d_halves, cfg
+    with_c = dataclasses.replace(_desc(*shape, out_fp32=True, with_c=True), c_like_d=True)
+    assert get_sm90_bf16_config(with_c, H200).block_n in (64, 128, 256)
+    # 128x192 leaves 3 stages beside an FP32 D tile: never an FP32 pick (4096x2112x7168 235.1 us against 196.2)
+    assert get_sm90_bf16_config(_desc(4096, 2112, 7168, out_fp32=True), H200).block_n != 192
 
 
 @pytest.mark.parametrize("m,n,k", FP32_192_PICKS)

@@ -596,10 +596,18 @@ def _bf16_candidates(desc: GemmDesc, facts: DeviceFacts):
         for bn in (64, 128, 256) + (BF16_SPLIT_N_WIDTHS if BF16_SPLIT_N_WANTED else ()):
             if bn > 64 and bn // 2 >= desc.n:
                 continue  # a narrower tile covers N
-            # Widths that are not powers of two (two WGMMAs a K slice): BF16 out; at 192 rows no C read
-            # from global memory (CPU compile: beside 192x192 it spills 312 bytes at 152 registers; staged, none).
-            if bn not in (64, 128, 256) and (desc.out_fp32 or (bm == 192 and desc.with_c
-                                                                and not bf16_c_staged(desc))):
+            # Widths that are not powers of two (two WGMMAs a K slice): at 192 rows no C read from global memory
+            # (CPU compile: beside 192x192 it spills 312 bytes at 152 registers; staged, none). FP32 out: no C,
+            # at most 128 rows and at least 4 stages beside the whole FP32 D tile. H100 (results/sm90-bf16-f32-
+            # out-split-widths-h100-2026-12-06-84007f5.json, us, the pick so / the pick before): 4096x576x7168
+            # 128x144 63.9 / 68.0, 8192x576x7168 128x144 117.8 / 147.2, 577x4096x7168 128x160 68.1 / 93.5,
+            # 577x7168x2048 128x144 42.0 / 47.4, 1024x2112x7168 128x144 61.1 / 77.6, 192x7168x2048 64x192 23.2 /
+            # 23.6, 333x4096x7168 64x192 52.2 / 51.0; 128x192 at its 3 stages lost (4096x2112x7168 235.1 against
+            # 192x128 in halves 196.2).
+            if bn not in (64, 128, 256) and (
+                    (bm == 192 and desc.with_c and not bf16_c_staged(desc))
+                    or (desc.out_fp32 and (desc.with_c or bm == 192
+                                           or bf16_max_stages(bm, bn, True, facts.smem_per_block) < 4))):
                 continue
             # Fewer than 64 rows: 64-column tiles lost to wider ones on every decode shape at M = 1 (H200,
             # results/sm90-bf16-m1-h200-2026-12-04.json: 1x7168x16384 64x64 112.8 us, 64x256 split 4 72.5;

@@ -526,10 +526,12 @@ def test_d_halves_rule(monkeypatch):
 FP32_192_PICKS = [(4096, 2112, 7168), (8192, 2112, 7168), (333, 24576, 1536), (333, 7168, 16384), (333, 7168, 2048)]
 # FP32 out without C at widths that are not powers of two (at most 128 rows, >= 4 stages beside the FP32 D tile):
 # (M, N, K) -> (BLOCK_M, BLOCK_N), each faster than the pick before on the H100
-# (results/sm90-bf16-f32-out-split-widths-h100-2026-12-06-84007f5.json) but 333x4096x7168 (52.2 / 51.0 us)
+# (results/sm90-bf16-f32-out-split-widths{,-2}-h100-2026-12-06-*.json) but 333x4096x7168 (52.2 / 51.0 us)
 FP32_SPLIT_N_PICKS = {(4096, 576, 7168): (128, 144), (8192, 576, 7168): (128, 144), (577, 4096, 7168): (128, 160),
                       (577, 7168, 2048): (128, 144), (1024, 2112, 7168): (128, 144), (192, 7168, 2048): (64, 192),
-                      (333, 4096, 7168): (64, 192)}
+                      (333, 4096, 7168): (64, 192), (192, 24576, 1536): (64, 144), (192, 7168, 16384): (64, 192),
+                      (577, 2112, 7168): (64, 192), (577, 7168, 16384): (128, 144), (2048, 2112, 7168): (128, 144),
+                      (2048, 576, 7168): (64, 144)}
 
 
 @pytest.mark.parametrize("shape", list(FP32_SPLIT_N_PICKS), ids=[f"{m}x{n}x{k}" for m, n, k in FP32_SPLIT_N_PICKS])

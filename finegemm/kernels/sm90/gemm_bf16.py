@@ -30,7 +30,7 @@ tile. K needs no alignment beyond TMA's 16-byte strides: the last K slice is zer
 
 Tiles whose width is not a power of two (``BLOCK_N1`` > 0, e.g. 144 = 128 + 16): Gluon tensors and TMA boxes
 need power-of-two shapes, so the tile's columns are two blocks, each with its own B box and ring buffer, WGMMA and
-accumulator, D staging tile and D box (:func:`_mma_k_range_split`).
+accumulator, D staging tile and D box (:func:`_mma_k_range` with ``BLOCK_N1``).
 
 m-grouped MoE forms (:func:`bf16_grouped_gemm_kernel`, ``GROUPING`` 1 contiguous / 2 masked): the same
 ring, roles and K loops (:func:`_load_k_range`, :func:`_mma_k_range`) over a grouped persistent
@@ -173,55 +173,43 @@ def _load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M, N,
 
 @gluon.jit
 def _mma_k_range(a_bufs, b_bufs, full_bars, empty_bars, it, kb0, kb1, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-                 A_MN_MAJOR: gl.constexpr, B_MN_MAJOR: gl.constexpr, WG: gl.constexpr):
+                 A_MN_MAJOR: gl.constexpr, B_MN_MAJOR: gl.constexpr, WG: gl.constexpr, b1_bufs=None,
+                 BLOCK_N1: gl.constexpr = 0):
     """Warpgroup ``WG``'s 64 rows of one work unit over K slices ``[kb0, kb1)``: (fp32 [64, BLOCK_N]
-    accumulator in :func:`bf16_mma_layout`, ring counter). An empty range gives zeros and touches no barrier."""
+    accumulator in :func:`bf16_mma_layout`, ring counter). An empty range gives zeros and touches no barrier.
+
+    ``BLOCK_N1`` > 0: a tile ``BLOCK_N + BLOCK_N1`` wide (a width that is not a power of two, which no Gluon tensor
+    can have): per K slice a second WGMMA on the same A rows into a [64, BLOCK_N1] accumulator from the slot's
+    second B box (``b1_bufs``); returns (accumulator, second accumulator, ring counter)."""
     NUM_WG: gl.constexpr = a_bufs.shape[0] // STAGES
     mma_layout: gl.constexpr = bf16_mma_layout(BLOCK_N)
     acc = gl.zeros([64, BLOCK_N], gl.float32, mma_layout)
-    prev_s = 0
-    for kb in range(kb0, kb1):
-        s = it % STAGES
-        mbarrier.wait(full_bars.index(s), (it // STAGES) & 1)
-        acc = warpgroup_mma(_a_operand(a_bufs, s, NUM_WG, WG, A_MN_MAJOR), _b_operand(b_bufs, s, B_MN_MAJOR), acc,
-                            is_async=True)
-        # The previous slice's WGMMA has finished once only this one is in flight: free its stage.
-        acc = warpgroup_mma_wait(1, deps=(acc,))
-        mbarrier.arrive(empty_bars.index(prev_s), count=1, pred=kb > kb0)
-        prev_s = s
-        it += 1
-    acc = warpgroup_mma_wait(0, deps=(acc,))
-    mbarrier.arrive(empty_bars.index(prev_s), count=1, pred=kb1 > kb0)
-    return acc, it
-
-
-@gluon.jit
-def _mma_k_range_split(a_bufs, b_bufs, b1_bufs, full_bars, empty_bars, it, kb0, kb1, BLOCK_N: gl.constexpr,
-                       BLOCK_N1: gl.constexpr, STAGES: gl.constexpr, A_MN_MAJOR: gl.constexpr,
-                       B_MN_MAJOR: gl.constexpr, WG: gl.constexpr):
-    """:func:`_mma_k_range` for a tile ``BLOCK_N + BLOCK_N1`` wide (a width that is not a power of two, which no
-    Gluon tensor can have): per K slice two WGMMAs on the same A rows, into a [64, BLOCK_N] and a [64, BLOCK_N1]
-    accumulator from B's two boxes of the slot. Returns (accumulator, second accumulator, ring counter)."""
-    NUM_WG: gl.constexpr = a_bufs.shape[0] // STAGES
-    layout: gl.constexpr = bf16_mma_layout(BLOCK_N)
-    layout1: gl.constexpr = bf16_mma_layout(BLOCK_N1)
-    acc = gl.zeros([64, BLOCK_N], gl.float32, layout)
-    acc1 = gl.zeros([64, BLOCK_N1], gl.float32, layout1)
+    if BLOCK_N1 > 0:
+        layout1: gl.constexpr = bf16_mma_layout(BLOCK_N1)
+        acc1 = gl.zeros([64, BLOCK_N1], gl.float32, layout1)
     prev_s = 0
     for kb in range(kb0, kb1):
         s = it % STAGES
         mbarrier.wait(full_bars.index(s), (it // STAGES) & 1)
         a = _a_operand(a_bufs, s, NUM_WG, WG, A_MN_MAJOR)
         acc = warpgroup_mma(a, _b_operand(b_bufs, s, B_MN_MAJOR), acc, is_async=True)
-        acc1 = warpgroup_mma(a, _b_operand(b1_bufs, s, B_MN_MAJOR), acc1, is_async=True)
-        # the previous slice's two WGMMAs have finished once only this slice's two are in flight
-        acc, acc1 = warpgroup_mma_wait(2, deps=(acc, acc1))
+        # The previous slice's WGMMA(s) have finished once only this slice's are in flight: free its stage.
+        if BLOCK_N1 > 0:
+            acc1 = warpgroup_mma(a, _b_operand(b1_bufs, s, B_MN_MAJOR), acc1, is_async=True)
+            acc, acc1 = warpgroup_mma_wait(2, deps=(acc, acc1))
+        else:
+            acc = warpgroup_mma_wait(1, deps=(acc,))
         mbarrier.arrive(empty_bars.index(prev_s), count=1, pred=kb > kb0)
         prev_s = s
         it += 1
-    acc, acc1 = warpgroup_mma_wait(0, deps=(acc, acc1))
-    mbarrier.arrive(empty_bars.index(prev_s), count=1, pred=kb1 > kb0)
-    return acc, acc1, it
+    if BLOCK_N1 > 0:
+        acc, acc1 = warpgroup_mma_wait(0, deps=(acc, acc1))
+        mbarrier.arrive(empty_bars.index(prev_s), count=1, pred=kb1 > kb0)
+        return acc, acc1, it
+    else:
+        acc = warpgroup_mma_wait(0, deps=(acc,))
+        mbarrier.arrive(empty_bars.index(prev_s), count=1, pred=kb1 > kb0)
+        return acc, it
 
 
 @gluon.jit
@@ -294,8 +282,8 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr
                 _prefetch_c(c_desc, c_bar, d_sub, off_m + WG * 64, off_n)
 
         if BLOCK_N1 > 0:
-            acc, acc1, it = _mma_k_range_split(a_bufs, b_bufs, b1_bufs, full_bars, empty_bars, it, kb0, kb1, BLOCK_N,
-                                               BLOCK_N1, STAGES, A_MN_MAJOR, B_MN_MAJOR, WG)
+            acc, acc1, it = _mma_k_range(a_bufs, b_bufs, full_bars, empty_bars, it, kb0, kb1, BLOCK_N, STAGES,
+                                         A_MN_MAJOR, B_MN_MAJOR, WG, b1_bufs, BLOCK_N1)
         else:
             acc, it = _mma_k_range(a_bufs, b_bufs, full_bars, empty_bars, it, kb0, kb1, BLOCK_N, STAGES,
                                    A_MN_MAJOR, B_MN_MAJOR, WG)

@@ -589,3 +589,15 @@ def test_d_halves_compiles(shape, bm, bn, split, out_fp32, monkeypatch):
     usage = resource_usage(kernel)
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
     assert kernel.metadata.shared <= H200.smem_per_block
+
+
+def test_probe_switch_is_on_unless_set_to_0(monkeypatch, recwarn):
+    """The rules' probe switches (BF16_SPLIT_N, BF16_C_TMA, BF16_D_HALVES, BF16_GEMV): on unless the variable is 0,
+    and turning one off warns with what the kernels then do."""
+    monkeypatch.delenv("FINEGEMM_PROBE_UNIT_TEST", raising=False)
+    assert heuristics_sm90._probe_on("UNIT_TEST", "nothing changes") and not recwarn.list
+    monkeypatch.setenv("FINEGEMM_PROBE_UNIT_TEST", "1")
+    assert heuristics_sm90._probe_on("UNIT_TEST", "nothing changes")
+    monkeypatch.setenv("FINEGEMM_PROBE_UNIT_TEST", "0")
+    with pytest.warns(UserWarning, match="FINEGEMM_PROBE_UNIT_TEST=0: nothing changes"):
+        assert not heuristics_sm90._probe_on("UNIT_TEST", "nothing changes")

@@ -86,6 +86,7 @@
 #                                   D staged in halves (FINEGEMM_PROBE_BF16_D_HALVES=1): its GPU tests, the harness
 #                                   M = 4096 cases off / on (~6 minutes)
 #   bash scripts/gpu_pending.sh 59  (session 25, any card) FP32 out at widths that are not powers of two
+#   bash scripts/gpu_pending.sh 62  (session 25, any card) BF16 D in halves on 4-stage tiles (192x128, 64x256)
 #   bash scripts/gpu_pending.sh 60  (session 25, any card; the H200 for targets) dense / weight-grad / bf16 suites
 #   bash scripts/gpu_pending.sh 61  (session 25, any card; the H200 for targets) grouped / k-grouped / mqa / paged
 #   bash scripts/gpu_pending.sh 58  (session 25, any card) the fixed cost of a decode call: dense / bf16 at M = 64 /
@@ -473,6 +474,15 @@ elif [ "$PART" = 59 ]; then
     bf16_bench bf16-f32-out-split-widths-2 200 8 --out-fp32 --alts 0 \
         --shapes "192,24576,1536;192,7168,16384;577,2112,7168;577,7168,16384;2048,2112,7168;2048,576,7168" \
         --tiles "64x128,64x144,64x192,128x128,128x144,128x64"
+elif [ "$PART" = 62 ]; then
+    # session 25 (NOTES v27), any card, ~2 minutes: D in halves on the BF16-out tiles the rule leaves whole because
+    # they already have 4 stages (192x128 4 -> 5, 64x256 4 -> 5), where those tiles are picked or close (4096x2112
+    # picks 128x192), without then with halves wherever they add a stage
+    for halves in rule all; do
+        bf16_bench "bf16-halves-$halves-4stage-tiles" 120 6 --alts 0 --d-halves $halves \
+            --shapes "4096,2112,7168;8192,576,7168;333,24576,1536;333,7168,2048;1024,7168,2048;128,32768,512" \
+            --tiles "192x128,64x256,128x192,128x256"
+    done
 elif [ "$PART" = 60 ]; then
     # session 25, any card (on an H200: the issues' figures for bench.targets), ~5 minutes: the dense, weight-grad
     # and bf16 suites at the current tree with their live peers, kernel time beside events

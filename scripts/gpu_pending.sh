@@ -87,6 +87,7 @@
 #                                   M = 4096 cases off / on (~6 minutes)
 #   bash scripts/gpu_pending.sh 59  (session 25, any card) FP32 out at widths that are not powers of two
 #   bash scripts/gpu_pending.sh 62  (session 25, any card) BF16 D in halves on 4-stage tiles (192x128, 64x256)
+#   bash scripts/gpu_pending.sh 63  (session 25, any card) the 64x256 picks moved by the short-K halves rule
 #   bash scripts/gpu_pending.sh 60  (session 25, any card; the H200 for targets) dense / weight-grad / bf16 suites
 #   bash scripts/gpu_pending.sh 61  (session 25, any card; the H200 for targets) grouped / k-grouped / mqa / paged
 #   bash scripts/gpu_pending.sh 58  (session 25, any card) the fixed cost of a decode call: dense / bf16 at M = 64 /
@@ -482,6 +483,13 @@ elif [ "$PART" = 62 ]; then
         bf16_bench "bf16-halves-$halves-4stage-tiles" 120 6 --alts 0 --d-halves $halves \
             --shapes "4096,2112,7168;8192,576,7168;333,24576,1536;333,7168,2048;1024,7168,2048;128,32768,512" \
             --tiles "192x128,64x256,128x192,128x256"
+    done
+elif [ "$PART" = 63 ]; then
+    # session 25 (NOTES v27), any card, ~1 minute: the 64x256 picks the short-K halves rule moved (M = 64 / 192, K <=
+    # 2048), whole D / halves
+    for halves in off rule; do
+        bf16_bench "bf16-halves-$halves-64x256" 90 3 --alts 0 --d-halves $halves \
+            --shapes "64,24576,1536;64,32768,512;192,32768,512" --tiles "64x256"
     done
 elif [ "$PART" = 60 ]; then
     # session 25, any card (on an H200: the issues' figures for bench.targets), ~5 minutes: the dense, weight-grad

@@ -521,6 +521,13 @@ BF16_C_TMA_WANTED = _probe_on("BF16_C_TMA", "sm90 BF16 GEMMs read C from global 
 BF16_D_HALVES_WANTED = _probe_on("BF16_D_HALVES", "sm90 BF16 tiles stage the whole D tile")
 BF16_D_HALVES_MAX_STAGES = 3
 BF16_D_HALVES_BF16_MAX_K = 8192
+# Up to K = BF16_D_HALVES_SHORT_K the 4-stage tiles take halves too (192x128 and 64x256 -> 5 stages). H100
+# (results/sm90-bf16-halves-{rule,all}-4stage-tiles-h100-2026-12-06-5d19a49.json, us, whole / halves): 192x128
+# 333x24576x1536 54.5 / 51.0, 333x7168x2048 28.3 / 25.4, 1024x7168x2048 57.8 / 57.5, 128x32768x512 24.5 / 24.7;
+# 64x256 333x24576x1536 64.4 / 60.2, 333x7168x2048 36.4 / 33.5, 1024x7168x2048 61.0 / 55.9; at K = 7168 a tie or
+# a loss (192x128 4096x2112x7168 187.9 / 187.3, 8192x576x7168 144.5 / 149.3; 64x256 271.6 / 278.2).
+BF16_D_HALVES_SHORT_K = 2048
+BF16_D_HALVES_SHORT_K_MAX_STAGES = 4
 
 
 def bf16_c_staged(desc: GemmDesc, split: int = 1) -> bool:
@@ -653,15 +660,16 @@ def make_bf16_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split
     :data:`BF16_MAX_STAGES_WHOLE_K` without split-K, :data:`BF16_MAX_STAGES` with it); C staged by TMA
     where :func:`bf16_c_staged` says so; ``bn`` a width :func:`column_blocks` takes. With
     :data:`BF16_D_HALVES_WANTED`, D staged in halves (``d_halves``) where the whole tile leaves at most
-    :data:`BF16_D_HALVES_MAX_STAGES` stages and halves add one (a bf16 D only up to
-    :data:`BF16_D_HALVES_BF16_MAX_K`)."""
+    :data:`BF16_D_HALVES_MAX_STAGES` stages (:data:`BF16_D_HALVES_SHORT_K_MAX_STAGES` up to
+    :data:`BF16_D_HALVES_SHORT_K`) and halves add one (a bf16 D only up to :data:`BF16_D_HALVES_BF16_MAX_K`)."""
     d_fp32 = desc.out_fp32 or split > 1
     column_blocks(bn)  # raises for a width the kernel cannot run
     cap = BF16_MAX_STAGES_WHOLE_K if split == 1 else BF16_MAX_STAGES
     stages = bf16_max_stages(bm, bn, d_fp32, facts.smem_per_block, cap)
     c_tma = bf16_c_staged(desc, split)
+    most = max(BF16_D_HALVES_MAX_STAGES, BF16_D_HALVES_SHORT_K_MAX_STAGES if desc.k <= BF16_D_HALVES_SHORT_K else 0)
     if (BF16_D_HALVES_WANTED and not c_tma and bn >= 128 and bn & (bn - 1) == 0
-            and stages <= BF16_D_HALVES_MAX_STAGES and (d_fp32 or desc.k <= BF16_D_HALVES_BF16_MAX_K)):
+            and stages <= most and (d_fp32 or desc.k <= BF16_D_HALVES_BF16_MAX_K)):
         halves = bf16_max_stages(bm, bn, d_fp32, facts.smem_per_block, cap, d_halves=True)
         if halves > stages:
             return Sm90Bf16Config(bm, bn, halves, split, 8, facts.num_sms, d_halves=True)

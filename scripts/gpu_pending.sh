@@ -486,7 +486,7 @@ elif [ "$PART" = 62 ]; then
     done
 elif [ "$PART" = 63 ]; then
     # session 25 (NOTES v27), any card, ~1 minute: the 64x256 picks the short-K halves rule moved (M = 64 / 192, K <=
-    # 2048), whole D / halves
+    # 2048), whole D / halves (measured no faster at c3916cf: the rule then took M > 256 only)
     for halves in off rule; do
         bf16_bench "bf16-halves-$halves-64x256" 90 3 --alts 0 --d-halves $halves \
             --shapes "64,24576,1536;64,32768,512;192,32768,512" --tiles "64x256"

@@ -525,8 +525,11 @@ BF16_D_HALVES_BF16_MAX_K = 8192
 # (results/sm90-bf16-halves-{rule,all}-4stage-tiles-h100-2026-12-06-5d19a49.json, us, whole / halves): 192x128
 # 333x24576x1536 54.5 / 51.0, 333x7168x2048 28.3 / 25.4, 1024x7168x2048 57.8 / 57.5, 128x32768x512 24.5 / 24.7;
 # 64x256 333x24576x1536 64.4 / 60.2, 333x7168x2048 36.4 / 33.5, 1024x7168x2048 61.0 / 55.9; at K = 7168 a tie or
-# a loss (192x128 4096x2112x7168 187.9 / 187.3, 8192x576x7168 144.5 / 149.3; 64x256 271.6 / 278.2).
+# a loss (192x128 4096x2112x7168 187.9 / 187.3, 8192x576x7168 144.5 / 149.3; 64x256 271.6 / 278.2). Not at M <=
+# 256, where the 64x256 picks stream B at one row tile (results/sm90-bf16-halves-{off,rule}-64x256-h100-2026-12-06-
+# c3916cf.json: 64x24576x1536 42.4 / 43.4, 64x32768x512 22.6 / 22.8, 192x32768x512 26.2 / 26.0).
 BF16_D_HALVES_SHORT_K = 2048
+BF16_D_HALVES_SHORT_K_MIN_M = 256
 BF16_D_HALVES_SHORT_K_MAX_STAGES = 4
 
 
@@ -661,13 +664,15 @@ def make_bf16_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split
     where :func:`bf16_c_staged` says so; ``bn`` a width :func:`column_blocks` takes. With
     :data:`BF16_D_HALVES_WANTED`, D staged in halves (``d_halves``) where the whole tile leaves at most
     :data:`BF16_D_HALVES_MAX_STAGES` stages (:data:`BF16_D_HALVES_SHORT_K_MAX_STAGES` up to
-    :data:`BF16_D_HALVES_SHORT_K`) and halves add one (a bf16 D only up to :data:`BF16_D_HALVES_BF16_MAX_K`)."""
+    :data:`BF16_D_HALVES_SHORT_K` beyond :data:`BF16_D_HALVES_SHORT_K_MIN_M` rows) and halves add one (a bf16 D only
+    up to :data:`BF16_D_HALVES_BF16_MAX_K`)."""
     d_fp32 = desc.out_fp32 or split > 1
     column_blocks(bn)  # raises for a width the kernel cannot run
     cap = BF16_MAX_STAGES_WHOLE_K if split == 1 else BF16_MAX_STAGES
     stages = bf16_max_stages(bm, bn, d_fp32, facts.smem_per_block, cap)
     c_tma = bf16_c_staged(desc, split)
-    most = max(BF16_D_HALVES_MAX_STAGES, BF16_D_HALVES_SHORT_K_MAX_STAGES if desc.k <= BF16_D_HALVES_SHORT_K else 0)
+    short_k = desc.k <= BF16_D_HALVES_SHORT_K and desc.m > BF16_D_HALVES_SHORT_K_MIN_M
+    most = max(BF16_D_HALVES_MAX_STAGES, BF16_D_HALVES_SHORT_K_MAX_STAGES if short_k else 0)
     if (BF16_D_HALVES_WANTED and not c_tma and bn >= 128 and bn & (bn - 1) == 0
             and stages <= most and (d_fp32 or desc.k <= BF16_D_HALVES_BF16_MAX_K)):
         halves = bf16_max_stages(bm, bn, d_fp32, facts.smem_per_block, cap, d_halves=True)

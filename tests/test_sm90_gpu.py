@@ -363,6 +363,38 @@ def test_split_tail(m, n, k, recipe, with_c, tile, pipe, num_sms, in_place):
     assert torch.equal(outs[1], outs[0]) and torch.equal(outs[2], outs[0]), "repeated launches differ"
 
 
+# (m, n, k, packed, split, num_sms): 256-row tiles with the last round's tiles split (the two-wave fused reduction):
+# 272 tiles (2 rounds + 8) at DeepSeek's 4096x2112x7168, and 20 tiles on a 16-CTA grid (several split units a CTA,
+# rows and columns past M and N)
+SPLIT_TAIL_256_CASES = [(4096, 2112, 7168, False, 14, 132), (1000, 640, 2048, False, 4, 16),
+                        (1000, 640, 2048, True, 8, 16)]
+
+
+@pytest.mark.parametrize("m,n,k,packed,split,num_sms", SPLIT_TAIL_256_CASES)
+def test_split_tail_256_rows(m, n, k, packed, split, num_sms):
+    """256x128 tiles (two waves a warpgroup) with a split tail, summed in the kernel: right against the reference,
+    repeated launches bitwise equal (the arrival counters are left 0)."""
+    import dataclasses
+
+    from finegemm.jit.device import device_facts
+    from finegemm.jit.heuristics_sm90 import make_config
+
+    dispatch = _sm90()
+    dev = torch.device("cuda")
+    (a, sfa, sfa_k, b, sfb, sfb_k), c, out_dtype, desc = _split_case(m, n, k, "1d2d", packed, False)
+    cfg = dataclasses.replace(make_config(desc, device_facts(dev), 256, 128, sfa_tma=True), split_k=split,
+                              splitk_fused=True, split_tail=True, num_sms=num_sms)
+    outs = []
+    for _ in range(3):
+        d = torch.full((m, n), float("nan"), device=dev, dtype=out_dtype)
+        dispatch.fp8_gemm(desc, cfg, a, sfa_k, b, sfb_k, d, None)
+        outs.append(d)
+    torch.cuda.synchronize()
+    ref = reference.fp8_gemm_nt((a, sfa), (b, sfb), None, recipe=(1, 128, 128))
+    assert reference.calc_diff(outs[0], ref) < 1e-3, (m, n, k, cfg)
+    assert torch.equal(outs[1], outs[0]) and torch.equal(outs[2], outs[0]), "repeated launches differ"
+
+
 @pytest.mark.parametrize("m,n,k,split", [(64, 7168, 16384, None), (128, 2112, 7168, None), (64, 2112, 7168, 4),
                                          (333, 576, 7168, None)])
 def test_b_prefetch_changes_nothing(m, n, k, split):

@@ -377,22 +377,13 @@ def test_split_tail_256_rows(m, n, k, packed, split, num_sms):
     import dataclasses
 
     from finegemm.jit.device import device_facts
+    from finegemm.jit.heuristics import GemmDesc
     from finegemm.jit.heuristics_sm90 import make_config
 
-    dispatch = _sm90()
-    dev = torch.device("cuda")
-    (a, sfa, sfa_k, b, sfb, sfb_k), c, out_dtype, desc = _split_case(m, n, k, "1d2d", packed, False)
-    cfg = dataclasses.replace(make_config(desc, device_facts(dev), 256, 128, sfa_tma=True), split_k=split,
-                              splitk_fused=True, split_tail=True, num_sms=num_sms)
-    outs = []
-    for _ in range(3):
-        d = torch.full((m, n), float("nan"), device=dev, dtype=out_dtype)
-        dispatch.fp8_gemm(desc, cfg, a, sfa_k, b, sfb_k, d, None)
-        outs.append(d)
-    torch.cuda.synchronize()
-    ref = reference.fp8_gemm_nt((a, sfa), (b, sfb), None, recipe=(1, 128, 128))
-    assert reference.calc_diff(outs[0], ref) < 1e-3, (m, n, k, cfg)
-    assert torch.equal(outs[1], outs[0]) and torch.equal(outs[2], outs[0]), "repeated launches differ"
+    desc = GemmDesc("fp8_1d2d", m, n, k, sf_packed=packed)
+    cfg = dataclasses.replace(make_config(desc, device_facts(torch.device("cuda")), 256, 128, sfa_tma=True),
+                              split_k=split, splitk_fused=True, split_tail=True, num_sms=num_sms)
+    _run(m, n, k, "1d2d", packed, False, torch.bfloat16, cfg=cfg)
 
 
 @pytest.mark.parametrize("m,n,k,split", [(64, 7168, 16384, None), (128, 2112, 7168, None), (64, 2112, 7168, 4),

@@ -836,6 +836,16 @@ def _store_wave(acc, d_desc, d_sub, c_ptr, rows, cols, row_mask, col_mask, strid
 
 
 @gluon.jit
+def _sum_planes(ws_tile, local, PLANE: gl.constexpr, SPLIT_K: gl.constexpr):
+    """The ``SPLIT_K`` partial planes of a split tile at offsets ``local``, summed in split order. L2 reads (.cg):
+    the other splits' partials were written by other SMs."""
+    total = gl.load(ws_tile + local, cache_modifier=".cg")
+    for s in gl.static_range(1, SPLIT_K):
+        total += gl.load(ws_tile + s * PLANE + local, cache_modifier=".cg")
+    return total
+
+
+@gluon.jit
 def _splitk_fused_epilogue(acc, ws_tile, cnt_ptr, slot, split, local, d_desc, d_sub, c_ptr, rows, cols, row_mask,
                            col_mask, stride_cm, out_row, off_n, PLANE: gl.constexpr, SPLIT_K: gl.constexpr,
                            HAS_C: gl.constexpr):
@@ -852,10 +862,7 @@ def _splitk_fused_epilogue(acc, ws_tile, cnt_ptr, slot, split, local, d_desc, d_
     gl.thread_barrier()
     arrived = gl.atomic_add(cnt_ptr + slot, 1, sem="acq_rel", scope="gpu")
     if arrived == SPLIT_K - 1:
-        # L2 reads (.cg): the other splits' partials were written by other SMs
-        total = gl.load(ws_tile + local, cache_modifier=".cg")
-        for s in gl.static_range(1, SPLIT_K):
-            total += gl.load(ws_tile + s * PLANE + local, cache_modifier=".cg")
+        total = _sum_planes(ws_tile, local, PLANE, SPLIT_K)
         gl.store(cnt_ptr + slot, 0)
         _store_wave(total, d_desc, d_sub, c_ptr, rows, cols, row_mask, col_mask, stride_cm, out_row, off_n, 0,
                     HAS_C)
@@ -873,14 +880,10 @@ def _splitk_fused_two_waves(acc0, acc1, ws_tile, cnt_ptr, slot, split, local0, l
     gl.thread_barrier()
     arrived = gl.atomic_add(cnt_ptr + slot, 1, sem="acq_rel", scope="gpu")
     if arrived == SPLIT_K - 1:
-        total = gl.load(ws_tile + local0, cache_modifier=".cg")
-        for s in gl.static_range(1, SPLIT_K):
-            total += gl.load(ws_tile + s * PLANE + local0, cache_modifier=".cg")
+        total = _sum_planes(ws_tile, local0, PLANE, SPLIT_K)
         _store_wave(total, d_desc, d_sub0, c_ptr, rows0, cols, mask0, col_mask, stride_cm, out_row0, off_n, 0,
                     HAS_C)
-        total = gl.load(ws_tile + local1, cache_modifier=".cg")
-        for s in gl.static_range(1, SPLIT_K):
-            total += gl.load(ws_tile + s * PLANE + local1, cache_modifier=".cg")
+        total = _sum_planes(ws_tile, local1, PLANE, SPLIT_K)
         gl.store(cnt_ptr + slot, 0)
         _store_wave(total, d_desc, d_sub1, c_ptr, rows1, cols, mask1, col_mask, stride_cm, out_row1, off_n, 0,
                     HAS_C)

@@ -837,8 +837,8 @@ def _store_wave(acc, d_desc, d_sub, c_ptr, rows, cols, row_mask, col_mask, strid
 
 @gluon.jit
 def _sum_planes(ws_tile, local, PLANE: gl.constexpr, SPLIT_K: gl.constexpr):
-    """The ``SPLIT_K`` partial planes of a split tile at offsets ``local``, summed in split order. L2 reads (.cg):
-    the other splits' partials were written by other SMs."""
+    """The ``SPLIT_K`` partial planes of a split tile at offsets ``local``, summed in split order (as
+    :func:`_splitk_fused_epilogue` does). L2 reads (.cg): the other splits' partials were written by other SMs."""
     total = gl.load(ws_tile + local, cache_modifier=".cg")
     for s in gl.static_range(1, SPLIT_K):
         total += gl.load(ws_tile + s * PLANE + local, cache_modifier=".cg")
@@ -862,7 +862,11 @@ def _splitk_fused_epilogue(acc, ws_tile, cnt_ptr, slot, split, local, d_desc, d_
     gl.thread_barrier()
     arrived = gl.atomic_add(cnt_ptr + slot, 1, sem="acq_rel", scope="gpu")
     if arrived == SPLIT_K - 1:
-        total = _sum_planes(ws_tile, local, PLANE, SPLIT_K)
+        # L2 reads (.cg): the other splits' partials were written by other SMs (written out here, not through
+        # _sum_planes: as a call it spilled 272 bytes in the 1d1d split tail with C, tests/test_sm90_compile.py)
+        total = gl.load(ws_tile + local, cache_modifier=".cg")
+        for s in gl.static_range(1, SPLIT_K):
+            total += gl.load(ws_tile + s * PLANE + local, cache_modifier=".cg")
         gl.store(cnt_ptr + slot, 0)
         _store_wave(total, d_desc, d_sub, c_ptr, rows, cols, row_mask, col_mask, stride_cm, out_row, off_n, 0,
                     HAS_C)

@@ -51,8 +51,9 @@ def main() -> None:
     if args.max_stages:
         heuristics_sm90.BF16_MAX_STAGES = heuristics_sm90.BF16_MAX_STAGES_WHOLE_K = args.max_stages
     heuristics_sm90.BF16_D_HALVES_WANTED = args.d_halves != "off"
-    if args.d_halves == "all":
+    if args.d_halves == "all":  # no stage or K bound
         heuristics_sm90.BF16_D_HALVES_MAX_STAGES = 16
+        heuristics_sm90.BF16_D_HALVES_BF16_MAX_K = 1 << 30
     out_dtype = torch.float32 if args.out_fp32 else torch.bfloat16
     out_dir = os.environ.get("OUT", ".")
     facts = device_facts(DEV)

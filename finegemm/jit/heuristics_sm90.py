@@ -473,6 +473,13 @@ class Sm90Bf16Config:
         """(``BLOCK_N``, ``BLOCK_N1``) of the kernel: see :func:`column_blocks`."""
         return column_blocks(self.block_n)
 
+    @property
+    def d_box_cols(self) -> int:
+        """Columns of D's (first) TMA box and staging tile: the kernel's ``BLOCK_N``, or half of it when D is
+        staged in halves (``d_halves``; the kernel reads that from the box)."""
+        block_n = self.column_blocks[0]
+        return block_n // 2 if self.d_halves else block_n
+
 
 # Tiles whose width is not a power of two (a second WGMMA and B box, gemm_bf16's BLOCK_N1), e.g. 4096x576 in 128
 # tiles of 128x144 (one round of 132 SMs, no column past N) instead of 110 of 192x128. H100 harness (NOTES v25,
@@ -551,6 +558,18 @@ def bf16_max_stages(block_m: int, block_n: int, d_fp32: bool, smem_per_block: in
     d_cols = block_n // 2 if d_halves else block_n
     budget = smem_per_block - layouts.SMEM_RESERVED - block_m * d_cols * (4 if d_fp32 else 2)
     return min(BF16_MAX_STAGES if cap is None else cap, budget // bf16_stage_bytes(block_m, block_n))
+
+
+def bf16_ring_stages(block_m: int, block_n: int, d_fp32: bool, smem_per_block: int, cap: int | None = None,
+                     halves_up_to: int = 0) -> tuple[int, bool]:
+    """(stages, D staged in halves): the stages beside the whole D tile (:func:`bf16_max_stages`), or beside half of
+    it where the whole tile leaves at most ``halves_up_to`` stages and the half tile frees one more."""
+    stages = bf16_max_stages(block_m, block_n, d_fp32, smem_per_block, cap)
+    if stages <= halves_up_to:
+        halves = bf16_max_stages(block_m, block_n, d_fp32, smem_per_block, cap, d_halves=True)
+        if halves > stages:
+            return halves, True
+    return stages, False
 
 
 def bf16_estimate_us(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int) -> float:
@@ -669,16 +688,14 @@ def make_bf16_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split
     d_fp32 = desc.out_fp32 or split > 1
     column_blocks(bn)  # raises for a width the kernel cannot run
     cap = BF16_MAX_STAGES_WHOLE_K if split == 1 else BF16_MAX_STAGES
-    stages = bf16_max_stages(bm, bn, d_fp32, facts.smem_per_block, cap)
     c_tma = bf16_c_staged(desc, split)
-    short_k = desc.k <= BF16_D_HALVES_SHORT_K and desc.m > BF16_D_HALVES_SHORT_K_MIN_M
-    most = max(BF16_D_HALVES_MAX_STAGES, BF16_D_HALVES_SHORT_K_MAX_STAGES if short_k else 0)
+    halves_up_to = 0
     if (BF16_D_HALVES_WANTED and not c_tma and bn >= 128 and bn & (bn - 1) == 0
-            and stages <= most and (d_fp32 or desc.k <= BF16_D_HALVES_BF16_MAX_K)):
-        halves = bf16_max_stages(bm, bn, d_fp32, facts.smem_per_block, cap, d_halves=True)
-        if halves > stages:
-            return Sm90Bf16Config(bm, bn, halves, split, 8, facts.num_sms, d_halves=True)
-    return Sm90Bf16Config(bm, bn, stages, split, 8, facts.num_sms, c_tma=c_tma)
+            and (d_fp32 or desc.k <= BF16_D_HALVES_BF16_MAX_K)):
+        short_k = desc.k <= BF16_D_HALVES_SHORT_K and desc.m > BF16_D_HALVES_SHORT_K_MIN_M
+        halves_up_to = max(BF16_D_HALVES_MAX_STAGES, BF16_D_HALVES_SHORT_K_MAX_STAGES if short_k else 0)
+    stages, d_halves = bf16_ring_stages(bm, bn, d_fp32, facts.smem_per_block, cap, halves_up_to)
+    return Sm90Bf16Config(bm, bn, stages, split, 8, facts.num_sms, c_tma=c_tma, d_halves=d_halves)
 
 
 # ---------------------------------------------------------------------------------------------

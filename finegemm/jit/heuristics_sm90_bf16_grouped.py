@@ -46,7 +46,7 @@ from .heuristics_sm90 import (
     BF16_SM_STREAM_GBPS,
     BF16_TILE_EFF,
     Sm90Bf16Config,
-    bf16_max_stages,
+    bf16_ring_stages,
 )
 
 GROUPED_LAYOUTS = ("m_grouped_contiguous", "m_grouped_masked")
@@ -160,14 +160,11 @@ def make_bf16_grouped_config(facts: DeviceFacts, bm: int, bn: int, group_m: int 
         raise ValueError(f"grouped BF16 BLOCK_M must be one of {GROUPED_BLOCK_M}, got {bm}")
     if bn not in GROUPED_BLOCK_N:
         raise ValueError(f"grouped BF16 BLOCK_N must be one of {GROUPED_BLOCK_N}, got {bn}")
-    stages = bf16_max_stages(bm, bn, False, facts.smem_per_block)
+    stages, halves = bf16_ring_stages(bm, bn, False, facts.smem_per_block,
+                                      halves_up_to=BF16_D_HALVES_MAX_STAGES if d_halves else 0)
     if stages < 2:
         raise ValueError(f"{bm}x{bn} tiles leave room for {stages} stages in {facts.smem_per_block} bytes")
-    if d_halves and stages <= BF16_D_HALVES_MAX_STAGES:
-        halves = bf16_max_stages(bm, bn, False, facts.smem_per_block, d_halves=True)
-        if halves > stages:
-            return Sm90Bf16Config(bm, bn, halves, 1, group_m, facts.num_sms, d_halves=True)
-    return Sm90Bf16Config(bm, bn, stages, 1, group_m, facts.num_sms)
+    return Sm90Bf16Config(bm, bn, stages, 1, group_m, facts.num_sms, d_halves=halves)
 
 
 def get_sm90_bf16_grouped_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Bf16Config:

@@ -331,9 +331,8 @@ def compile_bf16_variant(desc: GemmDesc, config, c_dtype: str = "fp32"):
     d_fp32 = desc.out_fp32 or split > 1
     a_block = [64, bk] if desc.a_k_major else [bk, 64]
     b_block = [bn, bk] if desc.b_k_major else [bk, bn]
-    d_cols = bn // 2 if config.d_halves else bn
-    d_sig = (_desc_sig("fp32", [64, d_cols], gl.float32) if d_fp32
-             else _desc_sig("bf16", [64, d_cols], gl.bfloat16))
+    d_sig = (_desc_sig("fp32", [64, config.d_box_cols], gl.float32) if d_fp32
+             else _desc_sig("bf16", [64, config.d_box_cols], gl.bfloat16))
     sig = {
         "a_desc": _desc_sig("bf16", a_block, gl.bfloat16),
         "b_desc": _desc_sig("bf16", b_block, gl.bfloat16),

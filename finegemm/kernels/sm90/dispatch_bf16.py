@@ -127,7 +127,7 @@ def _build_plan(desc: GemmDesc, config: Sm90Bf16Config, a, b, d, c):
                        launch_pdl=env.flag(env.PDL)))
     else:
         out = d
-    d_desc = _desc(out, [64, bn0 // 2 if config.d_halves else bn0])  # half-wide box: D staged in halves
+    d_desc = _desc(out, [64, config.d_box_cols])  # half-wide box: D staged in halves
     c_tma = c_tma_ok(config, c, d)
     units = num_pid_m * triton.cdiv(n, bn) * split
     grid = (min(units, config.num_sms),)

@@ -107,7 +107,7 @@ def b_block(desc: GemmDesc, config: Sm90Bf16Config) -> list[int]:
 
 def d_block(config: Sm90Bf16Config) -> list[int]:
     """D's TMA box: [64, BLOCK_N], or [64, BLOCK_N / 2] for D staged in halves (``config.d_halves``)."""
-    return [64, config.block_n // 2 if config.d_halves else config.block_n]
+    return [64, config.d_box_cols]
 
 
 def a_view(desc: GemmDesc, a: torch.Tensor) -> torch.Tensor:

@@ -89,7 +89,6 @@
 #   bash scripts/gpu_pending.sh 62  (session 25, any card) BF16 D in halves on 4-stage tiles (192x128, 64x256)
 #   bash scripts/gpu_pending.sh 63  (session 25, any card) the 64x256 picks moved by the short-K halves rule
 #   bash scripts/gpu_pending.sh 64  (session 25, any card) m-grouped BF16 contiguous with D in halves (a probe)
-#   bash scripts/gpu_pending.sh 65  (session 25, any card) FP8 256x128 split tails: GPU tests, sm90_dev v21
 #   bash scripts/gpu_pending.sh 60  (session 25, any card; the H200 for targets) dense / weight-grad / bf16 suites
 #   bash scripts/gpu_pending.sh 61  (session 25, any card; the H200 for targets) grouped / k-grouped / mqa / paged
 #   bash scripts/gpu_pending.sh 58  (session 25, any card) the fixed cost of a decode call: dense / bf16 at M = 64 /
@@ -502,12 +501,6 @@ elif [ "$PART" = 64 ]; then
         --budget-s 150 2>&1 | tee "$LOGS/bf16-grouped-halves.log" | cut -c1-250
     mv "$LOGS/bf16_grouped_sweep.json" "$LOGS/bf16-grouped-halves.json"
     pack
-elif [ "$PART" = 65 ]; then
-    # session 25 (NOTES v27), any card, ~4 minutes: 256x128 FP8 tiles with a split tail (the last round's tiles split K
-    # ways, summed in the kernel by the two-wave reduction written on the CPU): its GPU tests, then sm90_dev v21
-    # against the pick at the M = 4096 shapes whose 256x128 grid ends in a partial round (4096x2112x7168: 2 rounds + 8)
-    PYTEST_TIMEOUT=150 pytest_gpu pytest-split-tail-256.log tests/test_sm90_gpu.py -k "split_tail"
-    dev_sweep v21 150 220
 elif [ "$PART" = 60 ]; then
     # session 25, any card (on an H200: the issues' figures for bench.targets), ~5 minutes: the dense, weight-grad
     # and bf16 suites at the current tree with their live peers, kernel time beside events

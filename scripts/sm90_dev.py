@@ -17,8 +17,7 @@ reduction launched by programmatic dependent launch; ``v13``: BLOCK_M 192 (three
 in registers at M = 4096, slower on all six shapes; ``v17``: FP32-out 1d2d
 tiles (192, 256 with the shared staging, 128 rows) where the BLOCK_M 192 rule's FP32 extension is unmeasured;
 ``v18``: tiles of two column blocks (128x192, 64x96, ...; BLOCK_N1) where DeepGEMM's configs are such widths;
-``v19``: the FP32-out picks moved off tiles that spill (NOTES v23) against those tiles; ``v21``: 256x128 tiles with a
-split tail summed in the kernel (two waves a warpgroup) at the M = 4096 shapes whose last round is partial.
+``v19``: the FP32-out picks moved off tiles that spill (NOTES v23) against those tiles.
 ``v4compile`` (CPU, no GPU): compiles every v4 candidate for sm_90 and prints registers/spills.
 Writes ``$OUT/sm90_dev.json`` (or ./sm90_dev.json) and prints a short table last.
 Timing: CUDA events around each call, a 1 GiB buffer zeroed before each timed call (L2 flush),
@@ -750,26 +749,6 @@ def v18_configs(desc, facts):
     return _distinct(out)
 
 
-def v21_shapes():
-    """v21 (session 25, NOTES v27): M = 4096 shapes whose 256x128 grid ends in a partial round (tiles mod 132: 4096x2112
-    8 of 272, 4096x32768x512 4 of 4096, 4096x24576x1536 36 of 3072, 4096x7168x16384 104 of 896)."""
-    return [("large", 4096, n, k, "1d2d", torch.bfloat16, False)
-            for n, k in ((2112, 7168), (32768, 512), (24576, 1536), (7168, 16384))]
-
-
-def v21_configs(desc, facts):
-    """v21: the heuristic's pick against 256x128 with its last round's tiles split K ways and summed in the kernel
-    (the two-wave fused reduction), for each split that divides K / 128 into >= 2 blocks (at most four)."""
-    out = [("heuristic", get_sm90_config(desc, facts))]
-    whole = make_config(desc, facts, 256, 128, sfa_tma=True)
-    out.append(("256x128", whole))
-    num_kb = desc.k // 128
-    splits = [s for s in (2, 4, 7, 8, 14) if num_kb % s == 0 and num_kb // s >= 2][-4:]
-    out += [(f"256x128 tail s{s}", dataclasses.replace(whole, split_k=s, splitk_fused=True, split_tail=True))
-            for s in splits]
-    return _distinct(out)
-
-
 def v19_shapes():
     """v19 (session 21, NOTES v23): the FP32-out picks moved off spilling tiles: recipe (1, 128, 128) without C (256
     rows spilled 104 bytes), and the weight gradients of the 128-row split tail and of the 128x64 K = 512 tile."""
@@ -929,7 +908,6 @@ def main():
         "v17": ("sm90_v17_fp32_out_sweep.json", v17_shapes, v17_configs),
         "v18": ("sm90_v18_split_n_sweep.json", v18_shapes, v18_configs),
         "v19": ("sm90_v19_fp32_spill_sweep.json", v19_shapes, v19_configs),
-        "v21": ("sm90_v21_split_tail_256_sweep.json", v21_shapes, v21_configs),
         "v8": ("sm90_v8_splitk_fused_sweep.json", v7_shapes, v8_configs),
     }
     for name, (filename, shapes, configs) in sweeps.items():

@@ -363,29 +363,6 @@ def test_split_tail(m, n, k, recipe, with_c, tile, pipe, num_sms, in_place):
     assert torch.equal(outs[1], outs[0]) and torch.equal(outs[2], outs[0]), "repeated launches differ"
 
 
-# (m, n, k, packed, split, num_sms): 256-row tiles with the last round's tiles split (the two-wave fused reduction):
-# 272 tiles (2 rounds + 8) at DeepSeek's 4096x2112x7168, and 20 tiles on a 16-CTA grid (several split units a CTA,
-# rows and columns past M and N)
-SPLIT_TAIL_256_CASES = [(4096, 2112, 7168, False, 14, 132), (1000, 640, 2048, False, 4, 16),
-                        (1000, 640, 2048, True, 8, 16)]
-
-
-@pytest.mark.parametrize("m,n,k,packed,split,num_sms", SPLIT_TAIL_256_CASES)
-def test_split_tail_256_rows(m, n, k, packed, split, num_sms):
-    """256x128 tiles (two waves a warpgroup) with a split tail, summed in the kernel: right against the reference,
-    repeated launches bitwise equal (the arrival counters are left 0)."""
-    import dataclasses
-
-    from finegemm.jit.device import device_facts
-    from finegemm.jit.heuristics import GemmDesc
-    from finegemm.jit.heuristics_sm90 import make_config
-
-    desc = GemmDesc("fp8_1d2d", m, n, k, sf_packed=packed)
-    cfg = dataclasses.replace(make_config(desc, device_facts(torch.device("cuda")), 256, 128, sfa_tma=True),
-                              split_k=split, splitk_fused=True, split_tail=True, num_sms=num_sms)
-    _run(m, n, k, "1d2d", packed, False, torch.bfloat16, cfg=cfg)
-
-
 @pytest.mark.parametrize("m,n,k,split", [(64, 7168, 16384, None), (128, 2112, 7168, None), (64, 2112, 7168, 4),
                                          (333, 576, 7168, None)])
 def test_b_prefetch_changes_nothing(m, n, k, split):

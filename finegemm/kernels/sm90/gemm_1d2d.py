@@ -732,7 +732,7 @@ def _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
                    mma_layout: gl.constexpr, NUM_NB: gl.constexpr, KB, STAGES: gl.constexpr,
                    SF_PACKED: gl.constexpr, SFB_PER_CHANNEL: gl.constexpr, SFB_UNIFORM: gl.constexpr,
                    SFA_TMA: gl.constexpr, sfb_bufs=None, SFB_TMA: gl.constexpr = False, trace_ptr=None,
-                   TRACE: gl.constexpr = 0, trace_row=-1, FENCE_RING: gl.constexpr = False):
+                   TRACE: gl.constexpr = 0, trace_row=-1):
     """Two 64-row waves (tile rows ``row0`` and ``row1`` + [0, 64)) over ``KB`` K blocks, BLOCK_M 256.
 
     Per K block: WGMMA wave 0 into the one partial, promote it into ``acc0``, then wave 1 into the same
@@ -742,7 +742,7 @@ def _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
     With ``SFB_TMA`` the per-channel scales are read from the ring before each wave's promotion (twice
     per K block) rather than kept live across the second wave's WGMMA.
     ``TRACE`` 2 with ``trace_row`` >= 0 (a timing probe): :func:`_wave_stamp` at five points of each of the
-    first ``TRACE_KB`` K blocks. ``FENCE_RING``: every slot is released behind the proxy fence (see :func:`_release`).
+    first ``TRACE_KB`` K blocks.
     Returns (acc0, acc1, ring counter).
     """
     BLOCK_N: gl.constexpr = b_bufs.shape[1]
@@ -794,7 +794,7 @@ def _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
             sb0 = _ring_scale(sfb_bufs, s, kb0 + kk, 0, col_layout, SF_PACKED, BLOCK_N)
             sb1 = sb0
         acc1 = _promote(acc1, part, sa1, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
-        _release(empty_bars, s, SFB_TMA or FENCE_RING)
+        _release(empty_bars, s, SFB_TMA)
         _wave_stamp(trace_ptr, trace_row, kk, 4, TRACE)
         sa0 = nsa0
         sa1 = nsa1
@@ -836,16 +836,6 @@ def _store_wave(acc, d_desc, d_sub, c_ptr, rows, cols, row_mask, col_mask, strid
 
 
 @gluon.jit
-def _sum_planes(ws_tile, local, PLANE: gl.constexpr, SPLIT_K: gl.constexpr):
-    """The ``SPLIT_K`` partial planes of a split tile at offsets ``local``, summed in split order (as
-    :func:`_splitk_fused_epilogue` does). L2 reads (.cg): the other splits' partials were written by other SMs."""
-    total = gl.load(ws_tile + local, cache_modifier=".cg")
-    for s in gl.static_range(1, SPLIT_K):
-        total += gl.load(ws_tile + s * PLANE + local, cache_modifier=".cg")
-    return total
-
-
-@gluon.jit
 def _splitk_fused_epilogue(acc, ws_tile, cnt_ptr, slot, split, local, d_desc, d_sub, c_ptr, rows, cols, row_mask,
                            col_mask, stride_cm, out_row, off_n, PLANE: gl.constexpr, SPLIT_K: gl.constexpr,
                            HAS_C: gl.constexpr):
@@ -862,34 +852,12 @@ def _splitk_fused_epilogue(acc, ws_tile, cnt_ptr, slot, split, local, d_desc, d_
     gl.thread_barrier()
     arrived = gl.atomic_add(cnt_ptr + slot, 1, sem="acq_rel", scope="gpu")
     if arrived == SPLIT_K - 1:
-        # L2 reads (.cg): the other splits' partials were written by other SMs (written out here, not through
-        # _sum_planes: as a call it spilled 272 bytes in the 1d1d split tail with C, tests/test_sm90_compile.py)
+        # L2 reads (.cg): the other splits' partials were written by other SMs
         total = gl.load(ws_tile + local, cache_modifier=".cg")
         for s in gl.static_range(1, SPLIT_K):
             total += gl.load(ws_tile + s * PLANE + local, cache_modifier=".cg")
         gl.store(cnt_ptr + slot, 0)
         _store_wave(total, d_desc, d_sub, c_ptr, rows, cols, row_mask, col_mask, stride_cm, out_row, off_n, 0,
-                    HAS_C)
-
-
-@gluon.jit
-def _splitk_fused_two_waves(acc0, acc1, ws_tile, cnt_ptr, slot, split, local0, local1, d_desc, d_sub0, d_sub1, c_ptr,
-                            rows0, rows1, cols, mask0, mask1, col_mask, stride_cm, out_row0, out_row1, off_n,
-                            PLANE: gl.constexpr, SPLIT_K: gl.constexpr, HAS_C: gl.constexpr):
-    """:func:`_splitk_fused_epilogue` for a warpgroup's two 64-row waves (BLOCK_M 256): both partials are stored
-    before the one arrival (so neither accumulator stays live across the other's sums), and the split that
-    arrives last sums and stores wave 0, then wave 1."""
-    gl.store(ws_tile + split * PLANE + local0, acc0)
-    gl.store(ws_tile + split * PLANE + local1, acc1)
-    gl.thread_barrier()
-    arrived = gl.atomic_add(cnt_ptr + slot, 1, sem="acq_rel", scope="gpu")
-    if arrived == SPLIT_K - 1:
-        total = _sum_planes(ws_tile, local0, PLANE, SPLIT_K)
-        _store_wave(total, d_desc, d_sub0, c_ptr, rows0, cols, mask0, col_mask, stride_cm, out_row0, off_n, 0,
-                    HAS_C)
-        total = _sum_planes(ws_tile, local1, PLANE, SPLIT_K)
-        gl.store(cnt_ptr + slot, 0)
-        _store_wave(total, d_desc, d_sub1, c_ptr, rows1, cols, mask1, col_mask, stride_cm, out_row1, off_n, 0,
                     HAS_C)
 
 
@@ -1122,51 +1090,21 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
             # TRACE 2: the first unit's K blocks stamped (_wave_stamp), after the unit stamps
             trace_row = gl.where(tcount == 1, gl.num_programs(0) * (TRACE_UNITS * NUM_WG * 3)
                                  + (gl.program_id(0) * NUM_WG + WG) * (TRACE_KB * WAVE_EVENTS), -1)
-            if SPLIT_TAIL:
-                # whole tiles and split ones each with a constant trip count, as in the one-wave branch
-                if unit < n_full:
-                    acc0, acc1, it = _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, 0, row0,
-                                                    row1, sfa_ptr, sfb_ptr, rows0, rows1, cols, mask0, mask1,
-                                                    col_mask, nb0, second_col, stride_sfa_k, stride_sfb, mma_layout,
-                                                    NUM_NB, num_kb, STAGES, SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM,
-                                                    SFA_TMA, sfb_bufs, SFB_TMA, FENCE_RING=FENCE_RING)
-                else:
-                    acc0, acc1, it = _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row0,
-                                                    row1, sfa_ptr, sfb_ptr, rows0, rows1, cols, mask0, mask1,
-                                                    col_mask, nb0, second_col, stride_sfa_k, stride_sfb, mma_layout,
-                                                    NUM_NB, kb_per_split, STAGES, SF_PACKED, SFB_PER_CHANNEL,
-                                                    SFB_UNIFORM, SFA_TMA, sfb_bufs, SFB_TMA, FENCE_RING=FENCE_RING)
-            else:
-                acc0, acc1, it = _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row0,
-                                                row1, sfa_ptr, sfb_ptr, rows0, rows1, cols, mask0, mask1, col_mask,
-                                                nb0, second_col, stride_sfa_k, stride_sfb, mma_layout, NUM_NB,
-                                                kb_per_split, STAGES, SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM,
-                                                SFA_TMA, sfb_bufs, SFB_TMA, trace_ptr, TRACE, trace_row, FENCE_RING)
+            acc0, acc1, it = _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row0,
+                                            row1, sfa_ptr, sfb_ptr, rows0, rows1, cols, mask0, mask1, col_mask,
+                                            nb0, second_col, stride_sfa_k, stride_sfb, mma_layout, NUM_NB,
+                                            kb_per_split, STAGES, SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM,
+                                            SFA_TMA, sfb_bufs, SFB_TMA, trace_ptr, TRACE, trace_row)
             _stamp(trace_ptr, tcount - 1, WG, 1, NUM_WG, TRACE)
+            _store_wave(acc0, d_desc, d_sub0, c_ptr, rows0, cols, mask0, col_mask, stride_cm,
+                        out_m + row0, out_n, 0, ADD_C, C_TMA, c_bar, c_phase, D_REDUCE)
             # SMALL_EPI: wave 1 reuses wave 0's buffer, so wave 0's store must have read it first.
             if SMALL_EPI:
                 d_sub1 = d_sub0
             else:
                 d_sub1 = d_smem.slice(row1, WG_M, dim=0)
-            if SPLITK_FUSED:
-                if unit < n_full:
-                    _store_wave(acc0, d_desc, d_sub0, c_ptr, rows0, cols, mask0, col_mask, stride_cm,
-                                out_m + row0, out_n, 0, ADD_C, C_TMA, c_bar, c_phase)
-                    _store_wave(acc1, d_desc, d_sub1, c_ptr, rows1, cols, mask1, col_mask, stride_cm,
-                                out_m + row1, out_n, 0 if SMALL_EPI else 1, ADD_C)
-                else:
-                    split_tile = (tile - n_full).to(gl.int64)
-                    local1 = (row1 + gl.arange(0, WG_M, layout=row_layout))[:, None] * BLOCK_N + gl.arange(
-                        0, BLOCK_N, layout=col_layout)[None, :]
-                    _splitk_fused_two_waves(acc0, acc1, ws_ptr + split_tile * (SPLIT_K * PLANE), cnt_ptr,
-                                            split_tile * NUM_WG + WG, split, local, local1, d_desc, d_sub0, d_sub1,
-                                            c_ptr, rows0, rows1, cols, mask0, mask1, col_mask, stride_cm,
-                                            off_m + row0, off_m + row1, out_n, PLANE, SPLIT_K, HAS_C)
-            else:
-                _store_wave(acc0, d_desc, d_sub0, c_ptr, rows0, cols, mask0, col_mask, stride_cm,
-                            out_m + row0, out_n, 0, ADD_C, C_TMA, c_bar, c_phase, D_REDUCE)
-                _store_wave(acc1, d_desc, d_sub1, c_ptr, rows1, cols, mask1, col_mask, stride_cm,
-                            out_m + row1, out_n, 0 if SMALL_EPI else 1, ADD_C, REDUCE=D_REDUCE)
+            _store_wave(acc1, d_desc, d_sub1, c_ptr, rows1, cols, mask1, col_mask, stride_cm,
+                        out_m + row1, out_n, 0 if SMALL_EPI else 1, ADD_C, REDUCE=D_REDUCE)
             _stamp(trace_ptr, tcount - 1, WG, 2, NUM_WG, TRACE)
     tma.store_wait(0)
 
@@ -1702,7 +1640,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
     Grouped forms use BLOCK_M 64/128 or 256 (:func:`_contiguous_math_256`, :func:`_masked_math_256`), no split-K,
     no C, the 1d2d recipe.
 
-    ``SPLITK_FUSED`` (dense, ``SPLIT_K > 1``, BLOCK_M 64/128/256): ``ws_ptr`` fp32 [split tiles, SPLIT_K,
+    ``SPLITK_FUSED`` (dense, ``SPLIT_K > 1``, BLOCK_M 64/128): ``ws_ptr`` fp32 [split tiles, SPLIT_K,
     BLOCK_M, BLOCK_N], ``cnt_ptr`` int32 [split tiles * math warpgroups], all 0 at launch (and left 0);
     ``d_desc`` is D's own descriptor. Without it, split-K ``d_desc`` is the workspace's. ``SPLIT_TAIL``
     (with ``SPLITK_FUSED``): only the tiles past the last whole round of the grid are split.
@@ -1733,8 +1671,8 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
     gl.static_assert(not K_DYN or (SPLIT_K == 1 and GROUPING == 0), "K_DYN: dense tiles without split-K")
     gl.static_assert(BLOCK_N % 8 == 0, "BLOCK_N must be a multiple of 8")
     gl.static_assert(SFB_PER_CHANNEL or not SFB_TMA, "SFB_TMA: recipe (1, 1, 128) only")
-    gl.static_assert(not SPLITK_FUSED or (SPLIT_K > 1 and GROUPING == 0 and BLOCK_M != 192),
-                     "SPLITK_FUSED: dense split-K tiles of BLOCK_M 64/128/256")
+    gl.static_assert(not SPLITK_FUSED or (SPLIT_K > 1 and GROUPING == 0 and BLOCK_M <= 128),
+                     "SPLITK_FUSED: dense split-K tiles of BLOCK_M 64/128")
     gl.static_assert(not C_TMA or SPLIT_K == 1 or SPLIT_TAIL, "C_TMA: whole-K tiles (split ones add C themselves)")
     gl.static_assert(not SPLIT_TAIL or SPLITK_FUSED, "SPLIT_TAIL needs SPLITK_FUSED")
     gl.static_assert(HEAD_SPLITS[1] == 0 or (GROUPING == 0 and not HAS_C and SPLIT_K == 1

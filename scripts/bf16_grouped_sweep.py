@@ -83,8 +83,8 @@ def _contiguous(g, mpg, n, k, variants, facts, flush, reps):
     desc = GemmDesc("bf16", m, n, k, layout="m_grouped_contiguous", num_groups=g)
     out = dict(kind="contiguous", groups=g, m_per_group=mpg, N=n, K=k,
                cublas_us=time_cuda(cublas, flush, 3, reps).median_us, configs=[])
-    for bm, bn, gm, psum, *halves in variants:
-        cfg = make_bf16_grouped_config(facts, bm, bn, gm, d_halves=bool(halves and halves[0]))
+    for bm, bn, gm, psum in variants:
+        cfg = make_bf16_grouped_config(facts, bm, bn, gm)
         d = torch.full((m, n), float("nan"), device=DEV, dtype=torch.bfloat16)
         lay = ends if psum else layout
 
@@ -109,9 +109,6 @@ def main() -> None:
     ap.add_argument("--budget-s", type=float, default=150.0)
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--masked-only", action="store_true", help="the masked shapes only (no contiguous ones)")
-    ap.add_argument("--contiguous-only", action="store_true", help="the contiguous shapes only")
-    ap.add_argument("--d-halves", action="store_true",
-                    help="contiguous: also 128x256 with D staged in halves (4 stages), before and after the whole tile")
     args = ap.parse_args()
     t0 = time.time()
     facts = device_facts(DEV)
@@ -122,18 +119,12 @@ def main() -> None:
                 triton=triton.__version__, commit=commit, date=datetime.datetime.now(datetime.timezone.utc).isoformat(),
                 method=f"CUDA events, 1 GiB L2 flush before each call, 3 warm-ups, median of {args.reps}")
     jobs = []
-    for n, k in () if args.contiguous_only else ((4096, 7168), (7168, 2048)):
+    for n, k in ((4096, 7168), (7168, 2048)):
         jobs.append(("m", (16, 64, n, k, DECODE_TILES)))
         jobs.append(("m", (4, 256, n, k, MASKED_TILES)))
         jobs.append(("m", (2, 512, n, k, MASKED_TILES)))
-    contiguous = [(128, 256, 16, False), (128, 128, 8, False), (128, 256, 8, True)]
-    if args.d_halves:  # halves, whole, halves again: the order's drift shows
-        contiguous = [(128, 256, 16, False, True), (128, 256, 16, False), (128, 256, 16, False, True),
-                      (128, 256, 16, True, True)]
     for n, k in () if args.masked_only else ((4096, 7168), (7168, 2048)):
-        jobs.append(("c", (4, 8192, n, k, contiguous)))
-        if args.d_halves:
-            jobs.append(("c", (8, 4096, n, k, contiguous)))
+        jobs.append(("c", (4, 8192, n, k, [(128, 256, 16, False), (128, 128, 8, False), (128, 256, 8, True)])))
     rows = []
     for kind, job in jobs:
         if time.time() - t0 > args.budget_s:
@@ -145,7 +136,6 @@ def main() -> None:
         with open(path, "w") as f:
             json.dump(dict(meta, rows=rows), f, indent=1)
         cfgs = " ".join(f"{c['cfg']['block_m']}x{c['cfg']['block_n']}s{c['cfg']['stages']}"
-                        f"{'h' if c['cfg']['d_halves'] else ''}"
                         f"{'g' + str(c['cfg']['group_m']) if c['cfg']['group_m'] != 8 else ''}"
                         f"{'p' if c.get('psum') else ''}={c['us']:.1f}(d{c['diff']:.0e})" for c in row["configs"])
         extra = f" dense {row['dense_same_rows_us']:.1f}" if "dense_same_rows_us" in row else ""

@@ -88,7 +88,6 @@
 #   bash scripts/gpu_pending.sh 59  (session 25, any card) FP32 out at widths that are not powers of two
 #   bash scripts/gpu_pending.sh 62  (session 25, any card) BF16 D in halves on 4-stage tiles (192x128, 64x256)
 #   bash scripts/gpu_pending.sh 63  (session 25, any card) the 64x256 picks moved by the short-K halves rule
-#   bash scripts/gpu_pending.sh 64  (session 25, any card) m-grouped BF16 contiguous with D in halves (a probe)
 #   bash scripts/gpu_pending.sh 60  (session 25, any card; the H200 for targets) dense / weight-grad / bf16 suites
 #   bash scripts/gpu_pending.sh 61  (session 25, any card; the H200 for targets) grouped / k-grouped / mqa / paged
 #   bash scripts/gpu_pending.sh 58  (session 25, any card) the fixed cost of a decode call: dense / bf16 at M = 64 /
@@ -492,15 +491,6 @@ elif [ "$PART" = 63 ]; then
         bf16_bench "bf16-halves-$halves-64x256" 90 3 --alts 0 --d-halves $halves \
             --shapes "64,24576,1536;64,32768,512;192,32768,512" --tiles "64x256"
     done
-elif [ "$PART" = 64 ]; then
-    # session 25 (NOTES v27), any card, ~3 minutes: the m-grouped BF16 contiguous tiles (128x256, 3 stages) with D
-    # staged in halves (4 stages; FINEGEMM_PROBE_BF16_GROUPED_D_HALVES=1 gives the rules this config): its GPU tests,
-    # then 4 x 8192 and 8 x 4096 at (4096, 7168) and (7168, 2048), halves / whole / halves / halves with psum
-    PYTEST_TIMEOUT=120 pytest_gpu pytest-bf16-grouped-halves.log tests/test_sm90_bf16_grouped_gpu.py -k d_halves
-    OUT="$LOGS" timeout 200 python3 -W ignore scripts/bf16_grouped_sweep.py --contiguous-only --d-halves \
-        --budget-s 150 2>&1 | tee "$LOGS/bf16-grouped-halves.log" | cut -c1-250
-    mv "$LOGS/bf16_grouped_sweep.json" "$LOGS/bf16-grouped-halves.json"
-    pack
 elif [ "$PART" = 60 ]; then
     # session 25, any card (on an H200: the issues' figures for bench.targets), ~5 minutes: the dense, weight-grad
     # and bf16 suites at the current tree with their live peers, kernel time beside events

@@ -237,24 +237,3 @@ def test_b_prefetch_variant():
     ptx = assert_fast_path_kernel(kernel, H200.smem_per_block, BF16_PTX_MUST_CONTAIN)
     assert "cp.async.bulk.prefetch.tensor.2d.L2.global.tile" in ptx and "bf16_grouped_gemm_kernel_param_5" in ptx
     assert lowered_arg_names(kernel)[5] == "b_desc"
-
-
-def test_d_halves_probe_switch(monkeypatch):
-    """``FINEGEMM_PROBE_BF16_GROUPED_D_HALVES`` (a probe, off by default): contiguous 128x256 tiles stage D in halves
-    (3 -> 4 stages), masked ones never; the contiguous kernel (ids and psum layouts, an M-major A) compiles with a
-    half-wide D box, two TMA stores a warpgroup a tile, no spills, within the shared memory."""
-    from finegemm.jit import heuristics_sm90_bf16_grouped as rules
-
-    desc = _contig(32768, 4096, 7168, 4)
-    assert not rules.GROUPED_D_HALVES and not get_sm90_bf16_grouped_config(desc, H200).d_halves
-    monkeypatch.setattr(rules, "GROUPED_D_HALVES", True)
-    cfg = get_sm90_bf16_grouped_config(desc, H200)
-    assert (cfg.block_m, cfg.block_n, cfg.stages, cfg.d_halves) == (128, 256, 4, True), cfg
-    assert dispatch_bf16_grouped.d_block(cfg) == [64, 128]
-    masked = _masked(256, 4096, 7168, 4, 256)
-    assert not get_sm90_bf16_grouped_config(masked, H200).d_halves
-    assert not make_bf16_grouped_config(H200, 128, 128, d_halves=True).d_halves  # 6 stages either way
-    for d, psum in ((desc, False), (desc, True), (_contig(32768, 7168, 2048, 8, a_k_major=False), False)):
-        kernel = compile_bf16_grouped_variant(d, get_sm90_bf16_grouped_config(d, H200), use_psum=psum)
-        ptx = assert_fast_path_kernel(kernel, H200.smem_per_block, BF16_PTX_MUST_CONTAIN)
-        assert len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta", ptx)) == 2 * 2  # per warpgroup

@@ -114,17 +114,6 @@ def test_contiguous_forced_configs(bm, bn, psum, nn):
     _run_contiguous([700, 0, 1500, 33], 7168, 2048, psum=psum, nn=nn, cfg=cfg, seed=bm + bn)
 
 
-@pytest.mark.parametrize("n,k,psum,nn,a_m_major", [(7168, 2048, False, False, False), (1000, 2048, True, True, False),
-                                                    (4096, 1024, False, False, True)])
-def test_contiguous_d_halves(n, k, psum, nn, a_m_major):
-    """128x256 tiles with D staged in halves (FINEGEMM_PROBE_BF16_GROUPED_D_HALVES's config): right against the
-    reference with a padding tile, an empty group, N not a multiple of the tile, psum, an N-major B and an M-major A;
-    padding rows 0; the same bits on a repeat."""
-    cfg = make_bf16_grouped_config(device_facts(sm90_device()), 128, 256, 16, d_halves=True)
-    assert cfg.d_halves and cfg.stages == 4
-    _run_contiguous([700, 0, 1500, 33], n, k, psum=psum, nn=nn, a_m_major=a_m_major, cfg=cfg, seed=n + k)
-
-
 def test_contiguous_unpacked_b_and_unaligned_a():
     """B groups not packed back to back (copied per call, not recorded) and an A whose base TMA cannot
     address (runs the portable kernel): both still right."""

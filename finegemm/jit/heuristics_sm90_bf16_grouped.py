@@ -35,18 +35,15 @@ before). Ties go to the earlier candidate in (BLOCK_M 64, 128) x (BLOCK_N 64, 12
 from __future__ import annotations
 
 import math
-import os
-import warnings
 
 from .device import DeviceFacts
 from .heuristics import BF16_BLOCK_K, GemmDesc
 from .heuristics_sm90 import (
     BF16_CHIP_TFLOPS,
-    BF16_D_HALVES_MAX_STAGES,
     BF16_SM_STREAM_GBPS,
     BF16_TILE_EFF,
     Sm90Bf16Config,
-    bf16_ring_stages,
+    bf16_max_stages,
 )
 
 GROUPED_LAYOUTS = ("m_grouped_contiguous", "m_grouped_masked")
@@ -69,15 +66,6 @@ SHORT_K = 4096
 SHORT_K_SPEEDUP = 1.4
 # Contiguous tiles walk GROUP_M 16 M blocks per N sweep (measured faster at K=2048, equal at K=7168)
 CONTIGUOUS_GROUP_M = 16
-# D staged in halves (Sm90Bf16Config.d_halves, the dense rule's BF16_D_HALVES_MAX_STAGES bound) on contiguous tiles:
-# 128x256, their pick at 4 x 8192 x (4096, 7168) and 8 x 4096 x (7168, 2048), 3 -> 4 stages; the dense 128x256
-# tiles gained 1-5 % so at K <= 7168 (NOTES v27). A probe until timed (`gpu_pending.sh 64`):
-# FINEGEMM_PROBE_BF16_GROUPED_D_HALVES=1 turns it on, read at import. Masked tiles never (their partial waves store
-# from registers).
-GROUPED_D_HALVES = os.environ.get("FINEGEMM_PROBE_BF16_GROUPED_D_HALVES", "0") == "1"
-if GROUPED_D_HALVES:
-    warnings.warn("FINEGEMM_PROBE_BF16_GROUPED_D_HALVES=1: contiguous sm90 m-grouped BF16 tiles stage D in halves "
-                  "where that adds a ring stage (a probe switch)", stacklevel=2)
 # The grouped tiles keep BF16_MAX_STAGES: at up to 13 stages (the dense whole-K cap) the masked sweep measured no
 # gain (H100, NOTES v27, results/bf16-grouped-masked-deep{0,1}-h100-2026-12-06-76cb214.json, us, 8 / 13 stages at
 # 64x64: 16 x 64 x (4096, 7168) 328.5 / 335.2, 4 x 256 166.1 / 176.5, 2 x 512 170.8 / 188.9; never the pick there).
@@ -150,27 +138,22 @@ def grouped_candidates(desc: GemmDesc) -> list[tuple[int, int]]:
     return out
 
 
-def make_bf16_grouped_config(facts: DeviceFacts, bm: int, bn: int, group_m: int = 8,
-                             d_halves: bool = False) -> Sm90Bf16Config:
+def make_bf16_grouped_config(facts: DeviceFacts, bm: int, bn: int, group_m: int = 8) -> Sm90Bf16Config:
     """A grouped config for explicit tiles: stages fill the shared memory beside the bf16 D staging tile (at most
-    :data:`~finegemm.jit.heuristics_sm90.BF16_MAX_STAGES`). ``d_halves``: D staged in halves (contiguous and
-    head-batched kernels only) where the whole tile leaves at most ``BF16_D_HALVES_MAX_STAGES`` stages and halves
-    add one; else the whole tile."""
+    :data:`~finegemm.jit.heuristics_sm90.BF16_MAX_STAGES`)."""
     if bm not in GROUPED_BLOCK_M:
         raise ValueError(f"grouped BF16 BLOCK_M must be one of {GROUPED_BLOCK_M}, got {bm}")
     if bn not in GROUPED_BLOCK_N:
         raise ValueError(f"grouped BF16 BLOCK_N must be one of {GROUPED_BLOCK_N}, got {bn}")
-    stages, halves = bf16_ring_stages(bm, bn, False, facts.smem_per_block,
-                                      halves_up_to=BF16_D_HALVES_MAX_STAGES if d_halves else 0)
+    stages = bf16_max_stages(bm, bn, False, facts.smem_per_block)
     if stages < 2:
         raise ValueError(f"{bm}x{bn} tiles leave room for {stages} stages in {facts.smem_per_block} bytes")
-    return Sm90Bf16Config(bm, bn, stages, 1, group_m, facts.num_sms, d_halves=halves)
+    return Sm90Bf16Config(bm, bn, stages, 1, group_m, facts.num_sms)
 
 
 def get_sm90_bf16_grouped_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Bf16Config:
     """The candidate with the least :func:`grouped_estimate_us` (module doc); ties to the earlier one."""
     _check_desc(desc)
     bm, bn = min(grouped_candidates(desc), key=lambda t: grouped_estimate_us(desc, facts, *t))
-    contiguous = desc.layout == "m_grouped_contiguous"
-    group_m = CONTIGUOUS_GROUP_M if contiguous else 8
-    return make_bf16_grouped_config(facts, bm, bn, group_m, d_halves=GROUPED_D_HALVES and contiguous)
+    group_m = CONTIGUOUS_GROUP_M if desc.layout == "m_grouped_contiguous" else 8
+    return make_bf16_grouped_config(facts, bm, bn, group_m)

@@ -381,7 +381,7 @@ def compile_bf16_grouped_variant(desc: GemmDesc, config, use_psum: bool = False,
     sig = {
         "a_desc": _desc_sig("bf16", dispatch_bf16_grouped.a_block(desc, config), gl.bfloat16),
         "b_desc": _desc_sig("bf16", dispatch_bf16_grouped.b_block(desc, config), gl.bfloat16),
-        "d_desc": _desc_sig("bf16", dispatch_bf16_grouped.d_block(config), gl.bfloat16),
+        "d_desc": _desc_sig("bf16", [64, config.block_n], gl.bfloat16),
         "layout_ptr": "*bf16" if head_batched else "*i32", "d_ptr": "*bf16", "M": "i32",
     }
     constexprs = (dispatch_bf16_grouped.head_batched_meta(desc, config) if head_batched

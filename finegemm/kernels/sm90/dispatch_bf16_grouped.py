@@ -105,11 +105,6 @@ def b_block(desc: GemmDesc, config: Sm90Bf16Config) -> list[int]:
     return [config.block_n, config.block_k] if desc.b_k_major else [config.block_k, config.block_n]
 
 
-def d_block(config: Sm90Bf16Config) -> list[int]:
-    """D's TMA box: [64, BLOCK_N], or [64, BLOCK_N / 2] for D staged in halves (``config.d_halves``)."""
-    return [64, config.d_box_cols]
-
-
 def a_view(desc: GemmDesc, a: torch.Tensor) -> torch.Tensor:
     """Contiguous A ``[M_total, K]`` as the descriptor's source: itself (K-major) or ``A^T`` (M-major)."""
     return a if desc.a_k_major else a.T
@@ -137,7 +132,7 @@ def _plan(desc: GemmDesc, config: Sm90Bf16Config, a2: torch.Tensor, b: torch.Ten
     if not (_tma_ready(a2) and _tma_ready(bv) and _tma_ready(d2)):
         return None
     grid = (max(1, min(tiles, config.num_sms)),)
-    args = (_desc(a2, a_block(desc, config)), _desc(bv, b_block(desc, config)), _desc(d2, d_block(config)),
+    args = (_desc(a2, a_block(desc, config)), _desc(bv, b_block(desc, config)), _desc(d2, [64, config.block_n]),
             layout_ptr, d2, m)
     meta = dict(kernel_meta(desc, config, use_psum), num_warps=config.num_warps)
     return (gemm_bf16.bf16_grouped_gemm_kernel, grid, args, meta), not copied
@@ -255,7 +250,7 @@ def bf16_head_batched(desc: GemmDesc, config: Sm90Bf16Config, a2: torch.Tensor, 
 
     def build() -> list:
         tiles = desc.num_groups * triton.cdiv(desc.m, config.block_m) * triton.cdiv(desc.n, config.block_n)
-        args = (_desc(a2, a_block(desc, config)), _desc(b2, b_block(desc, config)), _desc(d2, d_block(config)),
+        args = (_desc(a2, a_block(desc, config)), _desc(b2, b_block(desc, config)), _desc(d2, [64, config.block_n]),
                 d2, d2, desc.m)
         meta = dict(head_batched_meta(desc, config), num_warps=config.num_warps)
         return [(gemm_bf16.bf16_grouped_gemm_kernel, (max(1, min(tiles, config.num_sms)),), args, meta)]

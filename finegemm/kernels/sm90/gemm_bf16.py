@@ -576,11 +576,6 @@ def _grouped_math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_sme
     num_kb: gl.constexpr = (K + BLOCK_K - 1) // BLOCK_K
     num_pid_n: gl.constexpr = (N + BLOCK_N - 1) // BLOCK_N
     d_sub = d_smem.slice(WG * 64, 64, dim=0)
-    # D's box half the tile wide: D staged and stored in two halves (contiguous and head-batched only)
-    D_HALVES: gl.constexpr = d_desc.block_type.shape[1] < BLOCK_N
-    if D_HALVES:
-        gl.static_assert(GROUPING != 2 and d_desc.block_type.shape[1] * 2 == BLOCK_N,
-                         "D_HALVES: contiguous or head-batched, D's box half the tile wide")
     it = 0
     if GROUPING == 1:
         num_pid_m = gl.cdiv(M, BLOCK_M)
@@ -600,8 +595,7 @@ def _grouped_math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_sme
             cols = off_n + gl.arange(0, BLOCK_N, layout=col_layout)
             in_m = rows < M
             acc = gl.where(_rows_of_group(layout_ptr, rows, in_m, (g, valid, end), USE_PSUM)[:, None], acc, 0.0)
-            _grouped_store(acc, d_desc, d_sub, rows, cols, in_m, cols < N, off_m + WG * 64, off_n, BLOCK_N,
-                           D_HALVES)
+            _store_wave(acc, d_desc, d_sub, None, rows, cols, in_m, cols < N, 0, off_m + WG * 64, off_n, 0, False)
     elif GROUPING == 2:
         g_start = 0
         for g in range(NUM_GROUPS):
@@ -624,22 +618,9 @@ def _grouped_math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_sme
             acc, it, off_m, off_n, rows, cols = _whole_k_wave(a_bufs, b_bufs, full_bars, empty_bars, it, pid_m, pid_n,
                                                               num_kb, BLOCK_M, BLOCK_N, STAGES, A_MN_MAJOR,
                                                               B_MN_MAJOR, WG)
-            _grouped_store(acc, d_desc, d_sub, rows, cols, rows < M, cols < N, off_m + WG * 64, g * N + off_n,
-                           BLOCK_N, D_HALVES)
+            _store_wave(acc, d_desc, d_sub, None, rows, cols, rows < M, cols < N, 0, off_m + WG * 64, g * N + off_n,
+                        0, False)
     tma.store_wait(0)
-
-
-@gluon.jit
-def _grouped_store(acc, d_desc, d_sub, rows, cols, row_mask, col_mask, out_row, off_n, BLOCK_N: gl.constexpr,
-                   D_HALVES: gl.constexpr):
-    """One warpgroup's tile of D by TMA: whole through its [64, BLOCK_N] staging rows, or (``D_HALVES``) in two
-    halves through [64, BLOCK_N / 2] ones (:func:`_store_halves`, after this warpgroup's earlier stores)."""
-    if D_HALVES:
-        tma.store_wait(0)
-        gl.thread_barrier()
-        _store_halves(acc, d_desc, d_sub, out_row, off_n, BLOCK_N)
-    else:
-        _store_wave(acc, d_desc, d_sub, None, rows, cols, row_mask, col_mask, 0, out_row, off_n, 0, False)
 
 
 @gluon.jit

@@ -88,6 +88,8 @@
 #   bash scripts/gpu_pending.sh 59  (session 25, any card) FP32 out at widths that are not powers of two
 #   bash scripts/gpu_pending.sh 62  (session 25, any card) BF16 D in halves on 4-stage tiles (192x128, 64x256)
 #   bash scripts/gpu_pending.sh 63  (session 25, any card) the 64x256 picks moved by the short-K halves rule
+#   bash scripts/gpu_pending.sh 66  (session 26, any card) weight-grad / k-grouped at 128-row tiles where the rule
+#                                   takes 256 (FINEGEMM_PROBE_WGRAD_256=0), alternating with the rule, kernel time
 #   bash scripts/gpu_pending.sh 60  (session 25, any card; the H200 for targets) dense / weight-grad / bf16 suites
 #   bash scripts/gpu_pending.sh 61  (session 25, any card; the H200 for targets) grouped / k-grouped / mqa / paged
 #   bash scripts/gpu_pending.sh 58  (session 25, any card) the fixed cost of a decode call: dense / bf16 at M = 64 /
@@ -491,6 +493,18 @@ elif [ "$PART" = 63 ]; then
         bf16_bench "bf16-halves-$halves-64x256" 90 3 --alts 0 --d-halves $halves \
             --shapes "64,24576,1536;64,32768,512;192,32768,512" --tiles "64x256"
     done
+elif [ "$PART" = 66 ]; then
+    # session 26 (NOTES v28), any card, ~6 minutes: the weight-gradient rule's 256-row tiles (K >= 4096) against the
+    # 128-row pipelined tile, which takes the in-place accumulate (D_REDUCE) when C is D: the harness weight-grad and
+    # k-grouped suites (both c = d) with FINEGEMM_PROBE_WGRAD_256=0 and with the rule, alternating, kernel time
+    harness_args=(--kernel-time)
+    for round in 1 2; do
+        for on in 0 1; do
+            HARNESS_TIMEOUT=200 harness_run "wgrad-256-$on-$round" weight-grad,k-grouped FINEGEMM_PROBE_WGRAD_256=$on
+        done
+        pack
+    done
+    harness_args=()
 elif [ "$PART" = 60 ]; then
     # session 25, any card (on an H200: the issues' figures for bench.targets), ~5 minutes: the dense, weight-grad
     # and bf16 suites at the current tree with their live peers, kernel time beside events

@@ -197,6 +197,12 @@ def _large_m_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Config:
     return cfg
 
 
+# The weight-gradient rule's 256-row tiles (K >= 4096). FINEGEMM_PROBE_WGRAD_256=0 keeps those shapes at the
+# 128-row pipelined tile, which takes the in-place accumulate (D_REDUCE) when C is D: an H100 A/B (NOTES v28,
+# gpu_pending.sh 66) of the harness weight-grad and k-grouped suites decides. Read at import.
+WGRAD_256_WANTED = _probe_on("WGRAD_256", "recipe (1, 1, 128) GEMMs at K >= 4096 take 128-row tiles, not 256")
+
+
 def _weight_grad_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Config:
     """Recipe (1, 1, 128) at M > 256: the v5 sweep's rule (benchmarks/results/sm90_v5_wgrad_sweep.json,
     H200, the 7 weight-gradient shapes with C, 8 configs each).
@@ -226,7 +232,7 @@ def _weight_grad_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Conf
         cfg = dataclasses.replace(make_config(desc, facts, 64, bn, sfa_tma=True, sfb_tma=True), pipe_mma=True)
         return _with_split_tail(desc, facts, cfg)
     bm = 128
-    if desc.k >= 4096 and eff[256] + 0.05 >= eff[128]:
+    if desc.k >= 4096 and eff[256] + 0.05 >= eff[128] and WGRAD_256_WANTED:
         bm = 256
     if bm == 256:
         cfg = make_config(desc, facts, bm, bn, small_epi=True, sfa_tma=True, sfb_tma=True)

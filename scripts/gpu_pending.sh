@@ -88,8 +88,8 @@
 #   bash scripts/gpu_pending.sh 59  (session 25, any card) FP32 out at widths that are not powers of two
 #   bash scripts/gpu_pending.sh 62  (session 25, any card) BF16 D in halves on 4-stage tiles (192x128, 64x256)
 #   bash scripts/gpu_pending.sh 63  (session 25, any card) the 64x256 picks moved by the short-K halves rule
-#   bash scripts/gpu_pending.sh 66  (session 26, any card) weight-grad / k-grouped at 128-row tiles where the rule
-#                                   takes 256 (FINEGEMM_PROBE_WGRAD_256=0), alternating with the rule, kernel time
+#   bash scripts/gpu_pending.sh 66  (session 26; H200 first) weight-grad / k-grouped at the v28 rule's 128-row tiles
+#                                   and at 256 (FINEGEMM_PROBE_WGRAD_128=0), alternating, kernel time
 #   bash scripts/gpu_pending.sh 60  (session 25, any card; the H200 for targets) dense / weight-grad / bf16 suites
 #   bash scripts/gpu_pending.sh 61  (session 25, any card; the H200 for targets) grouped / k-grouped / mqa / paged
 #   bash scripts/gpu_pending.sh 58  (session 25, any card) the fixed cost of a decode call: dense / bf16 at M = 64 /
@@ -494,13 +494,15 @@ elif [ "$PART" = 63 ]; then
             --shapes "64,24576,1536;64,32768,512;192,32768,512" --tiles "64x256"
     done
 elif [ "$PART" = 66 ]; then
-    # session 26 (NOTES v28), any card, ~6 minutes: the weight-gradient rule's 256-row tiles (K >= 4096) against the
-    # 128-row pipelined tile, which takes the in-place accumulate (D_REDUCE) when C is D: the harness weight-grad and
-    # k-grouped suites (both c = d) with FINEGEMM_PROBE_WGRAD_256=0 and with the rule, alternating, kernel time
+    # session 26 (NOTES v28), ~6 minutes, on an H200 first (it ran on an H100 at badbb7e, where 128 rows won): the
+    # weight-gradient rule's 128-row pipelined tiles (in place by D_REDUCE when C is D) against the 256-row tiles of
+    # the rule before (K >= 4096, FINEGEMM_PROBE_WGRAD_128=0): the harness weight-grad and k-grouped suites (both
+    # c = d), alternating, kernel time
     harness_args=(--kernel-time)
     for round in 1 2; do
-        for on in 0 1; do
-            HARNESS_TIMEOUT=200 harness_run "wgrad-256-$on-$round" weight-grad,k-grouped FINEGEMM_PROBE_WGRAD_256=$on
+        for rows in 256 128; do
+            HARNESS_TIMEOUT=200 harness_run "wgrad-rows$rows-$round" weight-grad,k-grouped \
+                FINEGEMM_PROBE_WGRAD_128=$([ $rows = 256 ] && echo 0 || echo 1)
         done
         pack
     done

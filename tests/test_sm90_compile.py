@@ -454,19 +454,27 @@ def test_fp32_out_picks_compile_without_spills(desc):
     assert_fast_path_kernel(compile_variant(desc, cfg, "fp32"), H200.smem_per_block)
 
 
-def test_weight_grad_without_c_at_256_rows_spills_at_most_32_bytes():
-    """A known exception, kept: recipe (1, 1, 128) with FP32 out and no C at 256 rows (also the in-place D_REDUCE
-    form) has a 32-byte stack: one store / load pair a K block in one math warpgroup, the rest per tile. The
-    alternative, 128-row pipelined tiles, measured 7 % slower with C (v6: 1063.1 against 990.5 us at
-    7168x4096x16384). This bounds it, so that a change that spills more fails here."""
+def test_weight_grad_without_c_picks_and_the_256_row_exception(monkeypatch):
+    """Recipe (1, 1, 128) with FP32 out and no C: the rule's 128-row pick (v28) compiles without a stack. A known
+    exception, kept for the probe that brings back the 256-row rule (FINEGEMM_PROBE_WGRAD_128=0): at 256 rows (also
+    the in-place D_REDUCE form) a 32-byte stack, one store / load pair a K block in one math warpgroup, the rest per
+    tile. This bounds it, so that a change that spills more fails here."""
+    from finegemm.jit import heuristics_sm90
+
     desc = GemmDesc("fp8_1d1d", 4096, 4096, 7168, out_fp32=True)
+    cfg = get_sm90_config(desc, H200)
+    assert cfg.block_m == 128
+    usage = resource_usage(compile_variant(desc, cfg, "fp32"))
+    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
+    monkeypatch.setattr(heuristics_sm90, "WGRAD_128_WANTED", False)
     cfg = get_sm90_config(desc, H200)
     assert cfg.block_m == 256
     usage = resource_usage(compile_variant(desc, cfg, "fp32"))
     assert usage["LOCAL"] == 0 and usage["STACK"] <= 32, usage
 
 
-@pytest.mark.parametrize("m,n,k", [(2112, 4096, 7168), (24576, 4096, 1536), (7168, 4096, 2048)])
+@pytest.mark.parametrize("m,n,k", [(2112, 4096, 7168), (24576, 4096, 1536), (7168, 4096, 2048), (4096, 4096, 7168),
+                                   (7168, 4096, 16384)])
 def test_default_in_place_weight_grad_picks_compile_without_spills(m, n, k):
     """The weight-gradient picks that add into D by TMA reduce-add by default when C is D (one-wave tiles 128 wide,
     dispatch.d_reduce_ok, NOTES v24): the reduce, no C load, no stack."""

@@ -197,10 +197,14 @@ def _large_m_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Config:
     return cfg
 
 
-# The weight-gradient rule's 256-row tiles (K >= 4096). FINEGEMM_PROBE_WGRAD_256=0 keeps those shapes at the
-# 128-row pipelined tile, which takes the in-place accumulate (D_REDUCE) when C is D: an H100 A/B (NOTES v28,
-# gpu_pending.sh 66) of the harness weight-grad and k-grouped suites decides. Read at import.
-WGRAD_256_WANTED = _probe_on("WGRAD_256", "recipe (1, 1, 128) GEMMs at K >= 4096 take 128-row tiles, not 256")
+# The weight-gradient rule's 256-row tiles (K >= 4096), off since v28: the 128-row pipelined tile, which takes the
+# in-place accumulate (D_REDUCE) when C is D, measured faster on an H100 (gpu_pending.sh 66, harness kernel us,
+# 256 / 128 rows, two rounds: 4096x4096x7168 280.7-283.5 / 269.8-270.0, 7168x4096x16384 1045.9-1047.3 /
+# 1001.5-1016.9; k-grouped 4 / 8 x 4096 x 7168 ~3 % faster, the other cases within noise). The H200 sweep of v6
+# (before C by TMA, D_REDUCE and ptxas 13) had 256 rows ahead at 7168x4096x16384 (990.5 / 1063.1), so
+# FINEGEMM_PROBE_WGRAD_128=0 brings them back for the A/B on that card. Read at import.
+WGRAD_128_WANTED = _probe_on("WGRAD_128", "recipe (1, 1, 128) GEMMs at K >= 4096 take 256-row tiles where their "
+                                          "last round is as full (the rule before NOTES v28)")
 
 
 def _weight_grad_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Config:
@@ -212,6 +216,7 @@ def _weight_grad_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Conf
       283.9 us at 128 rows, 271.1 at 256; 7168x4096x16384: 1358.2 -> 1021.8 / 995.6); 256 rows (two
       waves a warpgroup, shared D staging) unless its last tile round is clearly emptier (wave
       efficiency more than 5 points below 128 rows): 2112x4096x7168 keeps 128 rows (171.5 vs 198.8 us).
+      Since v28 only under ``FINEGEMM_PROBE_WGRAD_128=0`` (:data:`WGRAD_128_WANTED`): 128 rows, pipelined.
     - K < 4096 keeps the v4 plain schedule (global scale loads, 128x128): with the proxy fence the ring
       needs (gemm_1d2d._release) the 128-row ring config lost there in the harness run at 1c92099
       (24576x4096x1536: 569.4 us vs 549.0 plain; 7168x4096x2048: 219.0 vs 215.9), and at K <= 1024 a
@@ -232,7 +237,7 @@ def _weight_grad_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Conf
         cfg = dataclasses.replace(make_config(desc, facts, 64, bn, sfa_tma=True, sfb_tma=True), pipe_mma=True)
         return _with_split_tail(desc, facts, cfg)
     bm = 128
-    if desc.k >= 4096 and eff[256] + 0.05 >= eff[128] and WGRAD_256_WANTED:
+    if desc.k >= 4096 and eff[256] + 0.05 >= eff[128] and not WGRAD_128_WANTED:
         bm = 256
     if bm == 256:
         cfg = make_config(desc, facts, bm, bn, small_epi=True, sfa_tma=True, sfb_tma=True)

@@ -140,3 +140,21 @@ def test_deepgemm_figures_need_the_anchors_card(tmp_path, capsys):
     row = {line.split(" | ")[1]: line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")}
     assert row[dg.name].endswith("| 0 | - | - | - | - | not measured (runs on H100; DeepGEMM's figures are H200's) |")
     assert row[live.name].endswith("| 1 | 0 | 1.10 (4096x2112x7168) | 1.10 | events | missed |")
+
+
+def test_eight_group_target_takes_every_grouped_kind_of_eight_groups():
+    """The cuBLAS-loop target of issue 6: 8-group cases of any grouped kind against the cublas-block peer's loop;
+    other group counts and the half-empty variants are not counted."""
+    def case(kind, name, groups, ours, loop):
+        return {"suite": "grouped", "kind": kind, "name": name, "groups": groups,
+                "peers": {"finegemm-sm90": _peer(ours, True), "cublas-block": _peer(loop)}}
+
+    doc = {"cases": [case("m_grouped_contiguous", "contig 8x4096", 8, 100.0, 110.0),
+                     case("k_grouped", "kgrp 8x4096", 8, 100.0, 160.0),
+                     case("m_grouped_masked", "masked 16x64", 16, 100.0, 200.0),
+                     case("m_grouped_masked", "masked 8x64 half-empty", 8, 100.0, 100.0)]}
+    t = _target("8 groups vs a loop")
+    figs = targets.figures(t, targets.merge_cases([doc]), {})
+    assert sorted((n, round(v, 6)) for n, v, _ in figs) == [("contig 8x4096", 1.1), ("kgrp 8x4096", 1.6)]
+    r = targets.evaluate(t, figs)
+    assert (r["cases"], r["cleared"], r["met"]) == (2, 1, False) and r["worst"][0] == "contig 8x4096"

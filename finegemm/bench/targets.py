@@ -66,6 +66,12 @@ def _masked(groups_rows: set[tuple[int, int]]) -> Callable[[dict], bool]:
     return sel
 
 
+def _groups(g: int) -> Callable[[dict], bool]:
+    """Grouped cases (m-grouped contiguous or masked, k-grouped) of ``g`` groups, half-empty variants aside."""
+    kinds = ("m_grouped_contiguous", "m_grouped_masked", "k_grouped")
+    return lambda c: c.get("kind") in kinds and c.get("groups") == g and not c["name"].endswith(" half-empty")
+
+
 def _decode_16x64(c: dict) -> bool:
     return _masked({(16, 64)})(c) and (c.get("N"), c.get("K")) == (7168, 2048)
 
@@ -86,6 +92,7 @@ TARGETS: tuple[Target, ...] = (
            lambda c: c.get("kind") == "m_grouped_masked" and c["name"].endswith(" half-empty"),
            "ratio: half-empty", 0.6),
     Target(6, "k-grouped vs DeepGEMM (each >= 1.0)", _kind("k_grouped"), "deepgemm", 1.0),
+    Target(6, "8 groups vs a loop of cuBLAS blockwise calls (each >= 1.5)", _groups(8), "cublas-block", 1.5),
     Target(7, "MQA prefill vs DeepGEMM (each >= 1.0)", _kind("mqa_logits"), "deepgemm", 1.0),
     Target(7, "MQA prefill vs torch (each >= 10)", _kind("mqa_logits"), "torch-mqa", 10.0),
     Target(7, "paged MQA decode vs DeepGEMM (each >= 1.0)", _kind("paged_mqa_logits"), "deepgemm", 1.0),

@@ -101,20 +101,21 @@ def _bf16_paths(m: int, n: int, k: int) -> tuple[dict, dict]:
     d = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
     desc = GemmDesc("bf16", m, n, k)
     cfg = dispatch_bf16.get_config(desc, device_facts(dev))
-    grid, args, meta, reduce = dispatch_bf16._build_plan(desc, cfg, a, b, d, None)
-
-    def direct_jit() -> None:
-        gemm_bf16.bf16_gemm_kernel[grid](*args, **meta)
-        if reduce is not None:
-            gemm_bf16.splitk_reduce_kernel[reduce[0]](*reduce[1], **reduce[2])
-
     d_mm = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
     fns = {
         "public": lambda: finegemm.bf16_gemm_nt(a, b, d),
         "direct": lambda: dispatch_bf16.bf16_gemm(desc, cfg, a, b, d, None),
-        "direct_jit": direct_jit,
         "cublas_bf16": lambda: torch.mm(a, b.T, out=d_mm),
     }
+    if hasattr(cfg, "block_m"):  # a tensor-core tile; one-row calls may take the GEMV, which has no such plan
+        grid, args, meta, reduce = dispatch_bf16._build_plan(desc, cfg, a, b, d, None)
+
+        def direct_jit() -> None:
+            gemm_bf16.bf16_gemm_kernel[grid](*args, **meta)
+            if reduce is not None:
+                gemm_bf16.splitk_reduce_kernel[reduce[0]](*reduce[1], **reduce[2])
+
+        fns["direct_jit"] = direct_jit
     info: dict = {"config": {k2: v for k2, v in cfg.__dict__.items()}}
     recording = fns["direct"]()  # trees with BF16 recordings return the one used
     torch.cuda.synchronize()

@@ -474,10 +474,10 @@ def test_weight_grad_without_c_picks_and_the_256_row_exception(monkeypatch):
 
 
 @pytest.mark.parametrize("m,n,k", [(2112, 4096, 7168), (24576, 4096, 1536), (7168, 4096, 2048), (4096, 4096, 7168),
-                                   (7168, 4096, 16384)])
+                                   (7168, 4096, 16384), (576, 4096, 7168)])
 def test_default_in_place_weight_grad_picks_compile_without_spills(m, n, k):
     """The weight-gradient picks that add into D by TMA reduce-add by default when C is D (one-wave tiles 128 wide,
-    dispatch.d_reduce_ok, NOTES v24): the reduce, no C load, no stack."""
+    dispatch.d_reduce_ok, NOTES v24; 576x4096x7168 with its split tail, NOTES v28): the reduce, no stack."""
     from finegemm.kernels.sm90 import dispatch
 
     desc = GemmDesc("fp8_1d1d", m, n, k, out_fp32=True, with_c=True)

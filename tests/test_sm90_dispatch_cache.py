@@ -433,7 +433,8 @@ def test_views_tma_cannot_address_run_the_portable_kernel(rec, view):
 
 def test_d_reduce_only_where_c_is_d_in_fp32_whole_k_and_measured(monkeypatch):
     """``D_REDUCE`` (d += a @ b by TMA reduce-add) needs C to be D itself (same storage, shape, strides, FP32), no
-    split-K and no head split; by default only on tiles of <= 128 rows and 128 columns, but on any tile of a k-grouped
+    split-K launch of its own (split-K summed in the kernel is fine: the last split adds the sum, NOTES v28) and no
+    head split; by default only on tiles of <= 128 rows and 128 columns, but on any tile of a k-grouped
     group (the measured gains, NOTES v24-v25); FINEGEMM_PROBE_D_REDUCE=1 ("all") wherever it can run, =0 ("off")
     never."""
     from finegemm.jit.device import H200
@@ -454,6 +455,9 @@ def test_d_reduce_only_where_c_is_d_in_fp32_whole_k_and_measured(monkeypatch):
                                                                                                 k_group=True)
     assert not dispatch.d_reduce_ok(desc, dataclasses.replace(tile, split_k=2), d, d, k_group=True)
     assert not dispatch.d_reduce_ok(desc, dataclasses.replace(tile, split_k=2), d, d)  # the reduction adds C
+    fused = dataclasses.replace(tile, split_k=2, splitk_fused=True)
+    assert dispatch.d_reduce_ok(desc, fused, d, d)  # the split that arrives last adds the sum into D
+    assert dispatch.d_reduce_ok(desc, dataclasses.replace(fused, split_tail=True), d, d)
     assert not dispatch.d_reduce_ok(desc, tile, None, d)
     assert not dispatch.d_reduce_ok(desc, tile, d.clone(), d)  # same values, other storage
     assert not dispatch.d_reduce_ok(desc, tile, d[:32], d)

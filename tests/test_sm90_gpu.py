@@ -363,6 +363,54 @@ def test_split_tail(m, n, k, recipe, with_c, tile, pipe, num_sms, in_place):
     assert torch.equal(outs[1], outs[0]) and torch.equal(outs[2], outs[0]), "repeated launches differ"
 
 
+IN_PLACE_SPLIT_CASES = [  # (m, n, k, (bm, bn, split), split_tail, num_sms): the rules' 576 pick, a 128-row tail,
+    # several split units a CTA on a 16-CTA grid, every tile split (no tail)
+    (576, 4096, 7168, (64, 128, 4), True, 132),
+    (2112, 4096, 7168, (128, 128, 8), True, 132),
+    (333, 576, 1536, (128, 64, 3), True, 16),
+    (333, 576, 7168, (128, 64, 4), False, 132),
+]
+
+
+@pytest.mark.parametrize("m,n,k,tile,tail,num_sms", IN_PLACE_SPLIT_CASES)
+def test_1d1d_in_place_split_k_by_tma_reduce(m, n, k, tile, tail, num_sms, monkeypatch):
+    """C is D with split-K summed in the kernel: whole tiles and each split tile's sum (by the split that arrives
+    last) are added into D by TMA reduce-add. Right against the reference, bitwise the separate-C call (the same
+    sum plus C in one FP32 add), D outside its view untouched, repeated launches equal (counters back at 0)."""
+    import dataclasses
+
+    from finegemm.jit.device import device_facts
+    from finegemm.jit.heuristics_sm90 import make_config
+
+    dispatch = _sm90()
+    dev = torch.device("cuda")
+    (a, sfa, sfa_k, b, sfb, sfb_k), c, _, desc = _split_case(m, n, k, "1d1d", False, True)
+    bm, bn, split = tile
+    cfg = dataclasses.replace(make_config(desc, device_facts(dev), bm, bn, split, sfa_tma=True, sfb_tma=True),
+                              pipe_mma=True, splitk_fused=True, split_tail=tail, num_sms=num_sms)
+    monkeypatch.setattr(dispatch, "D_REDUCE_MODE", "all")  # 128x64 too, not only the default's 128-wide tiles
+    assert dispatch.d_reduce_ok(desc, cfg, c, c)
+    big = torch.randn(m + 3, n + 16, device=dev, dtype=torch.float32)
+    d_in = big[1:m + 1, 8:n + 8]
+    outs = []
+    for _ in range(2):
+        d_in.copy_(c)
+        outside = big.clone()
+        dispatch.fp8_gemm(desc, cfg, a, sfa_k, b, sfb_k, d_in, d_in)
+        torch.cuda.synchronize()
+        outs.append(d_in.clone())
+    d_sep = torch.full((m, n), float("nan"), device=dev, dtype=torch.float32)
+    dispatch.fp8_gemm(desc, cfg, a, sfa_k, b, sfb_k, d_sep, c)
+    torch.cuda.synchronize()
+    ref = reference.fp8_gemm_nt((a, sfa), (b, sfb), c, recipe=(1, 1, 128))
+    assert reference.calc_diff(outs[0], ref) < 1e-3, (m, n, k, cfg)
+    assert torch.equal(outs[0], d_sep), "the in-place split-K sum differs from C read and D stored"
+    assert torch.equal(outs[1], outs[0]), "repeated launches differ"
+    inner = torch.zeros_like(big, dtype=torch.bool)
+    inner[1:m + 1, 8:n + 8] = True
+    assert torch.equal(big[~inner], outside[~inner]), "the reduce wrote outside D"
+
+
 @pytest.mark.parametrize("m,n,k,split", [(64, 7168, 16384, None), (128, 2112, 7168, None), (64, 2112, 7168, 4),
                                          (333, 576, 7168, None)])
 def test_b_prefetch_changes_nothing(m, n, k, split):

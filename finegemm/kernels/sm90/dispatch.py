@@ -148,14 +148,16 @@ if D_REDUCE_MODE != "rule":
 def d_reduce_ok(desc: GemmDesc, config: Sm90Config, c: torch.Tensor | None, d: torch.Tensor,
                 k_group: bool = False) -> bool:
     """Whether ``d = c + a @ b`` runs as ``d += a @ b`` by TMA reduce-add (the kernel's ``D_REDUCE``): C is D
-    (same storage, strides and dtype, FP32), the whole K in one launch (no split-K) and plain columns, recipe
-    (1, 1, 128) (the weight-gradient and k-grouped accumulate: at 256 rows recipe (1, 128, 128) without a C read
-    spills 104 bytes in its K loop, benchmarks/NOTES.md v23); a tile of <= 128 rows and 128 columns (the measured
-    gain, :data:`D_REDUCE_MODE`), or any tile in one group of a k-grouped call (``k_group``)."""
+    (same storage, strides and dtype, FP32), the whole K in one launch (no split-K, or split-K summed in the kernel:
+    the split that arrives last adds the sum) and plain columns, recipe (1, 1, 128) (the weight-gradient and
+    k-grouped accumulate: at 256 rows recipe (1, 128, 128) without a C read spills 104 bytes in its K loop,
+    benchmarks/NOTES.md v23); a tile of <= 128 rows and 128 columns (the measured gain, :data:`D_REDUCE_MODE`), or
+    any tile in one group of a k-grouped call (``k_group``)."""
     if D_REDUCE_MODE == "off" or (D_REDUCE_MODE == "rule" and not k_group and (config.block_m > 128
                                                                                or config.block_n != 128)):
         return False
-    return (c is not None and config.split_k == 1 and not desc.head_splits and desc.kind == "fp8_1d1d"
+    return (c is not None and (config.split_k == 1 or config.splitk_fused) and not desc.head_splits
+            and desc.kind == "fp8_1d1d"
             and d.dtype == torch.float32
             and c.dtype == d.dtype and c.data_ptr() == d.data_ptr() and c.shape == d.shape
             and c.stride() == d.stride())

@@ -838,7 +838,7 @@ def _store_wave(acc, d_desc, d_sub, c_ptr, rows, cols, row_mask, col_mask, strid
 @gluon.jit
 def _splitk_fused_epilogue(acc, ws_tile, cnt_ptr, slot, split, local, d_desc, d_sub, c_ptr, rows, cols, row_mask,
                            col_mask, stride_cm, out_row, off_n, PLANE: gl.constexpr, SPLIT_K: gl.constexpr,
-                           HAS_C: gl.constexpr):
+                           HAS_C: gl.constexpr, REDUCE: gl.constexpr = False):
     """In-kernel split-K reduction of one 64-row wave (``SPLITK_FUSED``).
 
     ``ws_tile``: the tile's ``SPLIT_K`` FP32 partial planes of ``PLANE`` (= BLOCK_M x BLOCK_N) words each,
@@ -846,7 +846,8 @@ def _splitk_fused_epilogue(acc, ws_tile, cnt_ptr, slot, split, local, d_desc, d_
     one thread counts the arrival on ``cnt_ptr[slot]`` (acq_rel, GPU scope) after a barrier of the
     warpgroup, so that every thread's partial is released with it. The split that arrives last sums the
     planes in split order (the result does not depend on which split arrives last), adds C, stores D
-    through :func:`_store_wave` and resets the counter to 0; the others store nothing more.
+    through :func:`_store_wave` (``REDUCE``: adds the sum into D by the TMA instead, C being D) and resets the
+    counter to 0; the others store nothing more.
     """
     gl.store(ws_tile + split * PLANE + local, acc)
     gl.thread_barrier()
@@ -858,7 +859,7 @@ def _splitk_fused_epilogue(acc, ws_tile, cnt_ptr, slot, split, local, d_desc, d_
             total += gl.load(ws_tile + s * PLANE + local, cache_modifier=".cg")
         gl.store(cnt_ptr + slot, 0)
         _store_wave(total, d_desc, d_sub, c_ptr, rows, cols, row_mask, col_mask, stride_cm, out_row, off_n, 0,
-                    HAS_C)
+                    HAS_C, REDUCE=REDUCE)
 
 
 @gluon.jit
@@ -967,8 +968,9 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                 TRACE: gl.constexpr = False, HEAD_SPLITS: gl.constexpr = (0, 0, 0), D_REDUCE: gl.constexpr = False):
     """The dense math partition (GROUPING 0): persistent (tile, k-split) units.
 
-    ``D_REDUCE`` (C is D, FP32, no split-K; ``HAS_C`` is then off): each wave's tile is added into D by a TMA
-    reduce-add (:mod:`.tma_reduce`) instead of C being read and D stored: no C load on the critical path.
+    ``D_REDUCE`` (C is D, FP32, whole K or split-K summed in the kernel; ``HAS_C`` is then off): each wave's tile
+    (a split tile's sum, by the split that arrives last) is added into D by a TMA reduce-add (:mod:`.tma_reduce`)
+    instead of C being read and D stored: no C load on the critical path.
 
     ``C_TMA`` (with C, no split-K, FP32 C and D): the C rows of each tile's first wave are loaded by TMA into
     its D staging rows before the main loop (:func:`_prefetch_c`) instead of by blocking loads in the
@@ -1001,7 +1003,8 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
     n_full, num_units = _unit_plan(num_pid_m * num_pid_n, SPLIT_K, SPLIT_TAIL)
     ADD_C: gl.constexpr = HAS_C and (SPLIT_K == 1 or SPLITK_FUSED)
     gl.static_assert(not C_TMA or ADD_C, "C_TMA: C added in the kernel (no split-K)")
-    gl.static_assert(not D_REDUCE or (SPLIT_K == 1 and not HAS_C and not C_TMA), "D_REDUCE: D += tile, whole K")
+    gl.static_assert(not D_REDUCE or ((SPLIT_K == 1 or SPLITK_FUSED) and not HAS_C and not C_TMA),
+                     "D_REDUCE: D += tile, whole K or split-K summed in the kernel")
     gl.static_assert(not C_TMA or WAVES == 1 or SMALL_EPI, "C_TMA at BLOCK_M 256 needs SMALL_EPI (else it spills)")
     gl.static_assert(not SPLIT_TAIL or SPLITK_FUSED, "SPLIT_TAIL: the reduction in the kernel")
     # C_TMA_LATE: the C load starts after the first K-block pair instead of before the main loop (whole K only)
@@ -1073,13 +1076,13 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
             if SPLITK_FUSED:
                 if unit < n_full:
                     _store_wave(acc, d_desc, d_sub0, c_ptr, rows0, cols, mask0, col_mask, stride_cm,
-                                out_m + row0, out_n, 0, ADD_C, C_TMA, c_bar, c_phase)
+                                out_m + row0, out_n, 0, ADD_C, C_TMA, c_bar, c_phase, D_REDUCE)
                 else:
                     split_tile = (tile - n_full).to(gl.int64)
                     _splitk_fused_epilogue(acc, ws_ptr + split_tile * (SPLIT_K * PLANE), cnt_ptr,
                                            split_tile * NUM_WG + WG, split, local, d_desc, d_sub0, c_ptr, rows0,
                                            cols, mask0, col_mask, stride_cm, off_m + row0, out_n, PLANE, SPLIT_K,
-                                           HAS_C)
+                                           HAS_C, D_REDUCE)
             else:
                 _store_wave(acc, d_desc, d_sub0, c_ptr, rows0, cols, mask0, col_mask, stride_cm,
                             out_m + row0, out_n, 0, ADD_C, C_TMA, c_bar, c_phase, D_REDUCE)

@@ -135,14 +135,17 @@ def test_v5_weight_grad_rules(monkeypatch):
         assert (c.block_m, c.block_n, c.sfa_tma, c.sfb_tma, c.pipe_mma, c.stages) == (128, 128, True, True, True, 4)
     c = cfg(32768, 512)
     assert (c.block_m, c.block_n, c.sfa_tma, c.sfb_tma, c.pipe_mma) == (128, 64, True, True, True)
-    # 64-row tiles where they fill the SMs clearly better (2112: 8 full rounds; 576: 73 % vs 61 % at 128 rows)
-    for m in (2112, 576):
-        c = cfg(m, 7168)
-        assert (c.block_m, c.block_n, c.sfa_tma, c.sfb_tma, c.pipe_mma, c.c_tma) == (64, 128, True, True, True, True)
+    # 64-row tiles where they fill the SMs clearly better (576: 73 % vs 61 % at 128 rows), unless the 128-row grid
+    # has two whole rounds and a tail it splits in the kernel (2112: 4 rounds and 16 tiles; v28)
+    c = cfg(576, 7168)
+    assert (c.block_m, c.block_n, c.sfa_tma, c.sfb_tma, c.pipe_mma, c.c_tma) == (64, 128, True, True, True, True)
+    c = cfg(2112, 7168)
+    assert (c.block_m, c.block_n, c.pipe_mma, c.split_k, c.splitk_fused, c.split_tail) == (128, 128, True, 4, True,
+                                                                                           True)
     # every weight-gradient pick stages C by TMA, and the pipelined one-wave ones start its load after the
     # first K-block pair (c_tma_late; the rule turns PIPE_MMA on after make_config, which must keep it)
     assert all(cfg(m, k).c_tma for m, k in ((4096, 7168), (24576, 1536), (32768, 512)))
-    for m, k in ((24576, 1536), (7168, 2048), (2112, 7168), (32768, 512)):
+    for m, k in ((24576, 1536), (7168, 2048), (32768, 512)):
         c = cfg(m, k)
         assert c.c_tma and c.c_tma_late and c.pipe_mma and c.block_m < 256, c
 
@@ -256,9 +259,11 @@ def test_split_tail_rule():
     assert (cfg.block_m, cfg.block_n, cfg.split_k, cfg.splitk_fused, cfg.split_tail) == (64, 128, SPLIT_TAIL_K,
                                                                                          True, True)
     assert cfg.c_tma and cfg.can_stage_c  # the whole tiles still stage C by TMA
-    # 1056 tiles (8 whole rounds), a 76-tile tail, 256-row tiles, BF16-out 1d2d: no split tail
-    for desc in (GemmDesc("fp8_1d1d", 2112, 4096, 7168, out_fp32=True, with_c=True),
-                 GemmDesc("fp8_1d1d", 7168, 4096, 2048, out_fp32=True, with_c=True),
+    # 2112 rows: 128x128 (544 tiles: 4 whole rounds and 16) with the tail split, where 64 rows filled 8 rounds (v28)
+    cfg = get_sm90_config(GemmDesc("fp8_1d1d", 2112, 4096, 7168, out_fp32=True, with_c=True), H200)
+    assert (cfg.block_m, cfg.block_n, cfg.split_k, cfg.split_tail, cfg.c_tma) == (128, 128, SPLIT_TAIL_K, True, False)
+    # a 76-tile tail, 256-row tiles, BF16-out 1d2d: no split tail
+    for desc in (GemmDesc("fp8_1d1d", 7168, 4096, 2048, out_fp32=True, with_c=True),
                  GemmDesc("fp8_1d1d", 4096, 4096, 7168, out_fp32=True, with_c=True),
                  GemmDesc("fp8_1d2d", 4096, 2112, 7168)):
         assert not get_sm90_config(desc, H200).split_tail, desc

@@ -327,7 +327,7 @@ def test_promotion_ffma_yield_bits_follow_the_ptxas():
         assert len(set(bits)) == 1
 
 
-@pytest.mark.parametrize("m,n,k", [(4096, 4096, 7168), (2112, 4096, 7168), (4096, 2112, 512)])
+@pytest.mark.parametrize("m,n,k", [(4096, 4096, 7168), (7168, 4096, 2048), (4096, 2112, 512)])
 def test_in_place_accumulate_reduces_into_d_by_tma(m, n, k):
     """C is D (``D_REDUCE``): the epilogue adds each wave's tile into D with ``cp.reduce.async.bulk.tensor ... add``
     and reads no C (no global f32 loads, no C tensor map), where the separate-C variant loads C."""

@@ -197,6 +197,15 @@ def _large_m_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Config:
     return cfg
 
 
+# The weight-gradient rule's 64-row tiles (where they fill the SMs clearly better than 128 rows) yield to 128 rows
+# with the last round split in the kernel (split_tail) where the 128-row grid has at least this many whole rounds.
+# H100, in place (C is D, NOTES v28, results/d-reduce-tiles-h100-2026-12-06-7aca7be.json, us): 2112x4096x7168
+# 128x128 split 4 158.2-158.4 against the 64-row pick's 163.0-163.9; at 576x4096x7168 (one whole round) a tie
+# (58.5 / 59.0), so it keeps 64 rows. With a separate C the 128-row split tail reads C in its epilogue (C by TMA
+# spills there) and is 3 % slower at 2112x4096x7168 (171.7 against 166.4): the in-place accumulate is the
+# weight-gradient's usual form (DeepGEMM's c = d, the FP8 training layers).
+WGRAD_TAIL_MIN_ROUNDS = 2
+
 # The weight-gradient rule's 256-row tiles (K >= 4096), off since v28: the 128-row pipelined tile, which takes the
 # in-place accumulate (D_REDUCE) when C is D, measured faster on an H100 (gpu_pending.sh 66, harness kernel us,
 # 256 / 128 rows, two rounds: 4096x4096x7168 280.7-283.5 / 269.8-270.0, 7168x4096x16384 1045.9-1047.3 /
@@ -230,11 +239,18 @@ def _weight_grad_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Conf
       128 rows' (10 points) and no emptier than 256 rows': results/wgrad-tile-probe-h200-2026-12-03-
       007e9ca.json, C by TMA: 2112x4096x7168 (1056 tiles: 8 full rounds) 169.0 us against 178.8 for
       128 rows and 200.3 for 256; 576x4096x7168 66.6 against 70.1 (256) and 73.3 (128). At equal
-      efficiency 64 rows lose (4096x4096x7168 325.3 vs 274.0; 7168x4096x2048 196.6 vs 182.5).
+      efficiency 64 rows lose (4096x4096x7168 325.3 vs 274.0; 7168x4096x2048 196.6 vs 182.5). Since v28 they
+      yield to 128 rows with a split tail where that grid has :data:`WGRAD_TAIL_MIN_ROUNDS` whole rounds
+      (2112x4096x7168).
     """
     eff = {bm: _wave_efficiency(desc, facts, bm, bn) for bm in (64, 128, 256)}
     if desc.k > 1024 and eff[64] >= eff[128] + 0.1 and eff[64] >= eff[256]:
-        cfg = dataclasses.replace(make_config(desc, facts, 64, bn, sfa_tma=True, sfb_tma=True), pipe_mma=True)
+        tailed = _with_split_tail(desc, facts, _pipelined(make_config(desc, facts, 128, bn, sfa_tma=True,
+                                                                      sfb_tma=True)))
+        whole_rounds = math.ceil(desc.m / 128) * math.ceil(desc.n / bn) // facts.num_sms
+        if tailed.split_tail and whole_rounds >= WGRAD_TAIL_MIN_ROUNDS:
+            return tailed
+        cfg = _pipelined(make_config(desc, facts, 64, bn, sfa_tma=True, sfb_tma=True))
         return _with_split_tail(desc, facts, cfg)
     bm = 128
     if desc.k >= 4096 and eff[256] + 0.05 >= eff[128] and not WGRAD_128_WANTED:
@@ -244,10 +260,14 @@ def _weight_grad_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Conf
         return dataclasses.replace(cfg, pipe_mma=False)
     if desc.k <= 1024:
         bn = min(bn, 64)
-    # make_config's register estimate keeps PIPE_MMA off here (two partials + the transient scale
-    # vector); the compile checks show 128x128 and 128x64 pipelined without spills (tests/test_sm90_compile.py)
-    cfg = dataclasses.replace(make_config(desc, facts, 128, bn, sfa_tma=True, sfb_tma=True), pipe_mma=True)
-    return _with_split_tail(desc, facts, cfg)
+    return _with_split_tail(desc, facts, _pipelined(make_config(desc, facts, 128, bn, sfa_tma=True, sfb_tma=True)))
+
+
+def _pipelined(cfg: Sm90Config) -> Sm90Config:
+    """``cfg`` with PIPE_MMA on: make_config's register estimate keeps it off for the weight-gradient tiles (two
+    partials + the transient scale vector); the compile checks show 64x128, 128x128 and 128x64 pipelined without
+    spills (tests/test_sm90_compile.py)."""
+    return dataclasses.replace(cfg, pipe_mma=True)
 
 
 # split_tail: the split of the last round's tiles, and the fullest last round it is used for

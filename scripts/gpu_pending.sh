@@ -88,6 +88,8 @@
 #   bash scripts/gpu_pending.sh 59  (session 25, any card) FP32 out at widths that are not powers of two
 #   bash scripts/gpu_pending.sh 62  (session 25, any card) BF16 D in halves on 4-stage tiles (192x128, 64x256)
 #   bash scripts/gpu_pending.sh 63  (session 25, any card) the 64x256 picks moved by the short-K halves rule
+#   bash scripts/gpu_pending.sh 67  (session 26; H200 FIRST) 60 and 61 in one call, then bench.targets over them
+#                                   against DeepGEMM's anchors: every issue target at the tree, per shape
 #   bash scripts/gpu_pending.sh 66  (session 26; H200 first) weight-grad / k-grouped at the v28 rule's 128-row tiles
 #                                   and at 256 (FINEGEMM_PROBE_WGRAD_128=0), alternating, kernel time
 #   bash scripts/gpu_pending.sh 60  (session 25, any card; the H200 for targets) dense / weight-grad / bf16 suites
@@ -149,6 +151,24 @@ harness_run() {  # one harness run in its own process: output stem, suites, then
         | tr '\n' ' '; echo
 }
 harness_args=()
+targets_dense_bf16() {  # parts 60 / 67: the dense, weight-grad and bf16 suites with their live peers, kernel time
+    harness_args=(--kernel-time)
+    HARNESS_PEERS=finegemm-sm90,cublas-block,cublas-tensor HARNESS_TIMEOUT=200 harness_run targets-dense-wgrad \
+        dense,weight-grad
+    pack
+    HARNESS_PEERS=finegemm-sm90,cublas-bf16 HARNESS_TIMEOUT=200 harness_run targets-bf16 bf16
+    pack
+    harness_args=()
+}
+targets_grouped_mqa() {  # parts 61 / 67: grouped with the cuBLAS loop, then k-grouped, mqa, paged-mqa, kernel time
+    harness_args=(--kernel-time)
+    HARNESS_PEERS=finegemm-sm90,cublas-block HARNESS_TIMEOUT=200 harness_run targets-grouped grouped
+    pack
+    # cublas-block: the k-grouped loop of cuBLAS calls (issue 6's 8-group target; the MQA kinds refuse it)
+    HARNESS_PEERS=finegemm-sm90,cublas-block HARNESS_TIMEOUT=300 harness_run targets-kgrouped-mqa k-grouped,mqa,paged-mqa
+    pack
+    harness_args=()
+}
 bf16_bench() {  # scripts/sm90_bf16_bench.py into $LOGS/<stem>.json: stem, seconds, lines of its table to show, then
     # its arguments (after --commit)
     local stem="$1" secs="$2" lines="$3"; shift 3
@@ -508,25 +528,27 @@ elif [ "$PART" = 66 ]; then
     done
     harness_args=()
 elif [ "$PART" = 60 ]; then
-    # session 25, any card (on an H200: the issues' figures for bench.targets), ~5 minutes: the dense, weight-grad
+    # session 25, any card (on an H200: the issues' figures for bench.targets), ~2-5 minutes: the dense, weight-grad
     # and bf16 suites at the current tree with their live peers, kernel time beside events
-    harness_args=(--kernel-time)
-    HARNESS_PEERS=finegemm-sm90,cublas-block,cublas-tensor HARNESS_TIMEOUT=200 harness_run targets-dense-wgrad \
-        dense,weight-grad
-    pack
-    HARNESS_PEERS=finegemm-sm90,cublas-bf16 HARNESS_TIMEOUT=200 harness_run targets-bf16 bf16
-    pack
-    harness_args=()
+    targets_dense_bf16
 elif [ "$PART" = 61 ]; then
-    # session 25, any card (60's second half), ~5 minutes: the grouped suite with the cuBLAS loop, then k-grouped,
+    # session 25, any card (60's second half), ~2-5 minutes: the grouped suite with the cuBLAS loop, then k-grouped,
     # mqa and paged-mqa (kernel time beside events)
-    harness_args=(--kernel-time)
-    HARNESS_PEERS=finegemm-sm90,cublas-block HARNESS_TIMEOUT=200 harness_run targets-grouped grouped
+    targets_grouped_mqa
+elif [ "$PART" = 67 ]; then
+    # session 26, for an H200 (~4-8 minutes): 60 and 61 in one call, then bench.targets over their runs against
+    # DeepGEMM's anchors (targets.md beside the JSON): every issue target at the current tree, per shape
+    targets_dense_bf16
+    targets_grouped_mqa
+    anchors=../shared/anchors/h200-2026-12-02.json
+    if [ -f "$anchors" ]; then
+        timeout 60 python3 -m finegemm.bench.targets "$anchors" "$LOGS"/targets-*.json > "$LOGS/targets.md" 2>&1 \
+            || status=1
+        head -16 "$LOGS/targets.md" | cut -c1-200
+    else
+        echo "no $anchors on this machine: run python -m finegemm.bench.targets on the fetched JSON"
+    fi
     pack
-    # cublas-block: the k-grouped loop of cuBLAS calls (issue 6's 8-group target; the MQA kinds refuse it)
-    HARNESS_PEERS=finegemm-sm90,cublas-block HARNESS_TIMEOUT=300 harness_run targets-kgrouped-mqa k-grouped,mqa,paged-mqa
-    pack
-    harness_args=()
 elif [ "$PART" = 58 ]; then
     # session 25 (NOTES v27), any card, ~3 minutes: the fixed cost of a decode call. The dense and bf16 suites on
     # custom shapes whose K goes from one K block up (M = 64 / 128): time against K is a line whose intercept is what a

@@ -26,18 +26,28 @@ experts' tokens are its groups along K).
 
 from __future__ import annotations
 
+import os
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from .api.checks import check_dtype, check_same_device, check_tensor
-from .api.gemm import RECIPE_1D1D, fp8_gemm_nt
+from .api.gemm import RECIPE_1D1D, fp8_gemm_nt, fp8_gemm_nt_1d1d_no_c
 from .api.grouped import k_grouped_fp8_gemm_tn_contiguous, m_grouped_fp8_gemm_nt_contiguous
 from .kernels.portable.quant import cast_to_fp8
 from .kernels.sm90.transpose import transpose_into
 from .layout import get_k_alignment_for_k_grouped
 from .quant import align, per_block_cast_to_fp8, per_token_cast_to_fp8
+
+# Probe (NOTES v28, off): fp8_linear's weight gradient into a fresh FP32 buffer without C (fp8_gemm_nt_1d1d_no_c)
+# instead of a zero-filled one accumulated in place: no memset of dW, no read of D in the kernel. Untimed;
+# gpu_pending.sh 68 runs its GPU tests and scripts/train_linear_bench.py without / with it. Read at import.
+WGRAD_NO_C = os.environ.get("FINEGEMM_PROBE_WGRAD_NO_C", "0") == "1"
+if WGRAD_NO_C:
+    warnings.warn("FINEGEMM_PROBE_WGRAD_NO_C=1: fp8_linear's weight gradient is written without a zero-filled C "
+                  "(a probe switch)", stacklevel=2)
 
 FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 TOKEN_BLOCK = 128
@@ -125,8 +135,12 @@ class _FP8Linear(torch.autograd.Function):
         if ctx.needs_input_grad[1]:
             dyt = _cast(_pad_tokens(dy).t(), 1, ctx.use_ue8m0)  # [N, M_pad], 1x128 along the tokens
             xt = _cast(_pad_tokens(x2d).t(), 1, ctx.use_ue8m0)  # [K, M_pad], per channel
-            dw = torch.zeros(wq.shape, device=dy.device, dtype=torch.float32)
-            fp8_gemm_nt(dyt, xt, dw, c=dw, recipe=RECIPE_1D1D)
+            if WGRAD_NO_C and not torch.compiler.is_compiling():
+                dw = torch.empty(wq.shape, device=dy.device, dtype=torch.float32)
+                fp8_gemm_nt_1d1d_no_c(dyt, xt, dw)
+            else:
+                dw = torch.zeros(wq.shape, device=dy.device, dtype=torch.float32)
+                fp8_gemm_nt(dyt, xt, dw, c=dw, recipe=RECIPE_1D1D)
             dw = dw.to(ctx.weight_dtype)
         return dx, dw, None
 

@@ -88,6 +88,8 @@
 #   bash scripts/gpu_pending.sh 59  (session 25, any card) FP32 out at widths that are not powers of two
 #   bash scripts/gpu_pending.sh 62  (session 25, any card) BF16 D in halves on 4-stage tiles (192x128, 64x256)
 #   bash scripts/gpu_pending.sh 63  (session 25, any card) the 64x256 picks moved by the short-K halves rule
+#   bash scripts/gpu_pending.sh 68  (session 26, any card) fp8_linear's weight gradient without a zero-filled C
+#                                   (FINEGEMM_PROBE_WGRAD_NO_C=1): GPU tests, then the training step off / on
 #   bash scripts/gpu_pending.sh 67  (session 26; H200 FIRST) 60 and 61 in one call, then bench.targets over them
 #                                   against DeepGEMM's anchors: every issue target at the tree, per shape
 #   bash scripts/gpu_pending.sh 66  (session 26; H200 first) weight-grad / k-grouped at the v28 rule's 128-row tiles
@@ -529,6 +531,21 @@ elif [ "$PART" = 66 ]; then
         pack
     done
     harness_args=()
+elif [ "$PART" = 68 ]; then
+    # session 26 (NOTES v28), any card, ~5 minutes: fp8_linear's weight gradient into a fresh FP32 buffer without C
+    # (FINEGEMM_PROBE_WGRAD_NO_C=1: no zero fill of dW, no read of D in the kernel): its GPU tests (the no-C sm90
+    # picks bitwise the zero-filled in-place form), then scripts/train_linear_bench.py on the 3 largest shapes with
+    # the switch off and on, alternating processes, two rounds (fp8_step_us is the figure)
+    PYTEST_TIMEOUT=240 pytest_gpu pytest-wgrad-no-c.log tests/test_autograd.py -k "without_c or gpu_forward"
+    for round in 1 2; do
+        for on in 0 1; do
+            FINEGEMM_PROBE_WGRAD_NO_C=$on OUT="$LOGS" timeout 150 python3 -W ignore scripts/train_linear_bench.py 3 \
+                > "$LOGS/train-wgrad-no-c-$on-$round.log" 2>&1 || status=1
+            mv "$LOGS/train_linear_bench.json" "$LOGS/train-wgrad-no-c-$on-$round.json" 2>/dev/null
+            echo "no-C $on round $round"; grep -o '"fp8_step_us": [0-9.]*' "$LOGS/train-wgrad-no-c-$on-$round.json"
+        done
+        pack
+    done
 elif [ "$PART" = 60 ]; then
     # session 25, any card (on an H200: the issues' figures for bench.targets), ~2-5 minutes: the dense, weight-grad
     # and bf16 suites at the current tree with their live peers, kernel time beside events

@@ -187,6 +187,67 @@ def test_bad_input(args, err, match):
         finegemm.fp8_linear(*args)
 
 
+def _weight_grad_forms(m, n, k, device):
+    """fp8_linear's weight gradient both ways from the same operands: ``fp8_gemm_nt_1d1d_no_c`` into an uninitialized
+    (NaN-filled) buffer, and ``fp8_gemm_nt(..., c=d)`` into a zeroed one; with the float64 reference."""
+    from finegemm.api.gemm import fp8_gemm_nt_1d1d_no_c
+
+    gen = torch.Generator(device=device).manual_seed(5)
+    a = per_token_cast_to_fp8(torch.randn(m, k, generator=gen, device=device))
+    b = per_token_cast_to_fp8(torch.randn(n, k, generator=gen, device=device))
+    no_c = torch.full((m, n), float("nan"), device=device)
+    fp8_gemm_nt_1d1d_no_c(a, b, no_c)
+    in_place = torch.zeros(m, n, device=device)
+    finegemm.fp8_gemm_nt(a, b, in_place, c=in_place, recipe=(1, 1, 128))
+    ref = reference.fp8_gemm_nt(a, b, torch.zeros(m, n, dtype=torch.float64, device=device), (1, 1, 128))
+    return no_c, in_place, ref
+
+
+@pytest.mark.parametrize("m,n,k", [(128, 256, 256), (100, 192, 384)])
+def test_weight_gradient_without_c(m, n, k):
+    """The no-C recipe (1, 1, 128) entry (FINEGEMM_PROBE_WGRAD_NO_C's weight gradient): right against float64, equal
+    to the zero-filled in-place form, and it validates like fp8_gemm_nt (d must be FP32)."""
+    from finegemm.api.gemm import fp8_gemm_nt_1d1d_no_c
+
+    no_c, in_place, ref = _weight_grad_forms(m, n, k, "cpu")
+    assert reference.calc_diff(no_c, ref) < 1e-3
+    assert torch.equal(no_c, in_place)
+    a = per_token_cast_to_fp8(torch.randn(m, k))
+    b = per_token_cast_to_fp8(torch.randn(n, k))
+    with pytest.raises(TypeError, match="d"):
+        fp8_gemm_nt_1d1d_no_c(a, b, torch.empty(m, n, dtype=torch.bfloat16))
+
+
+def test_weight_gradient_without_c_switch(monkeypatch):
+    """With the probe switch on, fp8_linear's gradients are the ones it computes with it off."""
+    import finegemm.autograd as fa
+
+    gen = torch.Generator().manual_seed(7)
+    x = torch.randn(96, 256, generator=gen).bfloat16()
+    w = torch.randn(128, 256, generator=gen) * 0.05
+    dy = torch.randn(96, 128, generator=gen).bfloat16()
+    grads = []
+    for on in (False, True):
+        monkeypatch.setattr(fa, "WGRAD_NO_C", on)
+        xx, ww = x.clone().requires_grad_(), w.clone().requires_grad_()
+        finegemm.fp8_linear(xx, ww).backward(dy)
+        grads.append((xx.grad, ww.grad))
+    assert torch.equal(grads[0][0], grads[1][0]) and torch.equal(grads[0][1], grads[1][1])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k", [(4096, 4096, 7168), (2112, 4096, 1024), (576, 4096, 7168), (333, 576, 1536)])
+def test_gpu_weight_gradient_without_c(m, n, k):
+    """The no-C entry on the GPU (sm90 on Hopper: the rules' 128-row, split-tail and 64-row picks without C): right
+    against float64 and bitwise the zero-filled in-place form (the TMA's FP32 add of 0 changes no value)."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    no_c, in_place, ref = _weight_grad_forms(m, n, k, "cuda")
+    torch.cuda.synchronize()
+    assert reference.calc_diff(no_c, ref) < 1e-3
+    assert torch.equal(no_c, in_place)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("m,n,k", [(4096, 7168, 2048), (333, 2112, 7168), (64, 576, 7168)])
 def test_gpu_forward_and_both_gradients(m, n, k):

@@ -204,9 +204,10 @@ _FP8_RECORDINGS: dict[tuple, Any] = new_cache()
 _BF16_RECORDINGS: dict[tuple, Any] = new_cache()
 
 
-def _plan_fp8(a, b, d, c, recipe, head_splits: tuple[int, int, int] | None = None) -> _Plan:
+def _plan_fp8(a, b, d, c, recipe, head_splits: tuple[int, int, int] | None = None, no_c: bool = False) -> _Plan:
     """Validate every argument of :func:`fp8_gemm_nt` (with ``head_splits``: of
-    :func:`fp8_gemm_nt_skip_head_mid`, whose ``d`` is wider) and resolve backend and config."""
+    :func:`fp8_gemm_nt_skip_head_mid`, whose ``d`` is wider; ``no_c``: of :func:`fp8_gemm_nt_1d1d_no_c`, recipe
+    (1, 1, 128) without C) and resolve backend and config."""
     a_fp8, sfa = unpack_pair("a", a)
     b_fp8, sfb = unpack_pair("b", b)
     check_dtype("a[0]", a_fp8, FP8_DTYPES)
@@ -220,7 +221,8 @@ def _plan_fp8(a, b, d, c, recipe, head_splits: tuple[int, int, int] | None = Non
     recipe = _infer_recipe(recipe, sfb, n)
     if head_splits is None:
         check_output("d", d, (m, n), (torch.float32,) if recipe == RECIPE_1D1D else OUT_DTYPES)
-        _check_c(c, d, recipe)
+        if not no_c:
+            _check_c(c, d, recipe)
     else:
         _check_head_output(d, head_splits, m, n, recipe)
     device = check_same_device(
@@ -242,6 +244,25 @@ def _plan_fp8(a, b, d, c, recipe, head_splits: tuple[int, int, int] | None = Non
     )
     backend, config = choose_backend(desc, device) if k > 0 else ("none", None)
     return _Plan(desc, recipe, backend, config, device, sfa_ready, sfb_ready)
+
+
+_FP8_NO_C_PLANS: dict[tuple, _Plan] = new_cache()
+
+
+def fp8_gemm_nt_1d1d_no_c(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor],
+                          d: torch.Tensor) -> None:
+    """``d = a @ b^T`` with recipe (1, 1, 128) into an FP32 ``d`` whose contents are not read (no C).
+
+    For the training layers' weight gradient into a fresh buffer: ``fp8_gemm_nt(a, b, d, c=d)`` on a zeroed ``d``
+    costs the zero fill and, in the kernel, a read of D. Not a DeepGEMM name (its recipe (1, 1, 128) takes a C).
+    ``a``, ``b``, ``d``: as :func:`fp8_gemm_nt`'s for recipe (1, 1, 128) (``d`` fp32 ``[M, N]``, row-major).
+    """
+    plan = plan_for(_FP8_NO_C_PLANS, lambda: (_key(a[0]), _key(a[1]), _key(b[0]), _key(b[1]), _key(d),
+                                              dispatch_state()),
+                    lambda: _plan_fp8(a, b, d, None, RECIPE_1D1D, no_c=True))
+    a_fp8, sfa = a
+    b_fp8, sfb = b
+    _run_fp8(plan, a_fp8, sfa, b_fp8, sfb, d, None)
 
 
 def fp8_gemm_nt_skip_head_mid(

@@ -26,8 +26,6 @@ experts' tokens are its groups along K).
 
 from __future__ import annotations
 
-import os
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,6 +34,7 @@ import torch
 from .api.checks import check_dtype, check_same_device, check_tensor
 from .api.gemm import RECIPE_1D1D, fp8_gemm_nt, fp8_gemm_nt_1d1d_no_c
 from .api.grouped import k_grouped_fp8_gemm_tn_contiguous, m_grouped_fp8_gemm_nt_contiguous
+from .jit.env import probe_switch
 from .kernels.portable.quant import cast_to_fp8
 from .kernels.sm90.transpose import transpose_into
 from .layout import get_k_alignment_for_k_grouped
@@ -44,10 +43,7 @@ from .quant import align, per_block_cast_to_fp8, per_token_cast_to_fp8
 # Probe (NOTES v28, off): fp8_linear's weight gradient into a fresh FP32 buffer without C (fp8_gemm_nt_1d1d_no_c)
 # instead of a zero-filled one accumulated in place: no memset of dW, no read of D in the kernel. Untimed;
 # gpu_pending.sh 68 runs its GPU tests and scripts/train_linear_bench.py without / with it. Read at import.
-WGRAD_NO_C = os.environ.get("FINEGEMM_PROBE_WGRAD_NO_C", "0") == "1"
-if WGRAD_NO_C:
-    warnings.warn("FINEGEMM_PROBE_WGRAD_NO_C=1: fp8_linear's weight gradient is written without a zero-filled C "
-                  "(a probe switch)", stacklevel=2)
+WGRAD_NO_C = probe_switch("WGRAD_NO_C", False, "fp8_linear's weight gradient is written without a zero-filled C")
 
 FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 TOKEN_BLOCK = 128

@@ -598,12 +598,18 @@ def test_d_halves_compiles(shape, bm, bn, split, out_fp32, monkeypatch):
 
 
 def test_probe_switch_is_on_unless_set_to_0(monkeypatch, recwarn):
-    """The rules' probe switches (BF16_SPLIT_N, BF16_C_TMA, BF16_D_HALVES, BF16_GEMV): on unless the variable is 0,
-    and turning one off warns with what the kernels then do."""
+    """The rules' probe switches (BF16_SPLIT_N, BF16_C_TMA, BF16_D_HALVES, BF16_GEMV, WGRAD_128): on unless the
+    variable is 0, and turning one off warns with what the kernels then do; an off-by-default one (WGRAD_NO_C) is on
+    only at 1, and warns then."""
+    from finegemm.jit.env import probe_switch
+
     monkeypatch.delenv("FINEGEMM_PROBE_UNIT_TEST", raising=False)
-    assert heuristics_sm90._probe_on("UNIT_TEST", "nothing changes") and not recwarn.list
+    assert probe_switch("UNIT_TEST", True, "nothing changes") and not recwarn.list
+    assert not probe_switch("UNIT_TEST", False, "nothing changes") and not recwarn.list
     monkeypatch.setenv("FINEGEMM_PROBE_UNIT_TEST", "1")
-    assert heuristics_sm90._probe_on("UNIT_TEST", "nothing changes")
+    assert probe_switch("UNIT_TEST", True, "nothing changes") and not recwarn.list
+    with pytest.warns(UserWarning, match="FINEGEMM_PROBE_UNIT_TEST=1: something changes"):
+        assert probe_switch("UNIT_TEST", False, "something changes")
     monkeypatch.setenv("FINEGEMM_PROBE_UNIT_TEST", "0")
     with pytest.warns(UserWarning, match="FINEGEMM_PROBE_UNIT_TEST=0: nothing changes"):
-        assert not heuristics_sm90._probe_on("UNIT_TEST", "nothing changes")
+        assert not probe_switch("UNIT_TEST", True, "nothing changes")

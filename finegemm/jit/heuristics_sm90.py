@@ -11,25 +11,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-import warnings
 from dataclasses import dataclass
 
 from ..kernels.sm90 import layouts
 from .device import DeviceFacts
+from .env import probe_switch
 from .heuristics import GemmDesc
 
 # Deeper rings than this never measured faster (one 64x128 stage is 24 KiB: 8 fit anyway).
 MAX_STAGES = 16
-
-
-def _probe_on(name: str, off_means: str) -> bool:
-    """A rule that is on unless the probe switch ``FINEGEMM_PROBE_<name>=0`` turns it off (read at import; turning
-    it off warns, saying what the kernels then do)."""
-    on = os.environ.get(f"FINEGEMM_PROBE_{name}", "1") != "0"
-    if not on:
-        warnings.warn(f"FINEGEMM_PROBE_{name}=0: {off_means} (a probe switch)", stacklevel=3)
-    return on
 
 
 def column_blocks(block_n: int) -> tuple[int, int]:
@@ -212,8 +202,8 @@ WGRAD_TAIL_MIN_ROUNDS = 2
 # 1001.5-1016.9; k-grouped 4 / 8 x 4096 x 7168 ~3 % faster, the other cases within noise). The H200 sweep of v6
 # (before C by TMA, D_REDUCE and ptxas 13) had 256 rows ahead at 7168x4096x16384 (990.5 / 1063.1), so
 # FINEGEMM_PROBE_WGRAD_128=0 brings them back for the A/B on that card. Read at import.
-WGRAD_128_WANTED = _probe_on("WGRAD_128", "recipe (1, 1, 128) GEMMs at K >= 4096 take 256-row tiles where their "
-                                          "last round is as full (the rule before NOTES v28)")
+WGRAD_128_WANTED = probe_switch("WGRAD_128", True, "recipe (1, 1, 128) GEMMs at K >= 4096 take 256-row tiles "
+                                                   "where their last round is as full (the rule before NOTES v28)")
 
 
 def _weight_grad_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Config:
@@ -519,7 +509,8 @@ class Sm90Bf16Config:
 # always.
 BF16_SPLIT_N_WIDTHS = (96, 144, 160, 192)
 BF16_SPLIT_N_MARGIN = 0.92
-BF16_SPLIT_N_WANTED = _probe_on("BF16_SPLIT_N", "the sm90 BF16 rules consider only tiles whose width is a power of two")
+BF16_SPLIT_N_WANTED = probe_switch("BF16_SPLIT_N", True,
+                                   "the sm90 BF16 rules consider only tiles whose width is a power of two")
 
 
 def bf16_tile_eff(bm: int, bn: int, m: int = 0) -> float:
@@ -539,7 +530,7 @@ def bf16_tile_eff(bm: int, bn: int, m: int = 0) -> float:
 # 183, 128x32768x512+c 29.5-29.8 -> 27.2; at M = 1 the 64x256 picks it allows run 2-4 % slower than the 64x128 ones
 # before (1x4096x7168+c 35.2-35.6 -> 36.6-36.8, the no-C call's tile and time). On unless
 # FINEGEMM_PROBE_BF16_C_TMA=0; read at import.
-BF16_C_TMA_WANTED = _probe_on("BF16_C_TMA", "sm90 BF16 GEMMs read C from global memory in the epilogue")
+BF16_C_TMA_WANTED = probe_switch("BF16_C_TMA", True, "sm90 BF16 GEMMs read C from global memory in the epilogue")
 
 
 # D staged in two halves (Sm90Bf16Config.d_halves) where the whole D tile leaves at most
@@ -556,7 +547,7 @@ BF16_C_TMA_WANTED = _probe_on("BF16_C_TMA", "sm90 BF16 GEMMs read C from global 
 #   BF16 D is staged whole from K > BF16_D_HALVES_BF16_MAX_K. (FP32 D keeps halves at any K: 128x256 in halves
 #   is what beats 128x128 there, 4096x7168x16384:f32 1313.8 / 1379.2.)
 # On unless FINEGEMM_PROBE_BF16_D_HALVES=0 (read at import).
-BF16_D_HALVES_WANTED = _probe_on("BF16_D_HALVES", "sm90 BF16 tiles stage the whole D tile")
+BF16_D_HALVES_WANTED = probe_switch("BF16_D_HALVES", True, "sm90 BF16 tiles stage the whole D tile")
 BF16_D_HALVES_MAX_STAGES = 3
 BF16_D_HALVES_BF16_MAX_K = 8192
 # Up to K = BF16_D_HALVES_SHORT_K the 4-stage tiles take halves too (192x128 and 64x256 -> 5 stages). H100
@@ -738,7 +729,7 @@ def make_bf16_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split
 # tensor-core pick / GEMV): faster than both on all 16 harness one-row cases, 1.02-1.39x cuBLAS (1x129280x7168
 # 641.2 / 621.3 / 591.5, 1x7168x16384 95.4 / 96.2 / 90.3, 1x7168x2048 19.6 / 21.4 / 19.3, 1x256x7168 10.8 /
 # 11.5 / 7.8). On unless FINEGEMM_PROBE_BF16_GEMV=0 (read at import); scripts/gemv_probe.py times it.
-GEMV_WANTED = _probe_on("BF16_GEMV", "one-row sm90 BF16 GEMMs run the tensor-core kernel")
+GEMV_WANTED = probe_switch("BF16_GEMV", True, "one-row sm90 BF16 GEMMs run the tensor-core kernel")
 GEMV_NUM_WARPS = 4
 # (block_n, block_k) by K: H100 probe (results/gemv-probe-h100-2026-12-06-d16ce47.json, us, cuBLAS / 4x1024 /
 # 32x256 / 16x512): from K = 2048 narrow blocks of long slices (many programs, no split at large N) were best or

@@ -105,7 +105,7 @@ def _split_for(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int) -> int:
     if desc.m > 256:
         return 1
     num_kb = desc.k // layouts.BLOCK_K
-    tiles = math.ceil(desc.m / bm) * math.ceil(desc.n / bn)
+    tiles = _tiles(desc, bm, bn)
     best = 1
     for split in (2, 4, 8):
         if num_kb % split == 0 and num_kb // split >= 12 and tiles * split <= facts.num_sms:
@@ -113,9 +113,14 @@ def _split_for(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int) -> int:
     return best
 
 
+def _tiles(desc: GemmDesc, bm: int, bn: int) -> int:
+    """Output tiles of ``bm x bn`` over ``desc``'s M x N."""
+    return math.ceil(desc.m / bm) * math.ceil(desc.n / bn)
+
+
 def _wave_efficiency(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int) -> float:
     """Busy fraction of the persistent grid's tile rounds: tiles / (rounds * SMs)."""
-    tiles = math.ceil(desc.m / bm) * math.ceil(desc.n / bn)
+    tiles = _tiles(desc, bm, bn)
     return tiles / (math.ceil(tiles / facts.num_sms) * facts.num_sms)
 
 
@@ -237,7 +242,7 @@ def _weight_grad_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Conf
     if desc.k > 1024 and eff[64] >= eff[128] + 0.1 and eff[64] >= eff[256]:
         tailed = _with_split_tail(desc, facts, _pipelined(make_config(desc, facts, 128, bn, sfa_tma=True,
                                                                       sfb_tma=True)))
-        whole_rounds = math.ceil(desc.m / 128) * math.ceil(desc.n / bn) // facts.num_sms
+        whole_rounds = _tiles(desc, 128, bn) // facts.num_sms
         if tailed.split_tail and whole_rounds >= WGRAD_TAIL_MIN_ROUNDS:
             return tailed
         cfg = _pipelined(make_config(desc, facts, 64, bn, sfa_tma=True, sfb_tma=True))
@@ -277,7 +282,7 @@ def _with_split_tail(desc: GemmDesc, facts: DeviceFacts, cfg: Sm90Config) -> Sm9
     at the best split), so the dense 1d2d rule does not use it.
     """
     num_kb = desc.k // layouts.BLOCK_K
-    tiles = math.ceil(desc.m / cfg.block_m) * math.ceil(desc.n / cfg.block_n)
+    tiles = _tiles(desc, cfg.block_m, cfg.block_n)
     tail = tiles % facts.num_sms
     if (cfg.block_m > 128 or cfg.split_k > 1 or tail == 0 or tiles < facts.num_sms
             or tail > _SPLIT_TAIL_MAX_FILL * facts.num_sms or num_kb % SPLIT_TAIL_K or num_kb // SPLIT_TAIL_K < 4):
@@ -622,8 +627,7 @@ def bf16_estimate_us(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split
 
 def _bf16_candidates(desc: GemmDesc, facts: DeviceFacts):
     num_kb = math.ceil(desc.k / BF16_BLOCK_K)
-    may_split = desc.m <= BF16_SPLIT_MAX_M or (desc.m <= 512 and
-                                               2 * math.ceil(desc.m / 64) * math.ceil(desc.n / 64) < facts.num_sms)
+    may_split = desc.m <= BF16_SPLIT_MAX_M or (desc.m <= 512 and 2 * _tiles(desc, 64, 64) < facts.num_sms)
     for bm in (64, 128, 192):
         if bm == 128 and desc.m <= 64:
             continue

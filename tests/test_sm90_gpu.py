@@ -250,24 +250,36 @@ def test_1d1d_in_place_accumulate_by_tma_reduce(m, n, k, variant, monkeypatch):
     (``D_REDUCE``, no C read in the kernel). Right against the reference, bitwise the separate-C call (C read by
     the kernel, D stored), rows past M and D outside the tile untouched."""
     dispatch, (a, sfa), (b, sfb), sfa_k, sfb_k, c, desc, cfg = _wgrad_case(m, n, k, variant)
-    dev = c.device
     monkeypatch.setattr(dispatch, "D_REDUCE_MODE", "all")  # every tile form, not only the default's 128-wide ones
+    _check_in_place(dispatch, desc, cfg, (a, sfa, sfa_k), (b, sfb, sfb_k), c, runs=1)
+
+
+def _check_in_place(dispatch, desc, cfg, a3, b3, c, runs):
+    """``cfg`` run with C = D (``D_REDUCE``), ``runs`` times, on a D that is a view inside a bigger buffer: right
+    against the reference, bitwise the separate-C call (C read, D stored) and each other, and no element of the
+    buffer outside the view touched. ``a3`` / ``b3``: (FP8 values, the reference's scales, the kernel's scales)."""
+    (a, sfa, sfa_k), (b, sfb, sfb_k) = a3, b3
+    m, n = c.shape
     assert dispatch.d_reduce_ok(desc, cfg, c, c)
-    # D a view inside a bigger buffer: the reduce must touch exactly its rows and columns
-    big = torch.randn(m + 3, n + 16, device=dev, dtype=torch.float32)
+    big = torch.randn(m + 3, n + 16, device=c.device, dtype=torch.float32)
     d_in = big[1:m + 1, 8:n + 8]
-    d_in.copy_(c)
-    outside = big.clone()
-    dispatch.fp8_gemm(desc, cfg, a, sfa_k, b, sfb_k, d_in, d_in)
-    d_sep = torch.full((m, n), float("nan"), device=dev, dtype=torch.float32)
+    inner = torch.zeros_like(big, dtype=torch.bool)
+    inner[1:m + 1, 8:n + 8] = True
+    outs = []
+    for _ in range(runs):
+        d_in.copy_(c)
+        outside = big.clone()
+        dispatch.fp8_gemm(desc, cfg, a, sfa_k, b, sfb_k, d_in, d_in)
+        torch.cuda.synchronize()
+        assert torch.equal(big[~inner], outside[~inner]), "the reduce wrote outside D"
+        outs.append(d_in.clone())
+    d_sep = torch.full((m, n), float("nan"), device=c.device, dtype=torch.float32)
     dispatch.fp8_gemm(desc, cfg, a, sfa_k, b, sfb_k, d_sep, c)
     torch.cuda.synchronize()
     ref = reference.fp8_gemm_nt((a, sfa), (b, sfb), c, recipe=(1, 1, 128))
-    assert reference.calc_diff(d_in, ref) < 1e-3, (m, n, k, cfg)
-    assert torch.equal(d_in, d_sep), "the TMA reduce-add differs from C read and D stored"
-    inner = torch.zeros_like(big, dtype=torch.bool)
-    inner[1:m + 1, 8:n + 8] = True
-    assert torch.equal(big[~inner], outside[~inner]), "the reduce wrote outside D"
+    assert reference.calc_diff(outs[0], ref) < 1e-3, (desc, cfg)
+    assert torch.equal(outs[0], d_sep), "the TMA reduce-add differs from C read and D stored"
+    assert all(torch.equal(out, outs[0]) for out in outs[1:]), "repeated launches differ"
 
 
 SPLITK_FUSED_CASES = [  # (m, n, k, recipe, packed, with_c, (bm, bn, split))
@@ -389,26 +401,7 @@ def test_1d1d_in_place_split_k_by_tma_reduce(m, n, k, tile, tail, num_sms, monke
     cfg = dataclasses.replace(make_config(desc, device_facts(dev), bm, bn, split, sfa_tma=True, sfb_tma=True),
                               pipe_mma=True, splitk_fused=True, split_tail=tail, num_sms=num_sms)
     monkeypatch.setattr(dispatch, "D_REDUCE_MODE", "all")  # 128x64 too, not only the default's 128-wide tiles
-    assert dispatch.d_reduce_ok(desc, cfg, c, c)
-    big = torch.randn(m + 3, n + 16, device=dev, dtype=torch.float32)
-    d_in = big[1:m + 1, 8:n + 8]
-    outs = []
-    for _ in range(2):
-        d_in.copy_(c)
-        outside = big.clone()
-        dispatch.fp8_gemm(desc, cfg, a, sfa_k, b, sfb_k, d_in, d_in)
-        torch.cuda.synchronize()
-        outs.append(d_in.clone())
-    d_sep = torch.full((m, n), float("nan"), device=dev, dtype=torch.float32)
-    dispatch.fp8_gemm(desc, cfg, a, sfa_k, b, sfb_k, d_sep, c)
-    torch.cuda.synchronize()
-    ref = reference.fp8_gemm_nt((a, sfa), (b, sfb), c, recipe=(1, 1, 128))
-    assert reference.calc_diff(outs[0], ref) < 1e-3, (m, n, k, cfg)
-    assert torch.equal(outs[0], d_sep), "the in-place split-K sum differs from C read and D stored"
-    assert torch.equal(outs[1], outs[0]), "repeated launches differ"
-    inner = torch.zeros_like(big, dtype=torch.bool)
-    inner[1:m + 1, 8:n + 8] = True
-    assert torch.equal(big[~inner], outside[~inner]), "the reduce wrote outside D"
+    _check_in_place(dispatch, desc, cfg, (a, sfa, sfa_k), (b, sfb, sfb_k), c, runs=2)
 
 
 @pytest.mark.parametrize("m,n,k,split", [(64, 7168, 16384, None), (128, 2112, 7168, None), (64, 2112, 7168, 4),

@@ -712,11 +712,11 @@ def make_bf16_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split
     :data:`BF16_D_HALVES_SHORT_K` beyond :data:`BF16_D_HALVES_SHORT_K_MIN_M` rows) and halves add one (a bf16 D only
     up to :data:`BF16_D_HALVES_BF16_MAX_K`)."""
     d_fp32 = desc.out_fp32 or split > 1
-    column_blocks(bn)  # raises for a width the kernel cannot run
+    _, bn1 = column_blocks(bn)  # raises for a width the kernel cannot run
     cap = BF16_MAX_STAGES_WHOLE_K if split == 1 else BF16_MAX_STAGES
     c_tma = bf16_c_staged(desc, split)
     halves_up_to = 0
-    if (BF16_D_HALVES_WANTED and not c_tma and bn >= 128 and bn & (bn - 1) == 0
+    if (BF16_D_HALVES_WANTED and not c_tma and bn >= 128 and bn1 == 0
             and (d_fp32 or desc.k <= BF16_D_HALVES_BF16_MAX_K)):
         short_k = desc.k <= BF16_D_HALVES_SHORT_K and desc.m > BF16_D_HALVES_SHORT_K_MIN_M
         halves_up_to = max(BF16_D_HALVES_MAX_STAGES, BF16_D_HALVES_SHORT_K_MAX_STAGES if short_k else 0)

@@ -33,17 +33,23 @@ import torch
 
 from .api.checks import check_dtype, check_same_device, check_tensor
 from .api.gemm import RECIPE_1D1D, fp8_gemm_nt, fp8_gemm_nt_1d1d_no_c
-from .api.grouped import k_grouped_fp8_gemm_tn_contiguous, m_grouped_fp8_gemm_nt_contiguous
+from .api.grouped import (
+    k_grouped_fp8_gemm_tn_contiguous,
+    k_grouped_fp8_gemm_tn_contiguous_no_c,
+    m_grouped_fp8_gemm_nt_contiguous,
+)
 from .jit.env import probe_switch
 from .kernels.portable.quant import cast_to_fp8
 from .kernels.sm90.transpose import transpose_into
 from .layout import get_k_alignment_for_k_grouped
 from .quant import align, per_block_cast_to_fp8, per_token_cast_to_fp8
 
-# Probe (NOTES v28, off): fp8_linear's weight gradient into a fresh FP32 buffer without C (fp8_gemm_nt_1d1d_no_c)
-# instead of a zero-filled one accumulated in place: no memset of dW, no read of D in the kernel. Untimed;
-# gpu_pending.sh 68 runs its GPU tests and scripts/train_linear_bench.py without / with it. Read at import.
-WGRAD_NO_C = probe_switch("WGRAD_NO_C", False, "fp8_linear's weight gradient is written without a zero-filled C")
+# Probe (NOTES v28-v29, off): the training layers' weight gradients into a fresh FP32 buffer without C
+# (fp8_linear: fp8_gemm_nt_1d1d_no_c; fp8_grouped_linear: k_grouped_fp8_gemm_tn_contiguous_no_c) instead of a
+# zero-filled one accumulated in place: no memset of dW, no read of D in the kernels. Untimed; gpu_pending.sh 68
+# runs its GPU tests and scripts/train_linear_bench.py without / with it. Read at import.
+WGRAD_NO_C = probe_switch("WGRAD_NO_C", False, "the training layers' weight gradients are written without a "
+                          "zero-filled C")
 
 FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 TOKEN_BLOCK = 128
@@ -237,9 +243,13 @@ class _FP8GroupedLinear(torch.autograd.Function):
             keep = valid[:, None]
             dyq = _cast_tokens(torch.where(keep, dy, 0), ctx.use_ue8m0)  # [M, N], [M/128, N]
             xq = _cast_tokens(torch.where(keep, x, 0), ctx.use_ue8m0)  # [M, K], [M/128, K]
-            dw = torch.zeros(wq.shape, device=dy.device, dtype=torch.float32)
             ks_tensor = torch.tensor(ctx.segments, dtype=torch.int32).to(dy.device, non_blocking=True)
-            k_grouped_fp8_gemm_tn_contiguous(dyq, xq, dw, list(ctx.segments), ks_tensor, c=dw)
+            if WGRAD_NO_C and not torch.compiler.is_compiling():
+                dw = torch.empty(wq.shape, device=dy.device, dtype=torch.float32)
+                k_grouped_fp8_gemm_tn_contiguous_no_c(dyq, xq, dw, list(ctx.segments), ks_tensor)
+            else:
+                dw = torch.zeros(wq.shape, device=dy.device, dtype=torch.float32)
+                k_grouped_fp8_gemm_tn_contiguous(dyq, xq, dw, list(ctx.segments), ks_tensor, c=dw)
             dw = dw.to(ctx.weight_dtype)
         return dx, dw, None, None, None, None
 

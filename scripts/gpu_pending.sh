@@ -532,19 +532,24 @@ elif [ "$PART" = 66 ]; then
     done
     harness_args=()
 elif [ "$PART" = 68 ]; then
-    # session 26 (NOTES v28), any card, ~5 minutes: fp8_linear's weight gradient into a fresh FP32 buffer without C
-    # (FINEGEMM_PROBE_WGRAD_NO_C=1: no zero fill of dW, no read of D in the kernel): its GPU tests (the no-C sm90
-    # picks bitwise the zero-filled in-place form), then scripts/train_linear_bench.py on the 3 largest shapes with
-    # the switch off and on, alternating processes, two rounds (fp8_step_us is the figure)
+    # sessions 26-27 (NOTES v28-v29), any card, ~6-8 minutes: the training layers' weight gradients into a fresh FP32
+    # buffer without C (FINEGEMM_PROBE_WGRAD_NO_C=1: no zero fill of dW, no read of D in the kernels; fp8_linear's
+    # dense and fp8_grouped_linear's k-grouped GEMM): their GPU tests (the no-C sm90 picks bitwise the zero-filled
+    # in-place forms), then scripts/train_linear_bench.py on the 3 largest shapes and its grouped mode (8 experts)
+    # with the switch off and on, alternating processes, two rounds (fp8_step_us / fp8_grouped_step_us)
     PYTEST_TIMEOUT=240 pytest_gpu pytest-wgrad-no-c.log tests/test_autograd.py -k "without_c or gpu_forward"
     for round in 1 2; do
         for on in 0 1; do
-            FINEGEMM_PROBE_WGRAD_NO_C=$on OUT="$LOGS" timeout 150 python3 -W ignore scripts/train_linear_bench.py 3 \
+            FINEGEMM_PROBE_WGRAD_NO_C=$on OUT="$LOGS" timeout 120 python3 -W ignore scripts/train_linear_bench.py 3 \
                 > "$LOGS/train-wgrad-no-c-$on-$round.log" 2>&1 || status=1
             mv "$LOGS/train_linear_bench.json" "$LOGS/train-wgrad-no-c-$on-$round.json" 2>/dev/null
             echo "no-C $on round $round"; grep -o '"fp8_step_us": [0-9.]*' "$LOGS/train-wgrad-no-c-$on-$round.json"
+            FINEGEMM_PROBE_WGRAD_NO_C=$on OUT="$LOGS" timeout 90 python3 -W ignore scripts/train_linear_bench.py \
+                grouped > "$LOGS/train-grouped-no-c-$on-$round.log" 2>&1 || status=1
+            mv "$LOGS/train_grouped_linear_bench.json" "$LOGS/train-grouped-no-c-$on-$round.json" 2>/dev/null
+            grep -o '"fp8_grouped_step_us": [0-9.]*' "$LOGS/train-grouped-no-c-$on-$round.json"
+            pack
         done
-        pack
     done
 elif [ "$PART" = 60 ]; then
     # session 25, any card (on an H200: the issues' figures for bench.targets), ~2-5 minutes: the dense, weight-grad

@@ -8,11 +8,17 @@ fp8_linear result is first checked against float64 (calc_diff of y, dx, dW < 2e-
 Then the per-token cast of the activations alone: one-pass kernel vs torch. Fresh random data, CUDA events,
 1 GiB L2 flush before each call, 3 warm-ups, median of 20 (the harness's timer).
 Usage: PYTHONPATH=. python3 scripts/train_linear_bench.py [SHAPES] (JSON to $OUT/train_linear_bench.json).
+
+``... train_linear_bench.py grouped [SHAPES]``: the mixture-of-experts layer (finegemm.fp8_grouped_linear) instead,
+8 experts of ~M x U(0.7, 1.3) tokens each (seeded) at (N, K) = (4096, 7168) and (7168, 2048): its training step
+(forward + backward; ``fp8_grouped_step_us``), after expert 0's weight gradient is checked against float64 (JSON to
+``$OUT/train_grouped_linear_bench.json``).
 """
 
 from __future__ import annotations
 
 import os
+import random
 import sys
 from unittest import mock
 
@@ -28,6 +34,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 from c_epilogue_probe import run_shapes  # noqa: E402
 
 NK = [(7168, 16384), (4096, 7168), (7168, 2048), (2112, 7168), (24576, 1536), (32768, 512)]
+EXPERTS = 8
+EXPERT_NK = [(4096, 7168), (7168, 2048)]
 
 
 def _torch_cast(x, group_rows, use_ue8m0):
@@ -86,6 +94,41 @@ def probe(m: int, n: int, k: int, dev: torch.device, flush: L2Flush, facts) -> d
     return row
 
 
+def grouped_probe(m: int, n: int, k: int, dev: torch.device, flush: L2Flush, facts) -> dict:
+    """fp8_grouped_linear's training step with EXPERTS experts of ~``m`` tokens each."""
+    del facts
+    gen = torch.Generator(device=dev).manual_seed(m + n + k)
+    rng = random.Random(m + n + k)
+    sizes = [int(m * rng.uniform(0.7, 1.3)) for _ in range(EXPERTS)]
+    align = finegemm.get_k_alignment_for_k_grouped()
+    rows = sum(-(-size // align) * align for size in sizes)
+    x = torch.randn(rows, k, generator=gen, device=dev).bfloat16().requires_grad_()
+    w = (torch.randn(EXPERTS, n, k, generator=gen, device=dev) * 0.02).requires_grad_()
+    dy = torch.randn(rows, n, generator=gen, device=dev).bfloat16()
+    row = dict(experts=EXPERTS, tokens=sizes, N=n, K=k)
+
+    finegemm.fp8_grouped_linear(x, w, sizes).backward(dy)
+    exact = dy[:sizes[0]].double().t() @ x.detach()[:sizes[0]].double()  # expert 0's rows start at row 0
+    row["calc_diff_dW0"] = float(calc_diff(w.grad[0], exact))
+    assert row["calc_diff_dW0"] < 2e-3, row["calc_diff_dW0"]
+    del exact
+
+    def step():
+        x.grad = w.grad = None
+        finegemm.fp8_grouped_linear(x, w, sizes).backward(dy)
+
+    row["fp8_grouped_step_us"] = round(time_cuda(step, flush, 3, 20).median_us, 1)
+    print(f"{EXPERTS} x ~{m} x ({n}, {k}): step {row['fp8_grouped_step_us']} us; diff dW0 {row['calc_diff_dW0']:.2e}",
+          flush=True)
+    return row
+
+
 if __name__ == "__main__":
-    count = int(sys.argv[1]) if len(sys.argv) > 1 else len(NK)
-    run_shapes(__doc__.splitlines()[0], probe, [(4096, n, k) for n, k in NK[:count]], "train_linear_bench.json")
+    args = sys.argv[1:]
+    if args and args[0] == "grouped":
+        count = int(args[1]) if len(args) > 1 else len(EXPERT_NK)
+        run_shapes("fp8_grouped_linear's training step (scripts/train_linear_bench.py grouped)", grouped_probe,
+                   [(4096, n, k) for n, k in EXPERT_NK[:count]], "train_grouped_linear_bench.json")
+    else:
+        count = int(args[0]) if args else len(NK)
+        run_shapes(__doc__.splitlines()[0], probe, [(4096, n, k) for n, k in NK[:count]], "train_linear_bench.json")

@@ -248,6 +248,86 @@ def test_gpu_weight_gradient_without_c(m, n, k):
     assert torch.equal(no_c, in_place)
 
 
+def _k_grouped_weight_grad_forms(ks, m, n, device):
+    """fp8_grouped_linear's expert weight gradient both ways from the same tn operands (``[sum(ks), M]`` and
+    ``[sum(ks), N]``, quantized per channel in blocks of 128 along K): ``k_grouped_fp8_gemm_tn_contiguous_no_c``
+    into a NaN-filled buffer and ``k_grouped_fp8_gemm_tn_contiguous(..., c=d)`` into a zeroed one; with the float64
+    products of the dequantized operands, group by group."""
+    from finegemm.api.grouped import k_grouped_fp8_gemm_tn_contiguous_no_c
+
+    gen = torch.Generator(device=device).manual_seed(11)
+    sum_k = sum(ks)
+    a = finegemm.per_channel_cast_to_fp8(torch.randn(sum_k, m, generator=gen, device=device))
+    b = finegemm.per_channel_cast_to_fp8(torch.randn(sum_k, n, generator=gen, device=device))
+    ks_tensor = torch.tensor(ks, dtype=torch.int32, device=device)
+    no_c = torch.full((len(ks), m, n), float("nan"), device=device)
+    k_grouped_fp8_gemm_tn_contiguous_no_c(a, b, no_c, ks, ks_tensor)
+    in_place = torch.zeros(len(ks), m, n, device=device)
+    finegemm.k_grouped_fp8_gemm_tn_contiguous(a, b, in_place, ks, ks_tensor, c=in_place)
+    deq_a, deq_b = (x.double() * sf.double().repeat_interleave(128, 0) for x, sf in (a, b))
+    starts = [sum(ks[:g]) for g in range(len(ks))]
+    ref = torch.stack([deq_a[s:s + k].t() @ deq_b[s:s + k] for s, k in zip(starts, ks)])
+    return no_c, in_place, ref
+
+
+@pytest.mark.parametrize("ks,m,n", [([256, 0, 384], 128, 192), ([128], 100, 64), ([0, 0], 64, 128)])
+def test_k_grouped_weight_gradient_without_c(ks, m, n):
+    """The no-C k-grouped entry (FINEGEMM_PROBE_WGRAD_NO_C's expert weight gradient): every group right against
+    float64, an empty group (or all of them) 0 though d held NaN, equal to the zero-filled in-place form; it
+    validates like the public entry (FP32 d, ks against the operands)."""
+    from finegemm.api.grouped import k_grouped_fp8_gemm_tn_contiguous_no_c
+
+    no_c, in_place, ref = _k_grouped_weight_grad_forms(ks, m, n, "cpu")
+    for g, k in enumerate(ks):
+        if k == 0:
+            assert torch.equal(no_c[g], torch.zeros_like(no_c[g])), g
+        else:
+            assert reference.calc_diff(no_c[g], ref[g]) < 1e-3, g
+    assert torch.equal(no_c, in_place)
+    a = finegemm.per_channel_cast_to_fp8(torch.randn(256, m))
+    b = finegemm.per_channel_cast_to_fp8(torch.randn(256, n))
+    ks_tensor = torch.tensor([128, 128], dtype=torch.int32)
+    with pytest.raises(TypeError, match="d"):
+        k_grouped_fp8_gemm_tn_contiguous_no_c(a, b, torch.empty(2, m, n, dtype=torch.bfloat16), [128, 128],
+                                              ks_tensor)
+    with pytest.raises(ValueError, match="ks"):
+        k_grouped_fp8_gemm_tn_contiguous_no_c(a, b, torch.empty(2, m, n), [128, 256], ks_tensor)
+
+
+def test_grouped_weight_gradient_without_c_switch(monkeypatch):
+    """With the probe switch on, fp8_grouped_linear's gradients (an empty expert among them) are the ones it
+    computes with it off."""
+    import finegemm.autograd as fa
+
+    sizes = [100, 0, 140]
+    x, w, _, gen = _grouped_case(sizes, 128, 256, pad_value=0.0)
+    dy = torch.randn(x.shape[0], 128, generator=gen).bfloat16()
+    grads = []
+    for on in (False, True):
+        monkeypatch.setattr(fa, "WGRAD_NO_C", on)
+        xx, ww = x.bfloat16().requires_grad_(), w.clone().requires_grad_()
+        finegemm.fp8_grouped_linear(xx, ww, sizes).backward(dy)
+        grads.append((xx.grad, ww.grad))
+    assert torch.equal(grads[0][0], grads[1][0]) and torch.equal(grads[0][1], grads[1][1])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("ks,m,n", [([2048, 0, 4096, 1408], 2048, 7168), ([1024, 384], 576, 2112)])
+def test_gpu_k_grouped_weight_gradient_without_c(ks, m, n):
+    """The no-C k-grouped entry on the GPU (sm90's per-group dense launches without C, an empty group zeroed):
+    right against float64 and bitwise the zero-filled in-place form."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    no_c, in_place, ref = _k_grouped_weight_grad_forms(ks, m, n, "cuda")
+    torch.cuda.synchronize()
+    for g, k in enumerate(ks):
+        if k == 0:
+            assert torch.equal(no_c[g], torch.zeros_like(no_c[g])), g
+        else:
+            assert reference.calc_diff(no_c[g], ref[g]) < 1e-3, g
+    assert torch.equal(no_c, in_place)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("m,n,k", [(4096, 7168, 2048), (333, 2112, 7168), (64, 576, 7168)])
 def test_gpu_forward_and_both_gradients(m, n, k):

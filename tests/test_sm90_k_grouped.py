@@ -37,8 +37,9 @@ from finegemm.reference import grouped as ref
 ANCHOR_MN = ((4096, 7168), (7168, 2048))
 
 
-def _desc(kind="fp8_1d1d", m=4096, n=7168, k=8192, a_k_major=True, b_k_major=True, sf_packed=False, groups=4):
-    return GemmDesc(kind, m, n, k, a_k_major, b_k_major, True, True, sf_packed, layout="k_grouped",
+def _desc(kind="fp8_1d1d", m=4096, n=7168, k=8192, a_k_major=True, b_k_major=True, sf_packed=False, groups=4,
+          with_c=True):
+    return GemmDesc(kind, m, n, k, a_k_major, b_k_major, True, with_c, sf_packed, layout="k_grouped",
                     num_groups=groups)
 
 
@@ -260,6 +261,15 @@ def test_anchor_fp8_group_kernels_compile(desc, cfg):
     assert_fast_path_kernel(compile_variant(desc, cfg, "fp32"), H200.smem_per_block)
 
 
+@pytest.mark.parametrize("desc,cfg", FP8_VARIANTS,
+                         ids=[f"n{d.n}-k{d.k}-{c.block_m}x{c.block_n}st{c.stages}" for d, c in FP8_VARIANTS])
+def test_anchor_fp8_group_kernels_without_c_compile(desc, cfg):
+    """The training layer's no-C groups (with_c False: the same tiles by the rule, D stored, nothing read)."""
+    no_c = dataclasses.replace(desc, with_c=False)
+    assert kg.fp8_group_config(no_c, H200).block_m == cfg.block_m
+    assert_fast_path_kernel(compile_variant(no_c, cfg, "fp32"), H200.smem_per_block)
+
+
 @pytest.mark.parametrize("desc,cfg", BF16_VARIANTS,
                          ids=[f"n{d.n}-{c.block_m}x{c.block_n}s{c.split_k}" for d, c in BF16_VARIANTS])
 def test_anchor_bf16_group_kernels_compile(desc, cfg):
@@ -343,23 +353,28 @@ class _FakeKernel:
             assert sfa.stride(0) == 1 and sfb.stride(0) == 1, "the dense kernel reads MN-major scales"
             lhs = a.float() * sfa.repeat_interleave(128, dim=1)
             rhs = b.float() * sfb.repeat_interleave(128, dim=1)
-            d.copy_(c.double() + lhs.double() @ rhs.double().T)
+            d.copy_(lhs.double() @ rhs.double().T + (0 if c is None else c.double()))
             self.calls.append(desc.k)
         return run
 
 
-@pytest.mark.parametrize("form", ["nt", "nt_k_major_scales", "tn_mn_major", "tn_k_major"])
+@pytest.mark.parametrize("form", ["nt", "nt_k_major_scales", "tn_mn_major", "tn_k_major", "tn_mn_major_no_c"])
 def test_fp8_host_loop_against_reference(monkeypatch, form):
+    """no_c: the training layer's form without C (api's k_grouped_fp8_gemm_tn_contiguous_no_c): the groups'
+    launches get no C and the empty group's d is zeroed."""
     ks = [256, 0, 384, 128]
     m, n = 40, 96
     flat = form.startswith("nt")
+    no_c = form.endswith("no_c")
     a, b, c, d, ks_tensor = _k_grouped_inputs(ks, m, n, flat)
     if form == "nt_k_major_scales":
         a, b = (a[0], a[1].contiguous()), (b[0], b[1].contiguous())
     if form == "tn_k_major":
         a, b = (a[0].T.contiguous().T, a[1]), (b[0].T.contiguous().T, b[1])
-    km = form != "tn_mn_major"
-    desc = _desc(m=m, n=n, k=sum(ks), a_k_major=km, b_k_major=km, groups=len(ks))
+    if no_c:
+        c = torch.zeros_like(c)  # the reference's C; the call gets none
+    km = not form.startswith("tn_mn_major")
+    desc = _desc(m=m, n=n, k=sum(ks), a_k_major=km, b_k_major=km, groups=len(ks), with_c=not no_c)
     calls = []
     fake = _FakeKernel(calls)
     monkeypatch.setattr(kg, "_fp8_group_launches",
@@ -376,8 +391,9 @@ def test_fp8_host_loop_against_reference(monkeypatch, form):
     monkeypatch.setattr(kg, "_fp8_recordings", {})
     reference = ref.k_grouped_fp8_gemm_nt_contiguous if flat else ref.k_grouped_fp8_gemm_tn_contiguous
     expected = reference(a, b, ks, c)
-    kg.k_grouped_fp8_1d1d_gemm(desc, kg.get_config(desc, H200), a[0], a[1], b[0], b[1], c, d, ks, ks_tensor, flat)
+    kg.k_grouped_fp8_1d1d_gemm(desc, kg.get_config(desc, H200), a[0], a[1], b[0], b[1], None if no_c else c, d,
+                               ks, ks_tensor, flat)
     assert calls == [256, 384, 128]
-    assert launched == [3 + 2 * (form == "tn_mn_major")]  # one recording: the transposes, then the groups
+    assert launched == [3 + 2 * (not km)]  # one recording: the transposes, then the groups
     assert torch.allclose(d.double(), expected, rtol=1e-5, atol=1e-4)
     assert torch.equal(d[1], c[1])

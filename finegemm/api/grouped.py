@@ -614,13 +614,15 @@ def m_grouped_bf16_gemm_nt_masked(
 # k-grouped
 # ---------------------------------------------------------------------------------------------
 
-def _check_k_grouped_out(d: torch.Tensor, c: torch.Tensor | None) -> tuple[int, int, int]:
+def _check_k_grouped_out(d: torch.Tensor, c: torch.Tensor | None, no_c: bool = False) -> tuple[int, int, int]:
     check_tensor("d", d)
     check_dim("d", d, 3, "[G, M, N]")
     num_groups, m, n = d.shape
     check_output("d", d, (num_groups, m, n), (torch.float32,))
     if num_groups < 1:
         raise ValueError(f"d must hold at least one group; got shape {tuple(d.shape)}")
+    if no_c:
+        return num_groups, m, n
     if c is None:
         raise ValueError("c is required by k-grouped GEMMs: they compute d[g] = c[g] + a_g^T b_g in FP32 "
                          "(pass c=d to accumulate in place)")
@@ -650,14 +652,15 @@ def _check_flat_operand(name: str, x: torch.Tensor, sum_k: int, mn: int, what: s
 
 def _plan_k_grouped(kind: str, a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Tensor, sfb: torch.Tensor | None,
                     c: torch.Tensor | None, d: torch.Tensor, ks: object, ks_tensor: object,
-                    flat_k_major: bool) -> _Plan:
+                    flat_k_major: bool, no_c: bool = False) -> _Plan:
     """Validate a k-grouped call whose operands passed their dtype checks.
 
     ``flat_k_major``: a and b are the flat K-major buffers of the ``nt`` form (FP8 only); otherwise the
-    ``[sum(ks), M]`` / ``[sum(ks), N]`` operands of the ``tn`` form.
+    ``[sum(ks), M]`` / ``[sum(ks), N]`` operands of the ``tn`` form. ``no_c``: of
+    :func:`k_grouped_fp8_gemm_tn_contiguous_no_c` (``c`` None, ``d`` not read).
     """
     a_name, sfa_name, b_name, sfb_name = _names(sfa is not None)
-    num_groups, m, n = _check_k_grouped_out(d, c)
+    num_groups, m, n = _check_k_grouped_out(d, c, no_c)
     if flat_k_major:
         ks = _check_ks(ks, num_groups)
         sum_k = sum(ks)
@@ -684,7 +687,7 @@ def _plan_k_grouped(kind: str, a: torch.Tensor, sfa: torch.Tensor | None, b: tor
     b_k_major = flat_k_major or not check_row_or_col_major(b_name, b)
     if m == 0 or n == 0 or sum_k == 0:
         return _Plan(None, "none", None, device, ks=ks, copy_c=m > 0 and n > 0)
-    desc = GemmDesc(kind, m, n, sum_k, a_k_major, b_k_major, True, True, False, layout="k_grouped",
+    desc = GemmDesc(kind, m, n, sum_k, a_k_major, b_k_major, True, not no_c, False, layout="k_grouped",
                     num_groups=num_groups)
     backend, config = choose_backend(desc, device)
     if backend == "sm90":
@@ -698,11 +701,13 @@ def _plan_k_grouped(kind: str, a: torch.Tensor, sfa: torch.Tensor | None, b: tor
 
 
 def _run_k_grouped(plan: _Plan, a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Tensor, sfb: torch.Tensor | None,
-                   c: torch.Tensor, d: torch.Tensor, ks_tensor: torch.Tensor, flat_k_major: bool) -> None:
+                   c: torch.Tensor | None, d: torch.Tensor, ks_tensor: torch.Tensor, flat_k_major: bool) -> None:
     if _reads_contents(plan.device):
         _check_ks_tensor_contents(ks_tensor, plan.ks)
     if plan.desc is None:
-        if plan.copy_c and c.data_ptr() != d.data_ptr():
+        if plan.copy_c and c is None:
+            d.zero_()
+        elif plan.copy_c and c.data_ptr() != d.data_ptr():
             d.copy_(c)
         return
     if plan.backend == "sm90":
@@ -727,6 +732,25 @@ def _k_grouped_fp8(a: object, b: object, d: torch.Tensor, ks: object, ks_tensor:
 
     plan = _lookup(_K_GROUPED_PLANS, op, True, a, b, (d, c, ks_tensor), (recipe,), validate, ks)
     _run_k_grouped(plan, a[0], a[1], b[0], b[1], c, d, ks_tensor, flat_k_major)
+
+
+def k_grouped_fp8_gemm_tn_contiguous_no_c(a: Pair, b: Pair, d: torch.Tensor, ks: list[int],
+                                          ks_tensor: torch.Tensor) -> None:
+    """``d[g] = a_g^T @ b_g`` per group into an FP32 ``d`` whose contents are not read (no C; an empty group's
+    ``d[g]`` is 0).
+
+    For the MoE training layer's expert weight gradients into a fresh buffer: ``c=d`` on a zeroed ``d`` costs the
+    zero fill and, in the kernels, a read of D. Not a DeepGEMM name (its k-grouped GEMMs take a C). ``a``, ``b``,
+    ``d``, ``ks``, ``ks_tensor``: as :func:`k_grouped_fp8_gemm_tn_contiguous`'s.
+    """
+    op = "k_grouped_fp8_gemm_tn_contiguous_no_c"
+
+    def validate() -> _Plan:
+        a_fp8, sfa, b_fp8, sfb = _check_fp8_operands(a, b, RECIPE_1D1D, RECIPE_1D1D, op)
+        return _plan_k_grouped("fp8_1d1d", a_fp8, sfa, b_fp8, sfb, None, d, ks, ks_tensor, False, no_c=True)
+
+    plan = _lookup(_K_GROUPED_PLANS, op, True, a, b, (d, ks_tensor), (), validate, ks)
+    _run_k_grouped(plan, a[0], a[1], b[0], b[1], None, d, ks_tensor, False)
 
 
 def k_grouped_fp8_gemm_tn_contiguous(a: Pair, b: Pair, d: torch.Tensor, ks: list[int], ks_tensor: torch.Tensor,

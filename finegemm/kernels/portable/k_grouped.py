@@ -13,7 +13,7 @@ device tensor (``ks_tensor``), so the host never has to build offsets. Two stora
 FP8 uses the 1d1d recipe: per-channel scales on both sides, one per 128 of K, promoted per K block.
 ``k_start`` and ``ks[g]`` are clamped to ``[0, SUM_K]`` so a ``ks_tensor`` that disagrees with the
 host ``ks`` gives wrong numbers but never an out-of-bounds access. An empty group (``ks[g] == 0``)
-gives ``D[g] = C[g]``.
+gives ``D[g] = C[g]`` (0 without C).
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ def _k_grouped_kernel(
     stride_am, stride_ak, stride_bn, stride_bk,
     stride_cg, stride_cm, stride_cn, stride_dg, stride_dm, stride_dn,
     stride_sfa_m, stride_sfa_k, stride_sfb_n, stride_sfb_k,
-    FLAT_K_MAJOR: tl.constexpr, IS_FP8: tl.constexpr, UPCAST: tl.constexpr, BLOCK_G: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    FLAT_K_MAJOR: tl.constexpr, IS_FP8: tl.constexpr, UPCAST: tl.constexpr, HAS_C: tl.constexpr,
+    BLOCK_G: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
 ):
     g = tl.program_id(1)
     # This group's K range, from the device copy of ks (clamped: never outside [0, SUM_K)).
@@ -72,9 +72,10 @@ def _k_grouped_kernel(
 
     g64 = g.to(tl.int64)
     out_mask = m_mask[:, None] & n_mask[None, :]
-    c = tl.load(c_ptr + g64 * stride_cg + rm.to(tl.int64)[:, None] * stride_cm + rn[None, :] * stride_cn,
-                mask=out_mask, other=0.0)
-    acc += c.to(tl.float32)
+    if HAS_C:
+        c = tl.load(c_ptr + g64 * stride_cg + rm.to(tl.int64)[:, None] * stride_cm + rn[None, :] * stride_cn,
+                    mask=out_mask, other=0.0)
+        acc += c.to(tl.float32)
     d_ptrs = d_ptr + g64 * stride_dg + rm.to(tl.int64)[:, None] * stride_dm + rn[None, :] * stride_dn
     tl.store(d_ptrs, acc.to(d_ptr.dtype.element_ty), mask=out_mask)
 
@@ -82,7 +83,7 @@ def _k_grouped_kernel(
 def launch_k_grouped(
     a: torch.Tensor,
     b: torch.Tensor,
-    c: torch.Tensor,
+    c: torch.Tensor | None,
     d: torch.Tensor,
     ks_tensor: torch.Tensor,
     sum_k: int,
@@ -96,7 +97,8 @@ def launch_k_grouped(
     flat_k_major: a / b are flat ``[sum_k * M]`` / ``[sum_k * N]`` buffers (see the module doc),
     sfa fp32 ``[M, sum_k/128]``, sfb fp32 ``[N, sum_k/128]``. Otherwise a ``[sum_k, M]``,
     b ``[sum_k, N]`` (any strides), sfa ``[sum_k/128, M]``, sfb ``[sum_k/128, N]``; ``sfa=None`` for
-    bf16. c, d: fp32 ``[G, M, N]`` (c may be d); ks_tensor: int32 ``[G]``.
+    bf16. c, d: fp32 ``[G, M, N]`` (c may be d; None: ``D[g] = A_g B_g`` with nothing read, an empty group 0);
+    ks_tensor: int32 ``[G]``.
     """
     num_groups, m, n = d.shape
     is_fp8 = sfa is not None
@@ -110,6 +112,8 @@ def launch_k_grouped(
         b_strides = (b.stride(1), b.stride(0))
         sfa_strides = (sfa.stride(1), sfa.stride(0)) if is_fp8 else (0, 0)
         sfb_strides = (sfb.stride(1), sfb.stride(0)) if is_fp8 else (0, 0)
+    has_c = c is not None
+    c = c if has_c else d
     grid = (triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n), num_groups)
     _k_grouped_kernel[grid](
         a, b, c, d, sfa if is_fp8 else d, sfb if is_fp8 else d, ks_tensor,
@@ -117,7 +121,7 @@ def launch_k_grouped(
         *a_strides, *b_strides,
         c.stride(0), c.stride(1), c.stride(2), d.stride(0), d.stride(1), d.stride(2),
         *sfa_strides, *sfb_strides,
-        FLAT_K_MAJOR=flat_k_major, IS_FP8=is_fp8, UPCAST=not is_fp8 and a.device.type == "cpu",
+        FLAT_K_MAJOR=flat_k_major, IS_FP8=is_fp8, UPCAST=not is_fp8 and a.device.type == "cpu", HAS_C=has_c,
         BLOCK_G=triton.next_power_of_2(max(num_groups, 1)),
         BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, GROUP_M=config.group_m,
         num_warps=config.num_warps, num_stages=config.num_stages,

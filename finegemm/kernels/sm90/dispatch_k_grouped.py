@@ -12,10 +12,11 @@ fixed), as api/grouped.py's ``_run_k_grouped`` hands the tensors over:
 - ``k_grouped_bf16_gemm_tn_contiguous``: ``a`` bf16 ``[sum(ks), M]``, ``b`` bf16 ``[sum(ks), N]``, either
   major-ness.
 
-``d`` and ``c`` are fp32 ``[G, M, N]`` (``c`` may be ``d``).
+``d`` and ``c`` are fp32 ``[G, M, N]`` (``c`` may be ``d``; FP8 only: ``c`` None, ``d[g] = A_g @ B_g^T``
+with D not read, from api/grouped.py's ``k_grouped_fp8_gemm_tn_contiguous_no_c``).
 
 Method: one launch of the *dense* sm90 kernel per non-empty group, from a host loop over ``ks`` (the
-host list, so no device sync); an empty group gets ``d[g] = c[g]`` (a copy unless ``c`` is ``d``).
+host list, so no device sync); an empty group gets ``d[g] = c[g]`` (a copy unless ``c`` is ``d``; 0 without C).
 
 - FP8: the dense 1d1d kernel (:mod:`.gemm_1d2d`, launches built by :mod:`.dispatch`) with C and FP32
   out, its config from :func:`fp8_group_config` for ``(M, N, ks[g])``, K read at run time
@@ -130,14 +131,14 @@ def _group_desc(desc: GemmDesc, k: int) -> GemmDesc:
     launch checks it before staging it by TMA); FP8 operands are K-major views."""
     if desc.kind == "bf16":
         return GemmDesc("bf16", desc.m, desc.n, k, desc.a_k_major, desc.b_k_major, True, True, c_like_d=True)
-    return GemmDesc("fp8_1d1d", desc.m, desc.n, k, True, True, True, True)
+    return GemmDesc("fp8_1d1d", desc.m, desc.n, k, True, True, True, desc.with_c)
 
 
 def _tma_base_ok(t: torch.Tensor) -> bool:
     return t.data_ptr() % 16 == 0
 
 
-def layout_reason(desc: GemmDesc, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, d: torch.Tensor,
+def layout_reason(desc: GemmDesc, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, d: torch.Tensor,
                   flat_k_major: bool) -> str | None:
     """Why these tensors (validated by api/grouped.py, shapes as in the module docstring) cannot take the
     sm90 launches, which :func:`unsupported_reason` cannot see from the desc; None when they can.
@@ -148,7 +149,7 @@ def layout_reason(desc: GemmDesc, a: torch.Tensor, b: torch.Tensor, c: torch.Ten
     g, m, n = d.shape
     if not _tma_base_ok(d) or (g > 1 and d.stride(0) % 4) or (m > 1 and d.stride(1) % 4):
         return f"d (stride {tuple(d.stride())}) is not 16-byte aligned for the TMA store"
-    if n > 1 and c.stride(2) != 1:
+    if c is not None and n > 1 and c.stride(2) != 1:
         return f"c (stride {tuple(c.stride())}) is not row-major: the sm90 epilogue reads rows of C"
     for name, x, mn in (("a", a, m), ("b", b, n)):
         if flat_k_major:
@@ -261,9 +262,12 @@ def _mn_first(sf: torch.Tensor, flat_k_major: bool) -> torch.Tensor:
     return sf if flat_k_major else sf.T
 
 
-def _copy_empty(plan: _Plan, c: torch.Tensor, d: torch.Tensor) -> None:
+def _copy_empty(plan: _Plan, c: torch.Tensor | None, d: torch.Tensor) -> None:
+    """``d[g] = c[g]`` for the empty groups (0 without C)."""
     for g in plan.empty:
-        if c[g].data_ptr() != d[g].data_ptr():
+        if c is None:
+            d[g].zero_()
+        elif c[g].data_ptr() != d[g].data_ptr():
             d[g].copy_(c[g])
 
 
@@ -322,15 +326,17 @@ def _fp8_launches(plan: _Plan, desc: GemmDesc, config: KGroupedConfig, a, sfa_mn
             a_g, b_g = a_flat[k0 * m:(k0 + k) * m].view(m, k), b_flat[k0 * n:(k0 + k) * n].view(n, k)
         else:
             a_g, b_g = a_k[:, k0:k0 + k], b_k[:, k0:k0 + k]
-        launches += _fp8_group_launches(grp, a_g, sfa_mn[:, kb0:kb1], b_g, sfb_mn[:, kb0:kb1], d[grp.g], c[grp.g],
+        launches += _fp8_group_launches(grp, a_g, sfa_mn[:, kb0:kb1], b_g, sfb_mn[:, kb0:kb1], d[grp.g],
+                                        None if c is None else c[grp.g],
                                         (1 if i == 0 else 2) if chained else 0)
     return launches
 
 
 def k_grouped_fp8_1d1d_gemm(desc: GemmDesc, config: KGroupedConfig, a: torch.Tensor, sfa: torch.Tensor,
-                            b: torch.Tensor, sfb: torch.Tensor, c: torch.Tensor, d: torch.Tensor, ks: list[int],
-                            ks_tensor: torch.Tensor, flat_k_major: bool) -> None:
-    """FP8 ``d[g] = c[g] + a_g @ b_g^T`` on validated tensors (module docstring), one dense launch per group.
+                            b: torch.Tensor, sfb: torch.Tensor, c: torch.Tensor | None, d: torch.Tensor,
+                            ks: list[int], ks_tensor: torch.Tensor, flat_k_major: bool) -> None:
+    """FP8 ``d[g] = c[g] + a_g @ b_g^T`` on validated tensors (module docstring), one dense launch per group
+    (``c`` None with ``desc.with_c`` False: ``d[g] = a_g @ b_g^T``, D not read).
 
     A repeated call (same pointers, strides, ks) replays one recording of all its launches.
     """
@@ -343,8 +349,8 @@ def k_grouped_fp8_1d1d_gemm(desc: GemmDesc, config: KGroupedConfig, a: torch.Ten
         a_k = _k_major("a", a, desc.m, desc.k, config.transpose_a)
         b_k = _k_major("b", b, desc.n, desc.k, config.transpose_b)
     key = (desc, config, tuple(ks), flat_k_major, a.data_ptr(), b.data_ptr(), a_k.data_ptr(), b_k.data_ptr(),
-           sfa_mn.data_ptr(), sfb_mn.data_ptr(), c.data_ptr(), d.data_ptr(), a.stride(), b.stride(),
-           sfa_mn.stride(), sfb_mn.stride(), c.stride(), d.stride(), a.dtype, b.dtype, a.device.index)
+           sfa_mn.data_ptr(), sfb_mn.data_ptr(), None if c is None else (c.data_ptr(), c.stride()), d.data_ptr(),
+           a.stride(), b.stride(), sfa_mn.stride(), sfb_mn.stride(), d.stride(), a.dtype, b.dtype, a.device.index)
     launcher.replay_or_record(  # split groups bake in their stream's workspace
         _fp8_recordings, key,
         lambda: _fp8_launches(plan, desc, config, a, sfa_mn, b, sfb_mn, c, d, a_k, b_k, flat_k_major),

@@ -270,6 +270,18 @@ def _k_grouped_weight_grad_forms(ks, m, n, device):
     return no_c, in_place, ref
 
 
+def _check_k_grouped_weight_grad(ks, m, n, device):
+    """Both forms of :func:`_k_grouped_weight_grad_forms`: every group right (an empty one 0 over the NaN), and
+    the no-C form bitwise the in-place one."""
+    no_c, in_place, ref = _k_grouped_weight_grad_forms(ks, m, n, device)
+    for g, k in enumerate(ks):
+        if k == 0:
+            assert torch.equal(no_c[g], torch.zeros_like(no_c[g])), g
+        else:
+            assert reference.calc_diff(no_c[g], ref[g]) < 1e-3, g
+    assert torch.equal(no_c, in_place)
+
+
 @pytest.mark.parametrize("ks,m,n", [([256, 0, 384], 128, 192), ([128], 100, 64), ([0, 0], 64, 128)])
 def test_k_grouped_weight_gradient_without_c(ks, m, n):
     """The no-C k-grouped entry (FINEGEMM_PROBE_WGRAD_NO_C's expert weight gradient): every group right against
@@ -277,13 +289,7 @@ def test_k_grouped_weight_gradient_without_c(ks, m, n):
     validates like the public entry (FP32 d, ks against the operands)."""
     from finegemm.api.grouped import k_grouped_fp8_gemm_tn_contiguous_no_c
 
-    no_c, in_place, ref = _k_grouped_weight_grad_forms(ks, m, n, "cpu")
-    for g, k in enumerate(ks):
-        if k == 0:
-            assert torch.equal(no_c[g], torch.zeros_like(no_c[g])), g
-        else:
-            assert reference.calc_diff(no_c[g], ref[g]) < 1e-3, g
-    assert torch.equal(no_c, in_place)
+    _check_k_grouped_weight_grad(ks, m, n, "cpu")
     a = finegemm.per_channel_cast_to_fp8(torch.randn(256, m))
     b = finegemm.per_channel_cast_to_fp8(torch.randn(256, n))
     ks_tensor = torch.tensor([128, 128], dtype=torch.int32)
@@ -318,14 +324,7 @@ def test_gpu_k_grouped_weight_gradient_without_c(ks, m, n):
     right against float64 and bitwise the zero-filled in-place form."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    no_c, in_place, ref = _k_grouped_weight_grad_forms(ks, m, n, "cuda")
-    torch.cuda.synchronize()
-    for g, k in enumerate(ks):
-        if k == 0:
-            assert torch.equal(no_c[g], torch.zeros_like(no_c[g])), g
-        else:
-            assert reference.calc_diff(no_c[g], ref[g]) < 1e-3, g
-    assert torch.equal(no_c, in_place)
+    _check_k_grouped_weight_grad(ks, m, n, "cuda")
 
 
 @pytest.mark.gpu

@@ -551,6 +551,8 @@ elif [ "$PART" = 68 ]; then
             pack
         done
     done
+    # session 26's refactor of the in-place tests (_check_in_place), dry-run on the CPU only
+    PYTEST_TIMEOUT=120 pytest_gpu pytest-in-place.log tests/test_sm90_gpu.py -k "in_place"
 elif [ "$PART" = 60 ]; then
     # session 25, any card (on an H200: the issues' figures for bench.targets), ~2-5 minutes: the dense, weight-grad
     # and bf16 suites at the current tree with their live peers, kernel time beside events

@@ -51,6 +51,12 @@ from .quant import align, per_block_cast_to_fp8, per_token_cast_to_fp8
 WGRAD_NO_C = probe_switch("WGRAD_NO_C", False, "the training layers' weight gradients are written without a "
                           "zero-filled C")
 
+
+def _weight_grad_without_c() -> bool:
+    """Whether this backward writes dW without C (the probe above); under torch.compile the traced form keeps the
+    public entries with C."""
+    return WGRAD_NO_C and not torch.compiler.is_compiling()
+
 FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 TOKEN_BLOCK = 128
 
@@ -137,7 +143,7 @@ class _FP8Linear(torch.autograd.Function):
         if ctx.needs_input_grad[1]:
             dyt = _cast(_pad_tokens(dy).t(), 1, ctx.use_ue8m0)  # [N, M_pad], 1x128 along the tokens
             xt = _cast(_pad_tokens(x2d).t(), 1, ctx.use_ue8m0)  # [K, M_pad], per channel
-            if WGRAD_NO_C and not torch.compiler.is_compiling():
+            if _weight_grad_without_c():
                 dw = torch.empty(wq.shape, device=dy.device, dtype=torch.float32)
                 fp8_gemm_nt_1d1d_no_c(dyt, xt, dw)
             else:
@@ -244,7 +250,7 @@ class _FP8GroupedLinear(torch.autograd.Function):
             dyq = _cast_tokens(torch.where(keep, dy, 0), ctx.use_ue8m0)  # [M, N], [M/128, N]
             xq = _cast_tokens(torch.where(keep, x, 0), ctx.use_ue8m0)  # [M, K], [M/128, K]
             ks_tensor = torch.tensor(ctx.segments, dtype=torch.int32).to(dy.device, non_blocking=True)
-            if WGRAD_NO_C and not torch.compiler.is_compiling():
+            if _weight_grad_without_c():
                 dw = torch.empty(wq.shape, device=dy.device, dtype=torch.float32)
                 k_grouped_fp8_gemm_tn_contiguous_no_c(dyq, xq, dw, list(ctx.segments), ks_tensor)
             else:

@@ -100,8 +100,8 @@ def grouped_probe(m: int, n: int, k: int, dev: torch.device, flush: L2Flush, fac
     gen = torch.Generator(device=dev).manual_seed(m + n + k)
     rng = random.Random(m + n + k)
     sizes = [int(m * rng.uniform(0.7, 1.3)) for _ in range(EXPERTS)]
-    align = finegemm.get_k_alignment_for_k_grouped()
-    rows = sum(-(-size // align) * align for size in sizes)
+    alignment = finegemm.get_k_alignment_for_k_grouped()
+    rows = sum(finegemm.align(size, alignment) for size in sizes)
     x = torch.randn(rows, k, generator=gen, device=dev).bfloat16().requires_grad_()
     w = (torch.randn(EXPERTS, n, k, generator=gen, device=dev) * 0.02).requires_grad_()
     dy = torch.randn(rows, n, generator=gen, device=dev).bfloat16()

@@ -252,7 +252,7 @@ def _k_grouped_weight_grad_forms(ks, m, n, device):
     """fp8_grouped_linear's expert weight gradient both ways from the same tn operands (``[sum(ks), M]`` and
     ``[sum(ks), N]``, quantized per channel in blocks of 128 along K): ``k_grouped_fp8_gemm_tn_contiguous_no_c``
     into a NaN-filled buffer and ``k_grouped_fp8_gemm_tn_contiguous(..., c=d)`` into a zeroed one; with the float64
-    products of the dequantized operands, group by group."""
+    reference (``finegemm.reference.grouped``)."""
     from finegemm.api.grouped import k_grouped_fp8_gemm_tn_contiguous_no_c
 
     gen = torch.Generator(device=device).manual_seed(11)
@@ -264,9 +264,7 @@ def _k_grouped_weight_grad_forms(ks, m, n, device):
     k_grouped_fp8_gemm_tn_contiguous_no_c(a, b, no_c, ks, ks_tensor)
     in_place = torch.zeros(len(ks), m, n, device=device)
     finegemm.k_grouped_fp8_gemm_tn_contiguous(a, b, in_place, ks, ks_tensor, c=in_place)
-    deq_a, deq_b = (x.double() * sf.double().repeat_interleave(128, 0) for x, sf in (a, b))
-    starts = [sum(ks[:g]) for g in range(len(ks))]
-    ref = torch.stack([deq_a[s:s + k].t() @ deq_b[s:s + k] for s, k in zip(starts, ks)])
+    ref = reference.grouped.k_grouped_fp8_gemm_tn_contiguous(a, b, ks, torch.zeros_like(in_place))
     return no_c, in_place, ref
 
 

@@ -705,10 +705,11 @@ def _run_k_grouped(plan: _Plan, a: torch.Tensor, sfa: torch.Tensor | None, b: to
     if _reads_contents(plan.device):
         _check_ks_tensor_contents(ks_tensor, plan.ks)
     if plan.desc is None:
-        if plan.copy_c and c is None:
-            d.zero_()
-        elif plan.copy_c and c.data_ptr() != d.data_ptr():
-            d.copy_(c)
+        if plan.copy_c:
+            if c is None:
+                d.zero_()
+            elif c.data_ptr() != d.data_ptr():
+                d.copy_(c)
         return
     if plan.backend == "sm90":
         run_sm90(f"k_grouped_{plan.desc.kind}_gemm", plan.desc, plan.config, a, sfa, b, sfb, c, d, plan.ks,

@@ -13,7 +13,7 @@ import torch
 
 import finegemm
 from finegemm import reference
-from finegemm.quant import per_block_cast_to_fp8, per_token_cast_to_fp8
+from finegemm.quant import align, per_block_cast_to_fp8, per_token_cast_to_fp8
 
 
 def _pad_rows(t: torch.Tensor) -> torch.Tensor:
@@ -339,7 +339,7 @@ def _grouped_case(sizes, n, k, seed=0, device="cpu", pad_value=float("nan")):
     """x [M_total, K] in the contiguous layout (padding rows ``pad_value``), weight [G, N, K], the segments'
     starts."""
     gen = torch.Generator(device=device).manual_seed(seed)
-    segments = [-(-v // 128) * 128 for v in sizes]
+    segments = [align(v, 128) for v in sizes]
     starts = [sum(segments[:g]) for g in range(len(sizes))]
     x = torch.full((sum(segments), k), pad_value, device=device)
     for start, size in zip(starts, sizes):

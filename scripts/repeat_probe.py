@@ -95,7 +95,9 @@ for m, n, k in SHAPES[FIRST:FIRST + int(os.environ.get("PROBE_COUNT", str(len(SH
              ("1d1d", True, "128 sfb g1", rep(sfb128, group_m=1), False),
              ("1d1d", True, "256 se sfb", make_config(d1, facts, 256, 128, small_epi=True, sfb_tma=True), False),
              ("1d2d", True, "1d2d 128 sfa", rep(make_config(d2, facts, 128, 128, sfa_tma=True), pipe_mma=False),
-              False)]
+              False),
+             # the weight-grad rule's own pick (pipelined with both ring scales, C by TMA where it applies)
+             ("1d1d", True, "1d1d rule", dispatch.get_config(d1, facts), False)]
     if os.environ.get("PROBE_SET") == "split_n":
         dc, dn = d2, GemmDesc("fp8_1d2d", m, n, k, True, True, True, False, False)
         cases = [("1d2d", True, "160 C sfa", make_config(dc, facts, 128, 160, sfa_tma=True), False),

@@ -68,6 +68,15 @@ def test_wrong_scale_shape(ops):
         finegemm.fp8_gemm_nt(a, (b[0], torch.rand(2, 2)), d, recipe=(1, 128, 128))
 
 
+def test_scale_rows_that_fit_no_recipe(ops):
+    # without recipe=, b[1]'s rows pick it: ceil(N/128) per-block, N per-channel; anything else names b[1]
+    a, b, _, d = ops
+    with pytest.raises(ValueError, match=r"b\[1\] must hold per-block scales .* for N=64; got shape \(2, 2\)"):
+        finegemm.fp8_gemm_nt(a, (b[0], torch.rand(2, 2)), d)
+    with pytest.raises(ValueError, match=r"b\[1\] must hold .* got shape \(2,\)"):
+        finegemm.fp8_gemm_nt(a, (b[0], torch.rand(2)), d)
+
+
 def test_wrong_scale_dtype(ops):
     a, b, _, d = ops
     with pytest.raises(TypeError, match="float32 or both int32"):

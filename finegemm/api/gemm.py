@@ -50,7 +50,15 @@ def _ceil_div(a: int, b: int) -> int:
 def _infer_recipe(recipe: Recipe | None, sfb: torch.Tensor, n: int) -> Recipe:
     if recipe is None:
         # Per-block RHS scales have ceil(N/128) rows, per-channel ones N rows.
-        return RECIPE_1D2D if sfb.dim() == 2 and sfb.shape[0] == _ceil_div(n, 128) else RECIPE_1D1D
+        rows = sfb.shape[0] if sfb.dim() == 2 else None
+        if rows == _ceil_div(n, 128):
+            return RECIPE_1D2D
+        if rows == n:
+            return RECIPE_1D1D
+        raise ValueError(
+            f"b[1] must hold per-block scales [ceil(N/128), K blocks] (recipe {RECIPE_1D2D}) or per-channel "
+            f"scales [N, K blocks] (recipe {RECIPE_1D1D}) for N={n}; got shape {tuple(sfb.shape)} (pass recipe= "
+            "to name the one meant)")
     recipe = tuple(recipe)
     if recipe not in (RECIPE_1D2D, RECIPE_1D1D):
         raise ValueError(f"recipe must be {RECIPE_1D2D} (per-block RHS scales) or {RECIPE_1D1D} "

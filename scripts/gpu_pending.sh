@@ -89,7 +89,7 @@
 #   bash scripts/gpu_pending.sh 62  (session 25, any card) BF16 D in halves on 4-stage tiles (192x128, 64x256)
 #   bash scripts/gpu_pending.sh 63  (session 25, any card) the 64x256 picks moved by the short-K halves rule
 #   bash scripts/gpu_pending.sh 69  (session 28, any card) the 1d1d ring's weight scales stored by the producer
-#                                   (FINEGEMM_PROBE_SFB_STS=1, no release fence): race check, weight-grad / k-grouped
+#                                   (FINEGEMM_PROBE_RING_STS=1, no release fence): race check, weight-grad / k-grouped
 #                                   off / on, its GPU tests (~7-9 minutes)
 #   bash scripts/gpu_pending.sh 68  (session 26, any card) fp8_linear's weight gradient without a zero-filled C
 #                                   (FINEGEMM_PROBE_WGRAD_NO_C=1): GPU tests, then the training step off / on
@@ -536,28 +536,30 @@ elif [ "$PART" = 66 ]; then
     harness_args=()
 elif [ "$PART" = 69 ]; then
     # session 28 (NOTES v30), any card, ~7-9 minutes: the 1d1d ring's per-channel scales stored by the producer warp
-    # (FINEGEMM_PROBE_SFB_STS=1: no proxy fence at the release). First the race check that found v5's missing fence
+    # (FINEGEMM_PROBE_RING_STS=1: no proxy fence at the release). First the race check that found v5's missing fence
     # (repeat_probe's 1d1d ring-scale cases, 6 runs each, with the switch), then the harness weight-grad and k-grouped
     # suites off / on, alternating processes, two rounds (kernel time), then the 1d1d and k-grouped GPU tests under it
-    FINEGEMM_PROBE_SFB_STS=1 PROBE_CASES="128 sfb,128 sfb fresh,128 sfb noC,128 sfb g1,256 se sfb,1d1d rule" OUT="$LOGS" \
-        timeout 150 python3 -W ignore scripts/repeat_probe.py > "$LOGS/repeat-probe-sfb-sts.log" 2>&1 || status=1
-    mv "$LOGS/repeat_probe.json" "$LOGS/repeat-probe-sfb-sts.json" 2>/dev/null
+    FINEGEMM_PROBE_RING_STS=1 PROBE_CASES="128 sfb,128 sfb fresh,128 sfb noC,128 sfb g1,256 se sfb,1d1d rule" OUT="$LOGS" \
+        timeout 120 python3 -W ignore scripts/repeat_probe.py > "$LOGS/repeat-probe-ring-sts.log" 2>&1 || status=1
+    FINEGEMM_PROBE_RING_STS=1 PROBE_SET=wgrad_rules OUT="$LOGS" \
+        timeout 120 python3 -W ignore scripts/repeat_probe.py >> "$LOGS/repeat-probe-ring-sts.log" 2>&1 || status=1
+    mv "$LOGS/repeat_probe.json" "$LOGS/repeat-probe-ring-sts.json" 2>/dev/null
     python3 -c 'import json, sys
 for line in open(sys.argv[1]):
     if line.startswith("{"):
         r = json.loads(line); print(r["shape"], r["name"], "fresh" if r["fresh"] else "", "differ:", r["differing_runs"])
     elif line.startswith("ERR"):
-        print(line.strip()[:200])' "$LOGS/repeat-probe-sfb-sts.log"
+        print(line.strip()[:200])' "$LOGS/repeat-probe-ring-sts.log"
     pack
     for round in 1 2; do
         for on in 0 1; do
             harness_args=(--kernel-time)
-            harness_run "sfb-sts-$on-$round" weight-grad,k-grouped FINEGEMM_PROBE_SFB_STS=$on
+            harness_run "ring-sts-$on-$round" weight-grad,k-grouped FINEGEMM_PROBE_RING_STS=$on
         done
         pack
     done
     harness_args=()
-    FINEGEMM_PROBE_SFB_STS=1 PYTEST_TIMEOUT=200 pytest_gpu pytest-sfb-sts.log tests/test_sm90_gpu.py \
+    FINEGEMM_PROBE_RING_STS=1 PYTEST_TIMEOUT=200 pytest_gpu pytest-ring-sts.log tests/test_sm90_gpu.py \
         tests/test_sm90_k_grouped_gpu.py -k "1d1d or split_tail or splitk_fused or fp8"
 elif [ "$PART" = 68 ]; then
     # sessions 26-27 (NOTES v28-v29), any card, ~6-8 minutes: the training layers' weight gradients into a fresh FP32

@@ -3,8 +3,8 @@
 Each config runs 6 times (PROBE_REPEATS) on the same inputs; prints how many runs differ from the first and where
 (rows mod BLOCK_M, column range, max |diff|), with replayed launches and with fresh launches (the
 dispatch recordings cleared before each call). Env: PROBE_FIRST (skip shapes), PROBE_COUNT (shapes to run),
-PROBE_CASES (names), PROBE_SET=split_n (tiles of two column blocks) or defaults (the rules' decode picks, BF16 out),
-PROBE_REPEATS (runs a config, 6).
+PROBE_CASES (names), PROBE_SET=split_n (tiles of two column blocks), defaults (the rules' decode picks, BF16 out)
+or wgrad_rules (the weight-grad suite at the rules' picks), PROBE_REPEATS (runs a config, 6).
 Usage: PYTHONPATH=. python3 scripts/repeat_probe.py (writes $OUT/repeat_probe.json)."""
 from __future__ import annotations
 
@@ -74,6 +74,16 @@ if os.environ.get("PROBE_SET") == "defaults":
         d = GemmDesc("fp8_1d2d", m, n, k)
         cfg = dispatch.get_config(d, facts)
         probe(m, n, k, "1d2d", False, f"rule sfa_tma={cfg.sfa_tma}", cfg, False, out_fp32=False)
+    json.dump(rows_out, open(os.path.join(os.environ.get("OUT", "."), "repeat_probe.json"), "w"), indent=1)
+    sys.exit(0)
+if os.environ.get("PROBE_SET") == "wgrad_rules":
+    # the weight-grad suite's shapes at the rules' own picks (recipe (1, 1, 128), C = D in place where the rule takes
+    # it; fused split-K at 2112 / 576 rows): the ring-scale releases that FINEGEMM_PROBE_RING_STS makes fence-free
+    for m, n, k in ((2112, 4096, 7168), (576, 4096, 7168), (24576, 4096, 1536), (7168, 4096, 16384),
+                    (4096, 4096, 7168), (7168, 4096, 2048), (32768, 4096, 512)):
+        d = GemmDesc("fp8_1d1d", m, n, k, True, True, True, True, False)
+        cfg = dispatch.get_config(d, facts)
+        probe(m, n, k, "1d1d", True, f"rule {cfg.block_m}x{cfg.block_n} split {cfg.split_k}", cfg, False)
     json.dump(rows_out, open(os.path.join(os.environ.get("OUT", "."), "repeat_probe.json"), "w"), indent=1)
     sys.exit(0)
 # PROBE_SET=split_n: FP8 tiles of two column blocks (gemm_1d2d._split_n_math); their first GPU run (session 24) had

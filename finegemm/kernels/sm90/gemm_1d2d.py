@@ -90,11 +90,13 @@ _WARP_RELEASE_ASM: gl.constexpr = gl.constexpr(
     "{ .reg .pred p; .reg .b32 a; bar.warp.sync 0xffffffff; mov.u32 a, %laneid; setp.eq.u32 p, a, 0; "
     "mov.u32 a, global_smem; mad.lo.u32 a, $1, 8, a; "
     f"@p mbarrier.arrive.shared::cta.b64 _, [a+{PROBE_EMPTY_SMEM.value}]; mov.u32 $0, 0; }}")
-# Probe (NOTES v30; off): the per-channel weight scales of the 1d1d ring (``SFB_TMA``) are written into the slot by
-# the producer warp's own loads and shared stores instead of a TMA box, so that the math warpgroups' generic reads of
-# them and the producer's next write are ordered by the ring's mbarriers alone and the release needs no proxy fence
-# (``MEMBAR.ALL.CTA``, which v5 measured at up to 23 % on 128-row weight-gradient tiles). Read at import.
-PROBE_SFB_STS: gl.constexpr = gl.constexpr(os.environ.get("FINEGEMM_PROBE_SFB_STS", "0") == "1")
+# Probe (NOTES v30; off): in the 1d1d kernels with both scale vectors in the ring (``SFB_TMA``), the producer warp
+# writes a slot's scales itself (global loads, then shared stores) instead of TMA boxes, so that the math
+# warpgroups' generic reads of them and the producer's next write are ordered by the ring's mbarriers alone: the
+# release needs no proxy fence (``MEMBAR.ALL.CTA``; v5 measured it at up to 23 % on 128-row weight-gradient tiles),
+# nor do the fused split-K tiles (``FENCE_RING``). The per-token ring stays TMA at BLOCK_M 192 (three boxes). Read
+# at import.
+PROBE_RING_STS: gl.constexpr = gl.constexpr(os.environ.get("FINEGEMM_PROBE_RING_STS", "0") == "1")
 # Tiles of two column blocks read the per-token ring scales twice a K block (one layout a block) and release the slot
 # behind a proxy fence, the hazard _release describes: without it their first GPU run (session 24, H100) had
 # 4095x4096x1536 at 128x160 differ between two runs, and scripts/repeat_probe.py 5 of 5 repeats (up to 738 k
@@ -218,7 +220,8 @@ def _load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                     GROUP_ROWS: gl.constexpr = 0, SFK_ROWS: gl.constexpr = 0, USE_PSUM: gl.constexpr = False,
                     ALIGN: gl.constexpr = 128, sfb_desc=None, sfb_bufs=None, SFB_TMA: gl.constexpr = False,
                     K_DYN: gl.constexpr = False, SPLIT_TAIL: gl.constexpr = False, B_PREFETCH: gl.constexpr = 0,
-                    b1_desc=None, b1_bufs=None, BLOCK_N1: gl.constexpr = 0, sfb_ptr=None, stride_sfb=0):
+                    b1_desc=None, b1_bufs=None, BLOCK_N1: gl.constexpr = 0, sfb_ptr=None, stride_sfb=0, sfa_ptr=None,
+                    stride_sfa_k=0):
     if GROUPING != 0:
         _grouped_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M, N, K, BLOCK_M, BLOCK_N,
                                 STAGES, GROUP_M, sfa_desc, sfa_bufs, SFA_TMA, SF_PACKED, layout_ptr, GROUPING,
@@ -226,23 +229,26 @@ def _load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
     else:
         _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M, N, K, BLOCK_M, BLOCK_N,
                               STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA, SF_PACKED, sfb_desc, sfb_bufs,
-                              SFB_TMA, K_DYN, SPLIT_TAIL, B_PREFETCH, b1_desc, b1_bufs, BLOCK_N1, sfb_ptr, stride_sfb)
+                              SFB_TMA, K_DYN, SPLIT_TAIL, B_PREFETCH, b1_desc, b1_bufs, BLOCK_N1, sfb_ptr, stride_sfb,
+                              sfa_ptr, stride_sfa_k)
 
 
 @gluon.jit
-def _sfb_row(sfb_ptr, stride_sfb, krow, off_n, N: gl.constexpr, BLOCK_N: gl.constexpr):
-    """``PROBE_SFB_STS``: the producer warp's load of one K block's ``BLOCK_N`` per-channel scales (words of the
-    MN-major ``[K/128 (packed: /4), N]`` tensor, columns past N as 0), for :func:`_store_sfb_row`."""
-    layout: gl.constexpr = gl.BlockedLayout([BLOCK_N // 32], [32], [1], [0])
-    cols = off_n + gl.arange(0, BLOCK_N, layout=layout)
-    return gl.load(sfb_ptr + krow * stride_sfb + cols, mask=cols < N, other=0)
+def _scale_row(ptr, stride_k, krow, off, LIMIT, SIZE: gl.constexpr):
+    """``PROBE_RING_STS``: the producer warp's load of one K block's ``SIZE`` scales of a tile (words ``off + [0,
+    SIZE)`` of row ``krow`` of an MN-major ``[K/128 (packed: /4), MN]`` scale tensor; past ``LIMIT`` 0), for
+    :func:`_store_scale_row`."""
+    layout: gl.constexpr = gl.BlockedLayout([SIZE // 32], [32], [1], [0])
+    idx = off + gl.arange(0, SIZE, layout=layout)
+    return gl.load(ptr + krow * stride_k + idx, mask=idx < LIMIT, other=0)
 
 
 @gluon.jit
-def _store_sfb_row(sfb_bufs, s, row):
-    """``PROBE_SFB_STS``: ``row`` into ring slot ``s``, laid out as the TMA box would be (:func:`_ring_scale`)."""
+def _store_scale_row(bufs, s, row):
+    """``PROBE_RING_STS``: ``row`` into ring slot ``s`` of a ``[STAGES, 1, SIZE]`` scale ring, laid out as its TMA
+    box would be (read by :func:`_ring_scale`)."""
     flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
-    sfb_bufs.index(s)._reinterpret(sfb_bufs.dtype, [sfb_bufs.shape[2]], flat).store(row)
+    bufs.index(s)._reinterpret(bufs.dtype, [bufs.shape[2]], flat).store(row)
 
 
 @gluon.jit
@@ -252,19 +258,21 @@ def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars,
                           sfa_desc, sfa_bufs, SFA_TMA: gl.constexpr, SF_PACKED: gl.constexpr, sfb_desc, sfb_bufs,
                           SFB_TMA: gl.constexpr, K_DYN: gl.constexpr, SPLIT_TAIL: gl.constexpr = False,
                           B_PREFETCH: gl.constexpr = 0, b1_desc=None, b1_bufs=None, BLOCK_N1: gl.constexpr = 0,
-                          sfb_ptr=None, stride_sfb=0):
+                          sfb_ptr=None, stride_sfb=0, sfa_ptr=None, stride_sfa_k=0):
     """``B_PREFETCH`` > 0: with each K block's loads, B's tile that many K blocks ahead (in the same work unit) is
     prefetched into L2 (:mod:`.l2_prefetch`). ``BLOCK_N1`` > 0: tiles ``BLOCK_N + BLOCK_N1`` wide, B's last
     ``BLOCK_N1`` rows of a tile in a second box (``b1_desc``) into ``b1_bufs``, on the same full barrier.
-    ``SFB_TMA`` with ``PROBE_SFB_STS``: the per-channel scales are loaded from ``sfb_ptr`` before the slot's empty
-    wait (the wait hides the load) and stored into the slot after it, before the full barrier's arrive."""
-    SFB_STS: gl.constexpr = SFB_TMA and PROBE_SFB_STS
+    ``SFB_TMA`` with ``PROBE_RING_STS``: the ring's scales (per-channel, and per-token unless BLOCK_M is 192) are
+    loaded from ``sfb_ptr`` / ``sfa_ptr`` before the slot's empty wait (the wait hides the loads) and stored into the
+    slot after it, before the full barrier's arrive."""
     num_kb = _num_k_blocks(a_desc, K, K_DYN)
     # A (and its ring scales) come in BOXES boxes of A_ROWS rows a stage: 1, or 3 at BLOCK_M 192
     A_ROWS: gl.constexpr = a_desc.block_type.shape[0]
     BOXES: gl.constexpr = BLOCK_M // A_ROWS
+    SFB_STS: gl.constexpr = SFB_TMA and PROBE_RING_STS
+    SFA_STS: gl.constexpr = SFB_STS and SFA_TMA and BOXES == 1
     nbytes: gl.constexpr = (BOXES * a_desc.block_type.nbytes + b_desc.block_type.nbytes
-                            + (BOXES * sfa_desc.block_type.nbytes if SFA_TMA else 0)
+                            + (BOXES * sfa_desc.block_type.nbytes if SFA_TMA and not SFA_STS else 0)
                             + (sfb_desc.block_type.nbytes if SFB_TMA and not SFB_STS else 0)
                             + (b1_desc.block_type.nbytes if BLOCK_N1 > 0 else 0))
     TILE_N: gl.constexpr = BLOCK_N + BLOCK_N1
@@ -290,16 +298,20 @@ def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars,
             # the MN-major scale tensors are [K/128 (packed: /4), M or N]: one row of the tile per stage
             krow = kb // 4 if SF_PACKED else kb
             if SFB_STS:
-                sfb_row = _sfb_row(sfb_ptr, stride_sfb, krow, off_n, N, BLOCK_N)
+                sfb_row = _scale_row(sfb_ptr, stride_sfb, krow, off_n, N, BLOCK_N)
+            if SFA_STS:
+                sfa_row = _scale_row(sfa_ptr, stride_sfa_k, krow, off_m, M, BLOCK_M)
             mbarrier.wait(empty_bars.index(s), phase ^ 1)
             bar = full_bars.index(s)
             if SFB_STS:
-                _store_sfb_row(sfb_bufs, s, sfb_row)
+                _store_scale_row(sfb_bufs, s, sfb_row)
+                if SFA_STS:
+                    _store_scale_row(sfa_bufs, s, sfa_row)
                 # every lane's store before the elected lane's arrive (its release covers the warp's stores)
                 gl.thread_barrier()
             mbarrier.expect(bar, nbytes)
             for i in gl.static_range(BOXES):
-                if SFA_TMA:
+                if SFA_TMA and not SFA_STS:
                     if BOXES == 1:
                         sfa_dst = sfa_bufs.index(s)
                     else:
@@ -674,7 +686,7 @@ def _retire_block(acc, tok, s, kb, PENDING: gl.constexpr, sfa_bufs, sfb_bufs, em
                                 SFA_TMA, SFB_TMA)
     acc = _promote(acc, part, sa, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
     # after the promotion has consumed the slot's ring scales (see _release)
-    _release(empty_bars, s, (SFB_TMA and not PROBE_SFB_STS) or FENCE_RING)
+    _release(empty_bars, s, (SFB_TMA and not PROBE_RING_STS) or FENCE_RING)
     return acc
 
 
@@ -748,7 +760,7 @@ def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
                                       SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA, SFB_TMA)
             part = warpgroup_mma_wait(0, deps=(part,))
             acc = _promote(acc, part, sa, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
-            _release(empty_bars, s, (SFB_TMA and not PROBE_SFB_STS) or FENCE_RING)
+            _release(empty_bars, s, (SFB_TMA and not PROBE_RING_STS) or FENCE_RING)
             sa = nsa
             sb0 = nsb0
             sb1 = nsb1
@@ -825,7 +837,7 @@ def _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
             sb0 = _ring_scale(sfb_bufs, s, kb0 + kk, 0, col_layout, SF_PACKED, BLOCK_N)
             sb1 = sb0
         acc1 = _promote(acc1, part, sa1, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
-        _release(empty_bars, s, SFB_TMA and not PROBE_SFB_STS)
+        _release(empty_bars, s, SFB_TMA and not PROBE_RING_STS)
         _wave_stamp(trace_ptr, trace_row, kk, 4, TRACE)
         sa0 = nsa0
         sa1 = nsa1
@@ -1044,7 +1056,8 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
     # In-kernel split-K with the per-token scales in the ring: release every slot behind the proxy fence.
     # Without it the H200 gave wrong and run-to-run different results once CTAs ran several split units
     # (a 16-CTA grid; NOTES v10): the warpgroups drift apart around the reduction.
-    FENCE_RING: gl.constexpr = SPLITK_FUSED and SFA_TMA
+    # (PROBE_RING_STS: the producer stores the 1d1d ring's scales itself, no TMA write to order against)
+    FENCE_RING: gl.constexpr = SPLITK_FUSED and SFA_TMA and not (PROBE_RING_STS and SFB_TMA and BLOCK_M != 192)
     # this wave's offsets in a split tile's partial plane (SPLITK_FUSED)
     local = (row0 + gl.arange(0, WG_M, layout=row_layout))[:, None] * BLOCK_N + gl.arange(
         0, BLOCK_N, layout=col_layout)[None, :]
@@ -1803,7 +1816,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
                                SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,
                                ALIGN, sfb_tma_desc, sfb_bufs, SFB_TMA, K_DYN, SPLIT_TAIL, B_PREFETCH, b1_tma_desc,
-                               b1_bufs, BLOCK_N1, sfb_ptr, stride_sfb)),
+                               b1_bufs, BLOCK_N1, sfb_ptr, stride_sfb, sfa_ptr, stride_sfa_k)),
         ], [4, 1], [MATH_REGS, PRODUCER_REGS])
     elif NUM_WG == 3:
         # BLOCK_M 192: three math warpgroups, one 64-row wave each, at MATH_REGS (152: see layouts)
@@ -1839,7 +1852,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
                                SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,
                                ALIGN, sfb_tma_desc, sfb_bufs, SFB_TMA, K_DYN, SPLIT_TAIL, B_PREFETCH, b1_tma_desc,
-                               b1_bufs, BLOCK_N1, sfb_ptr, stride_sfb)),
+                               b1_bufs, BLOCK_N1, sfb_ptr, stride_sfb, sfa_ptr, stride_sfa_k)),
         ], [4, 4, 1], [MATH_REGS, MATH_REGS, PRODUCER_REGS])
     else:
         gl.warp_specialize([
@@ -1856,7 +1869,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
                                SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,
                                ALIGN, sfb_tma_desc, sfb_bufs, SFB_TMA, K_DYN, SPLIT_TAIL, B_PREFETCH, b1_tma_desc,
-                               b1_bufs, BLOCK_N1, sfb_ptr, stride_sfb)),
+                               b1_bufs, BLOCK_N1, sfb_ptr, stride_sfb, sfa_ptr, stride_sfa_k)),
         ], [1], [PRODUCER_REGS])
     if PDL_CHAIN == 2:
         wait_prerequisites()  # finish only after the previous link has

@@ -94,8 +94,8 @@ _WARP_RELEASE_ASM: gl.constexpr = gl.constexpr(
 # writes a slot's scales itself (global loads, then shared stores) instead of TMA boxes, so that the math
 # warpgroups' generic reads of them and the producer's next write are ordered by the ring's mbarriers alone: the
 # release needs no proxy fence (``MEMBAR.ALL.CTA``; v5 measured it at up to 23 % on 128-row weight-gradient tiles),
-# nor do the fused split-K tiles (``FENCE_RING``). The per-token ring stays TMA at BLOCK_M 192 (three boxes). Read
-# at import.
+# nor do the fused split-K tiles (``FENCE_RING``). Not at BLOCK_M 192 (three A boxes a stage): both rings stay TMA
+# there, released behind the fence. Read at import.
 PROBE_RING_STS: gl.constexpr = gl.constexpr(os.environ.get("FINEGEMM_PROBE_RING_STS", "0") == "1")
 # Tiles of two column blocks read the per-token ring scales twice a K block (one layout a block) and release the slot
 # behind a proxy fence, the hazard _release describes: without it their first GPU run (session 24, H100) had
@@ -262,15 +262,15 @@ def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars,
     """``B_PREFETCH`` > 0: with each K block's loads, B's tile that many K blocks ahead (in the same work unit) is
     prefetched into L2 (:mod:`.l2_prefetch`). ``BLOCK_N1`` > 0: tiles ``BLOCK_N + BLOCK_N1`` wide, B's last
     ``BLOCK_N1`` rows of a tile in a second box (``b1_desc``) into ``b1_bufs``, on the same full barrier.
-    ``SFB_TMA`` with ``PROBE_RING_STS``: the ring's scales (per-channel, and per-token unless BLOCK_M is 192) are
-    loaded from ``sfb_ptr`` / ``sfa_ptr`` before the slot's empty wait (the wait hides the loads) and stored into the
-    slot after it, before the full barrier's arrive."""
+    ``SFB_TMA`` with ``PROBE_RING_STS`` (one A box a stage, i.e. BLOCK_M is not 192): the ring's scales (per-channel,
+    and per-token with ``SFA_TMA``) are loaded from ``sfb_ptr`` / ``sfa_ptr`` before the slot's empty wait (the wait
+    hides the loads) and stored into the slot after it, before the full barrier's arrive."""
     num_kb = _num_k_blocks(a_desc, K, K_DYN)
     # A (and its ring scales) come in BOXES boxes of A_ROWS rows a stage: 1, or 3 at BLOCK_M 192
     A_ROWS: gl.constexpr = a_desc.block_type.shape[0]
     BOXES: gl.constexpr = BLOCK_M // A_ROWS
-    SFB_STS: gl.constexpr = SFB_TMA and PROBE_RING_STS
-    SFA_STS: gl.constexpr = SFB_STS and SFA_TMA and BOXES == 1
+    SFB_STS: gl.constexpr = SFB_TMA and PROBE_RING_STS and BOXES == 1
+    SFA_STS: gl.constexpr = SFB_STS and SFA_TMA
     nbytes: gl.constexpr = (BOXES * a_desc.block_type.nbytes + b_desc.block_type.nbytes
                             + (BOXES * sfa_desc.block_type.nbytes if SFA_TMA and not SFA_STS else 0)
                             + (sfb_desc.block_type.nbytes if SFB_TMA and not SFB_STS else 0)
@@ -1056,8 +1056,12 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
     # In-kernel split-K with the per-token scales in the ring: release every slot behind the proxy fence.
     # Without it the H200 gave wrong and run-to-run different results once CTAs ran several split units
     # (a 16-CTA grid; NOTES v10): the warpgroups drift apart around the reduction.
-    # (PROBE_RING_STS: the producer stores the 1d1d ring's scales itself, no TMA write to order against)
-    FENCE_RING: gl.constexpr = SPLITK_FUSED and SFA_TMA and not (PROBE_RING_STS and SFB_TMA and BLOCK_M != 192)
+    # PROBE_RING_STS: the producer stores the 1d1d ring's scales itself (not at BLOCK_M 192), no TMA write to order
+    # against; where the probe is on but does not apply, the fence stays on every release (the loops' per-channel
+    # releases read PROBE_RING_STS alone)
+    RING_STS: gl.constexpr = PROBE_RING_STS and SFB_TMA and BLOCK_M != 192
+    FENCE_RING: gl.constexpr = ((SPLITK_FUSED and SFA_TMA and not RING_STS)
+                                or (PROBE_RING_STS and SFB_TMA and not RING_STS))
     # this wave's offsets in a split tile's partial plane (SPLITK_FUSED)
     local = (row0 + gl.arange(0, WG_M, layout=row_layout))[:, None] * BLOCK_N + gl.arange(
         0, BLOCK_N, layout=col_layout)[None, :]

@@ -88,6 +88,7 @@
 #   bash scripts/gpu_pending.sh 59  (session 25, any card) FP32 out at widths that are not powers of two
 #   bash scripts/gpu_pending.sh 62  (session 25, any card) BF16 D in halves on 4-stage tiles (192x128, 64x256)
 #   bash scripts/gpu_pending.sh 63  (session 25, any card) the 64x256 picks moved by the short-K halves rule
+#   bash scripts/gpu_pending.sh 70  (session 28, any card) 69 for FINEGEMM_PROBE_RING_STS=2 (cp.async copies)
 #   bash scripts/gpu_pending.sh 69  (session 28, any card) the 1d1d ring's weight scales stored by the producer
 #                                   (FINEGEMM_PROBE_RING_STS=1, no release fence): race check, weight-grad / k-grouped
 #                                   off / on, its GPU tests (~7-9 minutes)
@@ -534,6 +535,26 @@ elif [ "$PART" = 66 ]; then
         pack
     done
     harness_args=()
+elif [ "$PART" = 70 ]; then
+    # session 28 (NOTES v30), any card, ~3-5 minutes: part 69 for FINEGEMM_PROBE_RING_STS=2 (the ring scales copied by
+    # cp.async completing on the full barrier, so the producer does not wait for the loads; =1 measured 3-25 % slower)
+    FINEGEMM_PROBE_RING_STS=2 PROBE_CASES="128 sfb,128 sfb fresh,128 sfb noC,128 sfb g1,256 se sfb,1d1d rule" OUT="$LOGS" \
+        timeout 120 python3 -W ignore scripts/repeat_probe.py > "$LOGS/repeat-probe-ring-cpa.log" 2>&1 || status=1
+    FINEGEMM_PROBE_RING_STS=2 PROBE_SET=wgrad_rules OUT="$LOGS" \
+        timeout 120 python3 -W ignore scripts/repeat_probe.py >> "$LOGS/repeat-probe-ring-cpa.log" 2>&1 || status=1
+    mv "$LOGS/repeat_probe.json" "$LOGS/repeat-probe-ring-cpa.json" 2>/dev/null
+    grep -c '"differing_runs": 0' "$LOGS/repeat-probe-ring-cpa.log"; grep -o '"differing_runs": [1-9][0-9]*' \
+        "$LOGS/repeat-probe-ring-cpa.log"; grep '^ERR' "$LOGS/repeat-probe-ring-cpa.log" | cut -c1-200
+    pack
+    for round in 1 2; do
+        for on in 0 2; do
+            harness_args=(--kernel-time)
+            harness_run "ring-cpa-$on-$round" weight-grad,k-grouped FINEGEMM_PROBE_RING_STS=$on
+        done
+        pack
+    done
+    harness_args=()
+    FINEGEMM_PROBE_RING_STS=2 PYTEST_TIMEOUT=150 pytest_gpu pytest-ring-cpa.log tests/test_sm90_gpu.py -k "1d1d"
 elif [ "$PART" = 69 ]; then
     # session 28 (NOTES v30), any card, ~7-9 minutes: the 1d1d ring's per-channel scales stored by the producer warp
     # (FINEGEMM_PROBE_RING_STS=1: no proxy fence at the release). First the race check that found v5's missing fence

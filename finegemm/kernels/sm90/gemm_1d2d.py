@@ -58,6 +58,7 @@ import triton
 import triton.language as tl
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared,
     mbarrier,
@@ -96,7 +97,9 @@ _WARP_RELEASE_ASM: gl.constexpr = gl.constexpr(
 # release needs no proxy fence (``MEMBAR.ALL.CTA``; v5 measured it at up to 23 % on 128-row weight-gradient tiles),
 # nor do the fused split-K tiles (``FENCE_RING``). Not at BLOCK_M 192 (three A boxes a stage): both rings stay TMA
 # there, released behind the fence. Read at import.
-PROBE_RING_STS: gl.constexpr = gl.constexpr(os.environ.get("FINEGEMM_PROBE_RING_STS", "0") == "1")
+# ``=2``: the same with ``cp.async`` copies completing on the full barrier, so that the producer does not wait for
+# the loads (``=1``, loads then ``st.shared``, measured 3-25 % slower on the H100: NOTES v30).
+PROBE_RING_STS: gl.constexpr = gl.constexpr(int(os.environ.get("FINEGEMM_PROBE_RING_STS", "0")))
 # Tiles of two column blocks read the per-token ring scales twice a K block (one layout a block) and release the slot
 # behind a proxy fence, the hazard _release describes: without it their first GPU run (session 24, H100) had
 # 4095x4096x1536 at 128x160 differ between two runs, and scripts/repeat_probe.py 5 of 5 repeats (up to 738 k
@@ -244,6 +247,18 @@ def _scale_row(ptr, stride_k, krow, off, LIMIT, SIZE: gl.constexpr):
 
 
 @gluon.jit
+def _copy_scale_row(bufs, s, ptr, stride_k, krow, off, LIMIT):
+    """``PROBE_RING_STS`` 2: ``cp.async`` of one K block's scales (as :func:`_scale_row` reads them) into ring slot
+    ``s``; the caller arrives on the slot's full barrier once they land (``async_copy.mbarrier_arrive``)."""
+    SIZE: gl.constexpr = bufs.shape[2]
+    layout: gl.constexpr = gl.BlockedLayout([SIZE // 32], [32], [1], [0])
+    flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
+    idx = off + gl.arange(0, SIZE, layout=layout)
+    async_copy.async_copy_global_to_shared(bufs.index(s)._reinterpret(bufs.dtype, [SIZE], flat),
+                                           ptr + krow * stride_k + idx, mask=idx < LIMIT)
+
+
+@gluon.jit
 def _store_scale_row(bufs, s, row):
     """``PROBE_RING_STS``: ``row`` into ring slot ``s`` of a ``[STAGES, 1, SIZE]`` scale ring, laid out as its TMA
     box would be (read by :func:`_ring_scale`)."""
@@ -269,7 +284,7 @@ def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars,
     # A (and its ring scales) come in BOXES boxes of A_ROWS rows a stage: 1, or 3 at BLOCK_M 192
     A_ROWS: gl.constexpr = a_desc.block_type.shape[0]
     BOXES: gl.constexpr = BLOCK_M // A_ROWS
-    SFB_STS: gl.constexpr = SFB_TMA and PROBE_RING_STS and BOXES == 1
+    SFB_STS: gl.constexpr = SFB_TMA and PROBE_RING_STS != 0 and BOXES == 1
     SFA_STS: gl.constexpr = SFB_STS and SFA_TMA
     nbytes: gl.constexpr = (BOXES * a_desc.block_type.nbytes + b_desc.block_type.nbytes
                             + (BOXES * sfa_desc.block_type.nbytes if SFA_TMA and not SFA_STS else 0)
@@ -297,18 +312,25 @@ def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars,
             kb = kb0 + kk
             # the MN-major scale tensors are [K/128 (packed: /4), M or N]: one row of the tile per stage
             krow = kb // 4 if SF_PACKED else kb
-            if SFB_STS:
+            if SFB_STS and PROBE_RING_STS == 1:
                 sfb_row = _scale_row(sfb_ptr, stride_sfb, krow, off_n, N, BLOCK_N)
-            if SFA_STS:
-                sfa_row = _scale_row(sfa_ptr, stride_sfa_k, krow, off_m, M, BLOCK_M)
+                if SFA_STS:
+                    sfa_row = _scale_row(sfa_ptr, stride_sfa_k, krow, off_m, M, BLOCK_M)
             mbarrier.wait(empty_bars.index(s), phase ^ 1)
             bar = full_bars.index(s)
             if SFB_STS:
-                _store_scale_row(sfb_bufs, s, sfb_row)
-                if SFA_STS:
-                    _store_scale_row(sfa_bufs, s, sfa_row)
-                # every lane's store before the elected lane's arrive (its release covers the warp's stores)
-                gl.thread_barrier()
+                if PROBE_RING_STS == 1:
+                    _store_scale_row(sfb_bufs, s, sfb_row)
+                    if SFA_STS:
+                        _store_scale_row(sfa_bufs, s, sfa_row)
+                    # every lane's store before the elected lane's arrive (its release covers the warp's stores)
+                    gl.thread_barrier()
+                else:
+                    _copy_scale_row(sfb_bufs, s, sfb_ptr, stride_sfb, krow, off_n, N)
+                    if SFA_STS:
+                        _copy_scale_row(sfa_bufs, s, sfa_ptr, stride_sfa_k, krow, off_m, M)
+                    # each lane: one more pending arrival, made when its copies have landed
+                    async_copy.mbarrier_arrive(bar, increment_count=True)
             mbarrier.expect(bar, nbytes)
             for i in gl.static_range(BOXES):
                 if SFA_TMA and not SFA_STS:
@@ -686,7 +708,7 @@ def _retire_block(acc, tok, s, kb, PENDING: gl.constexpr, sfa_bufs, sfb_bufs, em
                                 SFA_TMA, SFB_TMA)
     acc = _promote(acc, part, sa, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
     # after the promotion has consumed the slot's ring scales (see _release)
-    _release(empty_bars, s, (SFB_TMA and not PROBE_RING_STS) or FENCE_RING)
+    _release(empty_bars, s, (SFB_TMA and PROBE_RING_STS == 0) or FENCE_RING)
     return acc
 
 
@@ -760,7 +782,7 @@ def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
                                       SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA, SFB_TMA)
             part = warpgroup_mma_wait(0, deps=(part,))
             acc = _promote(acc, part, sa, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
-            _release(empty_bars, s, (SFB_TMA and not PROBE_RING_STS) or FENCE_RING)
+            _release(empty_bars, s, (SFB_TMA and PROBE_RING_STS == 0) or FENCE_RING)
             sa = nsa
             sb0 = nsb0
             sb1 = nsb1
@@ -837,7 +859,7 @@ def _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
             sb0 = _ring_scale(sfb_bufs, s, kb0 + kk, 0, col_layout, SF_PACKED, BLOCK_N)
             sb1 = sb0
         acc1 = _promote(acc1, part, sa1, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
-        _release(empty_bars, s, SFB_TMA and not PROBE_RING_STS)
+        _release(empty_bars, s, SFB_TMA and PROBE_RING_STS == 0)
         _wave_stamp(trace_ptr, trace_row, kk, 4, TRACE)
         sa0 = nsa0
         sa1 = nsa1
@@ -1059,9 +1081,9 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
     # PROBE_RING_STS: the producer stores the 1d1d ring's scales itself (not at BLOCK_M 192), no TMA write to order
     # against; where the probe is on but does not apply, the fence stays on every release (the loops' per-channel
     # releases read PROBE_RING_STS alone)
-    RING_STS: gl.constexpr = PROBE_RING_STS and SFB_TMA and BLOCK_M != 192
+    RING_STS: gl.constexpr = PROBE_RING_STS != 0 and SFB_TMA and BLOCK_M != 192
     FENCE_RING: gl.constexpr = ((SPLITK_FUSED and SFA_TMA and not RING_STS)
-                                or (PROBE_RING_STS and SFB_TMA and not RING_STS))
+                                or (PROBE_RING_STS != 0 and SFB_TMA and not RING_STS))
     # this wave's offsets in a split tile's partial plane (SPLITK_FUSED)
     local = (row0 + gl.arange(0, WG_M, layout=row_layout))[:, None] * BLOCK_N + gl.arange(
         0, BLOCK_N, layout=col_layout)[None, :]

@@ -157,6 +157,31 @@ harness_run() {  # one harness run in its own process: output stem, suites, then
         | tr '\n' ' '; echo
 }
 harness_args=()
+ring_scales_ab() {  # parts 69 / 70: FINEGEMM_PROBE_RING_STS=$1 (stem $2): the race check that found v5's missing fence
+    # (repeat_probe's 1d1d ring-scale cases and the weight-grad rules' picks, 6 runs each, with the switch), then the
+    # harness weight-grad and k-grouped suites off / on, alternating processes, two rounds (kernel time)
+    local value="$1" stem="$2"
+    FINEGEMM_PROBE_RING_STS=$value PROBE_CASES="128 sfb,128 sfb fresh,128 sfb noC,128 sfb g1,256 se sfb,1d1d rule" \
+        OUT="$LOGS" timeout 120 python3 -W ignore scripts/repeat_probe.py > "$LOGS/repeat-probe-$stem.log" 2>&1 || status=1
+    FINEGEMM_PROBE_RING_STS=$value PROBE_SET=wgrad_rules OUT="$LOGS" \
+        timeout 120 python3 -W ignore scripts/repeat_probe.py >> "$LOGS/repeat-probe-$stem.log" 2>&1 || status=1
+    mv "$LOGS/repeat_probe.json" "$LOGS/repeat-probe-$stem.json" 2>/dev/null
+    python3 -c 'import json, sys
+for line in open(sys.argv[1]):
+    if line.startswith("{"):
+        r = json.loads(line); print(r["shape"], r["name"], "fresh" if r["fresh"] else "", "differ:", r["differing_runs"])
+    elif line.startswith("ERR"):
+        print(line.strip()[:200])' "$LOGS/repeat-probe-$stem.log"
+    pack
+    for round in 1 2; do
+        for on in 0 "$value"; do
+            harness_args=(--kernel-time)
+            harness_run "$stem-$on-$round" weight-grad,k-grouped FINEGEMM_PROBE_RING_STS=$on
+        done
+        pack
+    done
+    harness_args=()
+}
 targets_dense_bf16() {  # parts 60 / 67: the dense, weight-grad and bf16 suites with their live peers, kernel time
     harness_args=(--kernel-time)
     HARNESS_PEERS=finegemm-sm90,cublas-block,cublas-tensor HARNESS_TIMEOUT=200 harness_run targets-dense-wgrad \
@@ -538,48 +563,12 @@ elif [ "$PART" = 66 ]; then
 elif [ "$PART" = 70 ]; then
     # session 28 (NOTES v30), any card, ~3-5 minutes: part 69 for FINEGEMM_PROBE_RING_STS=2 (the ring scales copied by
     # cp.async completing on the full barrier, so the producer does not wait for the loads; =1 measured 3-25 % slower)
-    FINEGEMM_PROBE_RING_STS=2 PROBE_CASES="128 sfb,128 sfb fresh,128 sfb noC,128 sfb g1,256 se sfb,1d1d rule" OUT="$LOGS" \
-        timeout 120 python3 -W ignore scripts/repeat_probe.py > "$LOGS/repeat-probe-ring-cpa.log" 2>&1 || status=1
-    FINEGEMM_PROBE_RING_STS=2 PROBE_SET=wgrad_rules OUT="$LOGS" \
-        timeout 120 python3 -W ignore scripts/repeat_probe.py >> "$LOGS/repeat-probe-ring-cpa.log" 2>&1 || status=1
-    mv "$LOGS/repeat_probe.json" "$LOGS/repeat-probe-ring-cpa.json" 2>/dev/null
-    grep -c '"differing_runs": 0' "$LOGS/repeat-probe-ring-cpa.log"; grep -o '"differing_runs": [1-9][0-9]*' \
-        "$LOGS/repeat-probe-ring-cpa.log"; grep '^ERR' "$LOGS/repeat-probe-ring-cpa.log" | cut -c1-200
-    pack
-    for round in 1 2; do
-        for on in 0 2; do
-            harness_args=(--kernel-time)
-            harness_run "ring-cpa-$on-$round" weight-grad,k-grouped FINEGEMM_PROBE_RING_STS=$on
-        done
-        pack
-    done
-    harness_args=()
+    ring_scales_ab 2 ring-cpa
     FINEGEMM_PROBE_RING_STS=2 PYTEST_TIMEOUT=150 pytest_gpu pytest-ring-cpa.log tests/test_sm90_gpu.py -k "1d1d"
 elif [ "$PART" = 69 ]; then
-    # session 28 (NOTES v30), any card, ~7-9 minutes: the 1d1d ring's per-channel scales stored by the producer warp
-    # (FINEGEMM_PROBE_RING_STS=1: no proxy fence at the release). First the race check that found v5's missing fence
-    # (repeat_probe's 1d1d ring-scale cases, 6 runs each, with the switch), then the harness weight-grad and k-grouped
-    # suites off / on, alternating processes, two rounds (kernel time), then the 1d1d and k-grouped GPU tests under it
-    FINEGEMM_PROBE_RING_STS=1 PROBE_CASES="128 sfb,128 sfb fresh,128 sfb noC,128 sfb g1,256 se sfb,1d1d rule" OUT="$LOGS" \
-        timeout 120 python3 -W ignore scripts/repeat_probe.py > "$LOGS/repeat-probe-ring-sts.log" 2>&1 || status=1
-    FINEGEMM_PROBE_RING_STS=1 PROBE_SET=wgrad_rules OUT="$LOGS" \
-        timeout 120 python3 -W ignore scripts/repeat_probe.py >> "$LOGS/repeat-probe-ring-sts.log" 2>&1 || status=1
-    mv "$LOGS/repeat_probe.json" "$LOGS/repeat-probe-ring-sts.json" 2>/dev/null
-    python3 -c 'import json, sys
-for line in open(sys.argv[1]):
-    if line.startswith("{"):
-        r = json.loads(line); print(r["shape"], r["name"], "fresh" if r["fresh"] else "", "differ:", r["differing_runs"])
-    elif line.startswith("ERR"):
-        print(line.strip()[:200])' "$LOGS/repeat-probe-ring-sts.log"
-    pack
-    for round in 1 2; do
-        for on in 0 1; do
-            harness_args=(--kernel-time)
-            harness_run "ring-sts-$on-$round" weight-grad,k-grouped FINEGEMM_PROBE_RING_STS=$on
-        done
-        pack
-    done
-    harness_args=()
+    # session 28 (NOTES v30; ran at 72fbdf4 on an H100), any card, ~7-9 minutes: the 1d1d ring's scales stored by the
+    # producer warp (FINEGEMM_PROBE_RING_STS=1: no proxy fence at the release), then the 1d1d and k-grouped GPU tests
+    ring_scales_ab 1 ring-sts
     FINEGEMM_PROBE_RING_STS=1 PYTEST_TIMEOUT=200 pytest_gpu pytest-ring-sts.log tests/test_sm90_gpu.py \
         tests/test_sm90_k_grouped_gpu.py -k "1d1d or split_tail or splitk_fused or fp8"
 elif [ "$PART" = 68 ]; then

@@ -95,8 +95,7 @@ _WARP_RELEASE_ASM: gl.constexpr = gl.constexpr(
 # writes a slot's scales itself (global loads, then shared stores) instead of TMA boxes, so that the math
 # warpgroups' generic reads of them and the producer's next write are ordered by the ring's mbarriers alone: the
 # release needs no proxy fence (``MEMBAR.ALL.CTA``; v5 measured it at up to 23 % on 128-row weight-gradient tiles),
-# nor do the fused split-K tiles (``FENCE_RING``). Not at BLOCK_M 192 (three A boxes a stage): both rings stay TMA
-# there, released behind the fence. Read at import.
+# nor do the fused split-K tiles (``FENCE_RING``). Read at import.
 # ``=2``: the same with ``cp.async`` copies completing on the full barrier, so that the producer does not wait for
 # the loads (``=1``, loads then ``st.shared``, measured 3-25 % slower on the H100: NOTES v30).
 PROBE_RING_STS: gl.constexpr = gl.constexpr(int(os.environ.get("FINEGEMM_PROBE_RING_STS", "0")))
@@ -237,33 +236,38 @@ def _load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
 
 
 @gluon.jit
-def _scale_row(ptr, stride_k, krow, off, LIMIT, SIZE: gl.constexpr):
-    """``PROBE_RING_STS``: the producer warp's load of one K block's ``SIZE`` scales of a tile (words ``off + [0,
-    SIZE)`` of row ``krow`` of an MN-major ``[K/128 (packed: /4), MN]`` scale tensor; past ``LIMIT`` 0), for
-    :func:`_store_scale_row`."""
+def _ring_row(bufs, s):
+    """``PROBE_RING_STS``: ring slot ``s`` of a ``[STAGES, 1, SIZE]`` scale ring as the flat ``[SIZE]`` view that
+    :func:`_ring_scale` reads (which spells it out: routing it through here reorders that kernel's code enough for
+    ptxas to spill 272 bytes in the 1d1d split-tail pick, tests/test_sm90_compile.py)."""
+    flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
+    return bufs.index(s)._reinterpret(bufs.dtype, [bufs.shape[2]], flat)
+
+
+@gluon.jit
+def _scale_row_ptrs(ptr, stride_k, krow, off, LIMIT, SIZE: gl.constexpr):
+    """``PROBE_RING_STS``: (pointers, mask) of one K block's ``SIZE`` scales of a tile for the producer warp: words
+    ``off + [0, SIZE)`` of row ``krow`` of an MN-major ``[K/128 (packed: /4), MN]`` scale tensor, those past ``LIMIT``
+    masked (read as 0)."""
     layout: gl.constexpr = gl.BlockedLayout([SIZE // 32], [32], [1], [0])
     idx = off + gl.arange(0, SIZE, layout=layout)
-    return gl.load(ptr + krow * stride_k + idx, mask=idx < LIMIT, other=0)
+    return ptr + krow * stride_k + idx, idx < LIMIT
+
+
+@gluon.jit
+def _scale_row(ptr, stride_k, krow, off, LIMIT, SIZE: gl.constexpr):
+    """``PROBE_RING_STS`` 1: the producer warp's load of one K block's scales (:func:`_scale_row_ptrs`), stored
+    into the slot later with ``_ring_row(bufs, s).store(...)``."""
+    ptrs, mask = _scale_row_ptrs(ptr, stride_k, krow, off, LIMIT, SIZE)
+    return gl.load(ptrs, mask=mask, other=0)
 
 
 @gluon.jit
 def _copy_scale_row(bufs, s, ptr, stride_k, krow, off, LIMIT):
-    """``PROBE_RING_STS`` 2: ``cp.async`` of one K block's scales (as :func:`_scale_row` reads them) into ring slot
-    ``s``; the caller arrives on the slot's full barrier once they land (``async_copy.mbarrier_arrive``)."""
-    SIZE: gl.constexpr = bufs.shape[2]
-    layout: gl.constexpr = gl.BlockedLayout([SIZE // 32], [32], [1], [0])
-    flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
-    idx = off + gl.arange(0, SIZE, layout=layout)
-    async_copy.async_copy_global_to_shared(bufs.index(s)._reinterpret(bufs.dtype, [SIZE], flat),
-                                           ptr + krow * stride_k + idx, mask=idx < LIMIT)
-
-
-@gluon.jit
-def _store_scale_row(bufs, s, row):
-    """``PROBE_RING_STS``: ``row`` into ring slot ``s`` of a ``[STAGES, 1, SIZE]`` scale ring, laid out as its TMA
-    box would be (read by :func:`_ring_scale`)."""
-    flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
-    bufs.index(s)._reinterpret(bufs.dtype, [bufs.shape[2]], flat).store(row)
+    """``PROBE_RING_STS`` 2: ``cp.async`` of one K block's scales (:func:`_scale_row_ptrs`) into ring slot ``s``; the
+    caller arrives on the slot's full barrier once they land (``async_copy.mbarrier_arrive``)."""
+    ptrs, mask = _scale_row_ptrs(ptr, stride_k, krow, off, LIMIT, bufs.shape[2])
+    async_copy.async_copy_global_to_shared(_ring_row(bufs, s), ptrs, mask=mask)
 
 
 @gluon.jit
@@ -277,14 +281,15 @@ def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars,
     """``B_PREFETCH`` > 0: with each K block's loads, B's tile that many K blocks ahead (in the same work unit) is
     prefetched into L2 (:mod:`.l2_prefetch`). ``BLOCK_N1`` > 0: tiles ``BLOCK_N + BLOCK_N1`` wide, B's last
     ``BLOCK_N1`` rows of a tile in a second box (``b1_desc``) into ``b1_bufs``, on the same full barrier.
-    ``SFB_TMA`` with ``PROBE_RING_STS`` (one A box a stage, i.e. BLOCK_M is not 192): the ring's scales (per-channel,
-    and per-token with ``SFA_TMA``) are loaded from ``sfb_ptr`` / ``sfa_ptr`` before the slot's empty wait (the wait
-    hides the loads) and stored into the slot after it, before the full barrier's arrive."""
+    ``SFB_TMA`` with ``PROBE_RING_STS``: the ring's scales (per-channel, and per-token with ``SFA_TMA``) come from
+    ``sfb_ptr`` / ``sfa_ptr`` instead of TMA boxes: 1, loaded before the slot's empty wait and stored into the slot
+    after it; 2, copied into it by ``cp.async`` after the wait. Either way before the full barrier's arrive."""
     num_kb = _num_k_blocks(a_desc, K, K_DYN)
     # A (and its ring scales) come in BOXES boxes of A_ROWS rows a stage: 1, or 3 at BLOCK_M 192
     A_ROWS: gl.constexpr = a_desc.block_type.shape[0]
     BOXES: gl.constexpr = BLOCK_M // A_ROWS
-    SFB_STS: gl.constexpr = SFB_TMA and PROBE_RING_STS != 0 and BOXES == 1
+    # (1d1d tiles, the only ones with SFB_TMA, have one A box a stage: never BLOCK_M 192)
+    SFB_STS: gl.constexpr = SFB_TMA and PROBE_RING_STS != 0
     SFA_STS: gl.constexpr = SFB_STS and SFA_TMA
     nbytes: gl.constexpr = (BOXES * a_desc.block_type.nbytes + b_desc.block_type.nbytes
                             + (BOXES * sfa_desc.block_type.nbytes if SFA_TMA and not SFA_STS else 0)
@@ -320,9 +325,9 @@ def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars,
             bar = full_bars.index(s)
             if SFB_STS:
                 if PROBE_RING_STS == 1:
-                    _store_scale_row(sfb_bufs, s, sfb_row)
+                    _ring_row(sfb_bufs, s).store(sfb_row)
                     if SFA_STS:
-                        _store_scale_row(sfa_bufs, s, sfa_row)
+                        _ring_row(sfa_bufs, s).store(sfa_row)
                     # every lane's store before the elected lane's arrive (its release covers the warp's stores)
                     gl.thread_barrier()
                 else:
@@ -1078,12 +1083,8 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
     # In-kernel split-K with the per-token scales in the ring: release every slot behind the proxy fence.
     # Without it the H200 gave wrong and run-to-run different results once CTAs ran several split units
     # (a 16-CTA grid; NOTES v10): the warpgroups drift apart around the reduction.
-    # PROBE_RING_STS: the producer stores the 1d1d ring's scales itself (not at BLOCK_M 192), no TMA write to order
-    # against; where the probe is on but does not apply, the fence stays on every release (the loops' per-channel
-    # releases read PROBE_RING_STS alone)
-    RING_STS: gl.constexpr = PROBE_RING_STS != 0 and SFB_TMA and BLOCK_M != 192
-    FENCE_RING: gl.constexpr = ((SPLITK_FUSED and SFA_TMA and not RING_STS)
-                                or (PROBE_RING_STS != 0 and SFB_TMA and not RING_STS))
+    # (PROBE_RING_STS: the producer writes the 1d1d ring's scales itself, no TMA write to order against)
+    FENCE_RING: gl.constexpr = SPLITK_FUSED and SFA_TMA and not (PROBE_RING_STS != 0 and SFB_TMA)
     # this wave's offsets in a split tile's partial plane (SPLITK_FUSED)
     local = (row0 + gl.arange(0, WG_M, layout=row_layout))[:, None] * BLOCK_N + gl.arange(
         0, BLOCK_N, layout=col_layout)[None, :]

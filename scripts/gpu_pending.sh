@@ -88,10 +88,12 @@
 #   bash scripts/gpu_pending.sh 59  (session 25, any card) FP32 out at widths that are not powers of two
 #   bash scripts/gpu_pending.sh 62  (session 25, any card) BF16 D in halves on 4-stage tiles (192x128, 64x256)
 #   bash scripts/gpu_pending.sh 63  (session 25, any card) the 64x256 picks moved by the short-K halves rule
-#   bash scripts/gpu_pending.sh 70  (session 28, any card) 69 for FINEGEMM_PROBE_RING_STS=2 (cp.async copies)
-#   bash scripts/gpu_pending.sh 69  (session 28, any card) the 1d1d ring's weight scales stored by the producer
-#                                   (FINEGEMM_PROBE_RING_STS=1, no release fence): race check, weight-grad / k-grouped
-#                                   off / on, its GPU tests (~7-9 minutes)
+#   bash scripts/gpu_pending.sh 70  (session 28; ran at de04c26 on an H100) 69 for the cp.async copies, the default
+#                                   since session 29 (NOTES v31); FINEGEMM_PROBE_RING_STS=0 is the TMA form. Run again
+#                                   (any card, ~4 minutes) it times the fused split-K tiles' form since v31 (cp.async
+#                                   copies, fenced releases), untimed so far
+#   bash scripts/gpu_pending.sh 69  (session 28; ran at 72fbdf4, retired: the st.shared form is gone) the 1d1d ring's
+#                                   weight scales stored by the producer
 #   bash scripts/gpu_pending.sh 68  (session 26, any card) fp8_linear's weight gradient without a zero-filled C
 #                                   (FINEGEMM_PROBE_WGRAD_NO_C=1): GPU tests, then the training step off / on
 #   bash scripts/gpu_pending.sh 67  (session 26; H200 FIRST) 60 and 61 in one call, then bench.targets over them

@@ -78,8 +78,8 @@ if os.environ.get("PROBE_SET") == "defaults":
     sys.exit(0)
 if os.environ.get("PROBE_SET") == "wgrad_rules":
     # the weight-grad suite's shapes at the rules' own picks (recipe (1, 1, 128) with a separate C, so never the
-    # in-place form; fused split-K at 2112 / 576 rows): the ring-scale releases that FINEGEMM_PROBE_RING_STS makes
-    # fence-free
+    # in-place form; fused split-K at 2112 / 576 rows): the ring-scale releases that the cp.async ring scales made
+    # fence-free (gemm_1d2d.RING_CPASYNC)
     for m, n, k in ((2112, 4096, 7168), (576, 4096, 7168), (24576, 4096, 1536), (7168, 4096, 16384),
                     (4096, 4096, 7168), (7168, 4096, 2048), (32768, 4096, 512)):
         d = GemmDesc("fp8_1d1d", m, n, k, True, True, True, True, False)

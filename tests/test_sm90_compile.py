@@ -130,7 +130,12 @@ VARIANTS = _variants()
                               f"{'-packed' if d.sf_packed else ''}{'-c' if d.with_c else ''}" for d, c, _ in VARIANTS])
 def test_compiles_with_required_instructions(desc, cfg, c_dtype):
     ptx = assert_fast_path_kernel(compile_variant(desc, cfg, c_dtype), H200.smem_per_block)
-    if cfg.sfb_tma:  # slots whose per-channel scales were read by ld.shared are released behind a proxy fence:
+    # the 1d1d ring's scales (sfb_tma: per-channel, and per-token with sfa_tma) are copied by the producer's cp.async,
+    # each lane's arrive on the slot's full barrier made when they land (FINEGEMM_PROBE_RING_STS=0: by TMA boxes)
+    ring_cpasync = cfg.sfb_tma and gemm_1d2d.RING_CPASYNC.value
+    if ring_cpasync:
+        assert "cp.async.ca.shared.global" in ptx and "cp.async.mbarrier.arrive.shared.b64" in ptx
+    elif cfg.sfb_tma:  # slots whose per-channel scales were read by ld.shared are released behind a proxy fence:
         # walking back from each release, a fence comes before any shared-memory load (wherever the fence sits)
         lines = ptx.splitlines()
         releases = [i for i, line in enumerate(lines) if "mbarrier.arrive.shared::cta.b64 _," in line]
@@ -143,7 +148,7 @@ def test_compiles_with_required_instructions(desc, cfg, c_dtype):
                     return False
             return False
         assert releases and all(fenced(i) for i in releases), [fenced(i) for i in releases]
-    if cfg.sfa_tma or cfg.sfb_tma:  # scales ride in the ring: a third (fourth) TMA load beside A's and B's
+    if (cfg.sfa_tma or cfg.sfb_tma) and not ring_cpasync:  # scales in the ring by TMA: a third (fourth) load
         plain = compile_variant(desc, dataclasses.replace(cfg, sfa_tma=False, sfb_tma=False), c_dtype).asm["ptx"]
         # ring loads only: C staged by TMA adds one load per math warpgroup to both
         c_loads = gemm_1d2d.num_math_warpgroups(cfg.block_m) * c_tma_effective(desc, cfg, c_dtype)

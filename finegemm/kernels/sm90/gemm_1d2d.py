@@ -91,14 +91,16 @@ _WARP_RELEASE_ASM: gl.constexpr = gl.constexpr(
     "{ .reg .pred p; .reg .b32 a; bar.warp.sync 0xffffffff; mov.u32 a, %laneid; setp.eq.u32 p, a, 0; "
     "mov.u32 a, global_smem; mad.lo.u32 a, $1, 8, a; "
     f"@p mbarrier.arrive.shared::cta.b64 _, [a+{PROBE_EMPTY_SMEM.value}]; mov.u32 $0, 0; }}")
-# Probe (NOTES v30; off): in the 1d1d kernels with both scale vectors in the ring (``SFB_TMA``), the producer warp
-# writes a slot's scales itself (global loads, then shared stores) instead of TMA boxes, so that the math
-# warpgroups' generic reads of them and the producer's next write are ordered by the ring's mbarriers alone: the
-# release needs no proxy fence (``MEMBAR.ALL.CTA``; v5 measured it at up to 23 % on 128-row weight-gradient tiles),
-# nor do the fused split-K tiles (``FENCE_RING``). Read at import.
-# ``=2``: the same with ``cp.async`` copies completing on the full barrier, so that the producer does not wait for
-# the loads (``=1``, loads then ``st.shared``, measured 3-25 % slower on the H100: NOTES v30).
-PROBE_RING_STS: gl.constexpr = gl.constexpr(int(os.environ.get("FINEGEMM_PROBE_RING_STS", "0")))
+# In the 1d1d kernels with both scale vectors in the ring (``SFB_TMA``) the producer warp copies a slot's scales
+# with ``cp.async`` (each lane's copies completing on the slot's full barrier) instead of TMA boxes. The math
+# warpgroups' generic reads of them and the producer's next write are then ordered by the ring's mbarriers alone:
+# the release needs no proxy fence (``MEMBAR.ALL.CTA``; v5 measured it at up to 23 % on 128-row weight-gradient
+# tiles). The fused split-K tiles keep theirs (``FENCE_RING``: see there). Measured without that fence too (NOTES
+# v31, H100): 1.4 % faster in geometric mean over the weight-grad and k-grouped suites (up to 5 %), race-free in 19
+# repeat configurations. Loading the scales and storing them with ``st.shared`` instead was 3-25 % slower (v30:
+# the producer waited for its loads). ``FINEGEMM_PROBE_RING_STS=0`` (read at import) restores the TMA boxes and
+# the fenced releases.
+RING_CPASYNC: gl.constexpr = gl.constexpr(os.environ.get("FINEGEMM_PROBE_RING_STS", "2") != "0")
 # Tiles of two column blocks read the per-token ring scales twice a K block (one layout a block) and release the slot
 # behind a proxy fence, the hazard _release describes: without it their first GPU run (session 24, H100) had
 # 4095x4096x1536 at 128x160 differ between two runs, and scripts/repeat_probe.py 5 of 5 repeats (up to 738 k
@@ -237,7 +239,7 @@ def _load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
 
 @gluon.jit
 def _ring_row(bufs, s):
-    """``PROBE_RING_STS``: ring slot ``s`` of a ``[STAGES, 1, SIZE]`` scale ring as the flat ``[SIZE]`` view that
+    """``RING_CPASYNC``: ring slot ``s`` of a ``[STAGES, 1, SIZE]`` scale ring as the flat ``[SIZE]`` view that
     :func:`_ring_scale` reads (which spells it out: routing it through here reorders that kernel's code enough for
     ptxas to spill 272 bytes in the 1d1d split-tail pick, tests/test_sm90_compile.py)."""
     flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
@@ -246,7 +248,7 @@ def _ring_row(bufs, s):
 
 @gluon.jit
 def _scale_row_ptrs(ptr, stride_k, krow, off, LIMIT, SIZE: gl.constexpr):
-    """``PROBE_RING_STS``: (pointers, mask) of one K block's ``SIZE`` scales of a tile for the producer warp: words
+    """``RING_CPASYNC``: (pointers, mask) of one K block's ``SIZE`` scales of a tile for the producer warp: words
     ``off + [0, SIZE)`` of row ``krow`` of an MN-major ``[K/128 (packed: /4), MN]`` scale tensor, those past ``LIMIT``
     masked (read as 0)."""
     layout: gl.constexpr = gl.BlockedLayout([SIZE // 32], [32], [1], [0])
@@ -255,16 +257,8 @@ def _scale_row_ptrs(ptr, stride_k, krow, off, LIMIT, SIZE: gl.constexpr):
 
 
 @gluon.jit
-def _scale_row(ptr, stride_k, krow, off, LIMIT, SIZE: gl.constexpr):
-    """``PROBE_RING_STS`` 1: the producer warp's load of one K block's scales (:func:`_scale_row_ptrs`), stored
-    into the slot later with ``_ring_row(bufs, s).store(...)``."""
-    ptrs, mask = _scale_row_ptrs(ptr, stride_k, krow, off, LIMIT, SIZE)
-    return gl.load(ptrs, mask=mask, other=0)
-
-
-@gluon.jit
 def _copy_scale_row(bufs, s, ptr, stride_k, krow, off, LIMIT):
-    """``PROBE_RING_STS`` 2: ``cp.async`` of one K block's scales (:func:`_scale_row_ptrs`) into ring slot ``s``; the
+    """``RING_CPASYNC``: ``cp.async`` of one K block's scales (:func:`_scale_row_ptrs`) into ring slot ``s``; the
     caller arrives on the slot's full barrier once they land (``async_copy.mbarrier_arrive``)."""
     ptrs, mask = _scale_row_ptrs(ptr, stride_k, krow, off, LIMIT, bufs.shape[2])
     async_copy.async_copy_global_to_shared(_ring_row(bufs, s), ptrs, mask=mask)
@@ -281,19 +275,19 @@ def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars,
     """``B_PREFETCH`` > 0: with each K block's loads, B's tile that many K blocks ahead (in the same work unit) is
     prefetched into L2 (:mod:`.l2_prefetch`). ``BLOCK_N1`` > 0: tiles ``BLOCK_N + BLOCK_N1`` wide, B's last
     ``BLOCK_N1`` rows of a tile in a second box (``b1_desc``) into ``b1_bufs``, on the same full barrier.
-    ``SFB_TMA`` with ``PROBE_RING_STS``: the ring's scales (per-channel, and per-token with ``SFA_TMA``) come from
-    ``sfb_ptr`` / ``sfa_ptr`` instead of TMA boxes: 1, loaded before the slot's empty wait and stored into the slot
-    after it; 2, copied into it by ``cp.async`` after the wait. Either way before the full barrier's arrive."""
+    ``SFB_TMA`` with ``RING_CPASYNC``: the ring's scales (per-channel, and per-token with ``SFA_TMA``) are copied from
+    ``sfb_ptr`` / ``sfa_ptr`` by ``cp.async`` after the slot's empty wait instead of by TMA boxes; each lane's
+    copies complete on the slot's full barrier."""
     num_kb = _num_k_blocks(a_desc, K, K_DYN)
     # A (and its ring scales) come in BOXES boxes of A_ROWS rows a stage: 1, or 3 at BLOCK_M 192
     A_ROWS: gl.constexpr = a_desc.block_type.shape[0]
     BOXES: gl.constexpr = BLOCK_M // A_ROWS
     # (1d1d tiles, the only ones with SFB_TMA, have one A box a stage: never BLOCK_M 192)
-    SFB_STS: gl.constexpr = SFB_TMA and PROBE_RING_STS != 0
-    SFA_STS: gl.constexpr = SFB_STS and SFA_TMA
+    SFB_CPASYNC: gl.constexpr = SFB_TMA and RING_CPASYNC
+    SFA_CPASYNC: gl.constexpr = SFB_CPASYNC and SFA_TMA
     nbytes: gl.constexpr = (BOXES * a_desc.block_type.nbytes + b_desc.block_type.nbytes
-                            + (BOXES * sfa_desc.block_type.nbytes if SFA_TMA and not SFA_STS else 0)
-                            + (sfb_desc.block_type.nbytes if SFB_TMA and not SFB_STS else 0)
+                            + (BOXES * sfa_desc.block_type.nbytes if SFA_TMA and not SFA_CPASYNC else 0)
+                            + (sfb_desc.block_type.nbytes if SFB_TMA and not SFB_CPASYNC else 0)
                             + (b1_desc.block_type.nbytes if BLOCK_N1 > 0 else 0))
     TILE_N: gl.constexpr = BLOCK_N + BLOCK_N1
     kb_per_split = num_kb // SPLIT_K
@@ -317,34 +311,23 @@ def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars,
             kb = kb0 + kk
             # the MN-major scale tensors are [K/128 (packed: /4), M or N]: one row of the tile per stage
             krow = kb // 4 if SF_PACKED else kb
-            if SFB_STS and PROBE_RING_STS == 1:
-                sfb_row = _scale_row(sfb_ptr, stride_sfb, krow, off_n, N, BLOCK_N)
-                if SFA_STS:
-                    sfa_row = _scale_row(sfa_ptr, stride_sfa_k, krow, off_m, M, BLOCK_M)
             mbarrier.wait(empty_bars.index(s), phase ^ 1)
             bar = full_bars.index(s)
-            if SFB_STS:
-                if PROBE_RING_STS == 1:
-                    _ring_row(sfb_bufs, s).store(sfb_row)
-                    if SFA_STS:
-                        _ring_row(sfa_bufs, s).store(sfa_row)
-                    # every lane's store before the elected lane's arrive (its release covers the warp's stores)
-                    gl.thread_barrier()
-                else:
-                    _copy_scale_row(sfb_bufs, s, sfb_ptr, stride_sfb, krow, off_n, N)
-                    if SFA_STS:
-                        _copy_scale_row(sfa_bufs, s, sfa_ptr, stride_sfa_k, krow, off_m, M)
-                    # each lane: one more pending arrival, made when its copies have landed
-                    async_copy.mbarrier_arrive(bar, increment_count=True)
+            if SFB_CPASYNC:
+                _copy_scale_row(sfb_bufs, s, sfb_ptr, stride_sfb, krow, off_n, N)
+                if SFA_CPASYNC:
+                    _copy_scale_row(sfa_bufs, s, sfa_ptr, stride_sfa_k, krow, off_m, M)
+                # each lane: one more pending arrival, made when its copies have landed
+                async_copy.mbarrier_arrive(bar, increment_count=True)
             mbarrier.expect(bar, nbytes)
             for i in gl.static_range(BOXES):
-                if SFA_TMA and not SFA_STS:
+                if SFA_TMA and not SFA_CPASYNC:
                     if BOXES == 1:
                         sfa_dst = sfa_bufs.index(s)
                     else:
                         sfa_dst = sfa_bufs.index(s).slice(i * A_ROWS, A_ROWS, dim=1)
                     tma.async_copy_global_to_shared(sfa_desc, [krow, off_m + i * A_ROWS], bar, sfa_dst)
-            if SFB_TMA and not SFB_STS:
+            if SFB_TMA and not SFB_CPASYNC:
                 tma.async_copy_global_to_shared(sfb_desc, [krow, off_n], bar, sfb_bufs.index(s))
             for i in gl.static_range(BOXES):
                 tma.async_copy_global_to_shared(a_desc, [off_m + i * A_ROWS, kb * BLOCK_K], bar,
@@ -713,7 +696,7 @@ def _retire_block(acc, tok, s, kb, PENDING: gl.constexpr, sfa_bufs, sfb_bufs, em
                                 SFA_TMA, SFB_TMA)
     acc = _promote(acc, part, sa, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
     # after the promotion has consumed the slot's ring scales (see _release)
-    _release(empty_bars, s, (SFB_TMA and PROBE_RING_STS == 0) or FENCE_RING)
+    _release(empty_bars, s, (SFB_TMA and not RING_CPASYNC) or FENCE_RING)
     return acc
 
 
@@ -787,7 +770,7 @@ def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
                                       SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA, SFB_TMA)
             part = warpgroup_mma_wait(0, deps=(part,))
             acc = _promote(acc, part, sa, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
-            _release(empty_bars, s, (SFB_TMA and PROBE_RING_STS == 0) or FENCE_RING)
+            _release(empty_bars, s, (SFB_TMA and not RING_CPASYNC) or FENCE_RING)
             sa = nsa
             sb0 = nsb0
             sb1 = nsb1
@@ -864,7 +847,7 @@ def _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
             sb0 = _ring_scale(sfb_bufs, s, kb0 + kk, 0, col_layout, SF_PACKED, BLOCK_N)
             sb1 = sb0
         acc1 = _promote(acc1, part, sa1, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
-        _release(empty_bars, s, SFB_TMA and PROBE_RING_STS == 0)
+        _release(empty_bars, s, SFB_TMA and not RING_CPASYNC)
         _wave_stamp(trace_ptr, trace_row, kk, 4, TRACE)
         sa0 = nsa0
         sa1 = nsa1
@@ -1083,8 +1066,9 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
     # In-kernel split-K with the per-token scales in the ring: release every slot behind the proxy fence.
     # Without it the H200 gave wrong and run-to-run different results once CTAs ran several split units
     # (a 16-CTA grid; NOTES v10): the warpgroups drift apart around the reduction.
-    # (PROBE_RING_STS: the producer writes the 1d1d ring's scales itself, no TMA write to order against)
-    FENCE_RING: gl.constexpr = SPLITK_FUSED and SFA_TMA and not (PROBE_RING_STS != 0 and SFB_TMA)
+    # (1d1d with RING_CPASYNC: no TMA write of the ring's scales to order against, but without the fence ptxas
+    # spills 272 bytes in the fused split-K epilogue of the 4096x2112x7168 FP32-out pick; kept, NOTES v31)
+    FENCE_RING: gl.constexpr = SPLITK_FUSED and SFA_TMA
     # this wave's offsets in a split tile's partial plane (SPLITK_FUSED)
     local = (row0 + gl.arange(0, WG_M, layout=row_layout))[:, None] * BLOCK_N + gl.arange(
         0, BLOCK_N, layout=col_layout)[None, :]

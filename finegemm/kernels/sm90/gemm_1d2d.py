@@ -609,6 +609,8 @@ def _release(empty_bars, s, READ_RING: gl.constexpr):
     with generic ``ld.shared``; the producer's next TMA write to it is an async-proxy access, so a proxy
     fence orders the reads before the release. Without it the H200 produced run-to-run differences
     (8-row x 32-column patches of D; benchmarks/NOTES.md v5). WGMMA reads are async-proxy already.
+    With ``RING_CPASYNC`` (the default) the producer writes those scales by ``cp.async``, a generic-proxy
+    write that the mbarriers order, so the release needs no fence.
     The per-token ring scales (``SFA_TMA``, 2 words a thread) are released without the fence (it
     measured 2-11 % slower on the dense 1d2d shapes: it also waits for the epilogue's in-flight TMA
     store), after the promotion that consumes them, so that no ``ld.shared`` of the slot is still in

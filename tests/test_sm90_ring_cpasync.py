@@ -45,7 +45,7 @@ def _switched(kind: str, shape: tuple[int, int, int], value: str = "0") -> dict:
 
 
 @pytest.mark.parametrize("shape", WGRAD, ids=lambda s: "x".join(map(str, s)))
-def test_the_ring_scales_are_copied_by_cp_async_and_the_releases_are_not_fenced(shape):
+def test_the_ring_scales_are_copied_by_cp_async_and_whole_k_releases_are_not_fenced(shape):
     desc = GemmDesc("fp8_1d1d", *shape, out_fp32=True, with_c=True)
     config = get_config(desc, H200)
     assert config.sfa_tma and config.sfb_tma

@@ -247,20 +247,16 @@ def _ring_row(bufs, s):
 
 
 @gluon.jit
-def _scale_row_ptrs(ptr, stride_k, krow, off, LIMIT, SIZE: gl.constexpr):
-    """``RING_CPASYNC``: (pointers, mask) of one K block's ``SIZE`` scales of a tile for the producer warp: words
-    ``off + [0, SIZE)`` of row ``krow`` of an MN-major ``[K/128 (packed: /4), MN]`` scale tensor, those past ``LIMIT``
-    masked (read as 0)."""
+def _copy_scale_row(bufs, s, ptr, stride_k, krow, off, LIMIT):
+    """``RING_CPASYNC``: ``cp.async`` by the producer warp of one K block's scales of a tile into ring slot ``s``:
+    words ``off + [0, SIZE)`` of row ``krow`` of an MN-major ``[K/128 (packed: /4), MN]`` scale tensor, those past
+    ``LIMIT`` zero-filled. The caller arrives on the slot's full barrier once they land
+    (``async_copy.mbarrier_arrive``)."""
+    SIZE: gl.constexpr = bufs.shape[2]
     layout: gl.constexpr = gl.BlockedLayout([SIZE // 32], [32], [1], [0])
     idx = off + gl.arange(0, SIZE, layout=layout)
-    return ptr + krow * stride_k + idx, idx < LIMIT
-
-
-@gluon.jit
-def _copy_scale_row(bufs, s, ptr, stride_k, krow, off, LIMIT):
-    """``RING_CPASYNC``: ``cp.async`` of one K block's scales (:func:`_scale_row_ptrs`) into ring slot ``s``; the
-    caller arrives on the slot's full barrier once they land (``async_copy.mbarrier_arrive``)."""
-    ptrs, mask = _scale_row_ptrs(ptr, stride_k, krow, off, LIMIT, bufs.shape[2])
+    ptrs = ptr + krow * stride_k + idx
+    mask = idx < LIMIT
     async_copy.async_copy_global_to_shared(_ring_row(bufs, s), ptrs, mask=mask)
 
 
@@ -285,9 +281,12 @@ def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars,
     # (1d1d tiles, the only ones with SFB_TMA, have one A box a stage: never BLOCK_M 192)
     SFB_CPASYNC: gl.constexpr = SFB_TMA and RING_CPASYNC
     SFA_CPASYNC: gl.constexpr = SFB_CPASYNC and SFA_TMA
+    # the ring scales that still come as TMA boxes on the full barrier
+    SFA_BOX: gl.constexpr = SFA_TMA and not SFA_CPASYNC
+    SFB_BOX: gl.constexpr = SFB_TMA and not SFB_CPASYNC
     nbytes: gl.constexpr = (BOXES * a_desc.block_type.nbytes + b_desc.block_type.nbytes
-                            + (BOXES * sfa_desc.block_type.nbytes if SFA_TMA and not SFA_CPASYNC else 0)
-                            + (sfb_desc.block_type.nbytes if SFB_TMA and not SFB_CPASYNC else 0)
+                            + (BOXES * sfa_desc.block_type.nbytes if SFA_BOX else 0)
+                            + (sfb_desc.block_type.nbytes if SFB_BOX else 0)
                             + (b1_desc.block_type.nbytes if BLOCK_N1 > 0 else 0))
     TILE_N: gl.constexpr = BLOCK_N + BLOCK_N1
     kb_per_split = num_kb // SPLIT_K
@@ -321,13 +320,13 @@ def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars,
                 async_copy.mbarrier_arrive(bar, increment_count=True)
             mbarrier.expect(bar, nbytes)
             for i in gl.static_range(BOXES):
-                if SFA_TMA and not SFA_CPASYNC:
+                if SFA_BOX:
                     if BOXES == 1:
                         sfa_dst = sfa_bufs.index(s)
                     else:
                         sfa_dst = sfa_bufs.index(s).slice(i * A_ROWS, A_ROWS, dim=1)
                     tma.async_copy_global_to_shared(sfa_desc, [krow, off_m + i * A_ROWS], bar, sfa_dst)
-            if SFB_TMA and not SFB_CPASYNC:
+            if SFB_BOX:
                 tma.async_copy_global_to_shared(sfb_desc, [krow, off_n], bar, sfb_bufs.index(s))
             for i in gl.static_range(BOXES):
                 tma.async_copy_global_to_shared(a_desc, [off_m + i * A_ROWS, kb * BLOCK_K], bar,

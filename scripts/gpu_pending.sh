@@ -88,12 +88,10 @@
 #   bash scripts/gpu_pending.sh 59  (session 25, any card) FP32 out at widths that are not powers of two
 #   bash scripts/gpu_pending.sh 62  (session 25, any card) BF16 D in halves on 4-stage tiles (192x128, 64x256)
 #   bash scripts/gpu_pending.sh 63  (session 25, any card) the 64x256 picks moved by the short-K halves rule
-#   bash scripts/gpu_pending.sh 70  (session 28; ran at de04c26 on an H100) 69 for the cp.async copies, the default
+#   bash scripts/gpu_pending.sh 70  (session 28; ran at de04c26 on an H100) the cp.async ring copies, the default
 #                                   since session 29 (NOTES v31); FINEGEMM_PROBE_RING_STS=0 is the TMA form. Run again
 #                                   (any card, ~4 minutes) it times the fused split-K tiles' form since v31 (cp.async
 #                                   copies, fenced releases), untimed so far
-#   bash scripts/gpu_pending.sh 69  (session 28; ran at 72fbdf4, retired: the st.shared form is gone) the 1d1d ring's
-#                                   weight scales stored by the producer
 #   bash scripts/gpu_pending.sh 68  (session 26, any card) fp8_linear's weight gradient without a zero-filled C
 #                                   (FINEGEMM_PROBE_WGRAD_NO_C=1): GPU tests, then the training step off / on
 #   bash scripts/gpu_pending.sh 67  (session 26; H200 FIRST) 60 and 61 in one call, then bench.targets over them
@@ -159,7 +157,7 @@ harness_run() {  # one harness run in its own process: output stem, suites, then
         | tr '\n' ' '; echo
 }
 harness_args=()
-ring_scales_ab() {  # parts 69 / 70: FINEGEMM_PROBE_RING_STS=$1 (stem $2): the race check that found v5's missing fence
+ring_scales_ab() {  # part 70: FINEGEMM_PROBE_RING_STS=$1 (stem $2): the race check that found v5's missing fence
     # (repeat_probe's 1d1d ring-scale cases and the weight-grad rules' picks, 6 runs each, with the switch), then the
     # harness weight-grad and k-grouped suites off / on, alternating processes, two rounds (kernel time)
     local value="$1" stem="$2"
@@ -563,16 +561,10 @@ elif [ "$PART" = 66 ]; then
     done
     harness_args=()
 elif [ "$PART" = 70 ]; then
-    # session 28 (NOTES v30), any card, ~3-5 minutes: part 69 for FINEGEMM_PROBE_RING_STS=2 (the ring scales copied by
-    # cp.async completing on the full barrier, so the producer does not wait for the loads; =1 measured 3-25 % slower)
+    # session 28 (NOTES v30-v31), any card, ~3-5 minutes: the 1d1d ring's scales copied by cp.async completing on the
+    # full barrier (the default since v31) against the TMA form (FINEGEMM_PROBE_RING_STS=0), then the 1d1d GPU tests
     ring_scales_ab 2 ring-cpa
     FINEGEMM_PROBE_RING_STS=2 PYTEST_TIMEOUT=150 pytest_gpu pytest-ring-cpa.log tests/test_sm90_gpu.py -k "1d1d"
-elif [ "$PART" = 69 ]; then
-    # session 28 (NOTES v30; ran at 72fbdf4 on an H100), any card, ~7-9 minutes: the 1d1d ring's scales stored by the
-    # producer warp (FINEGEMM_PROBE_RING_STS=1: no proxy fence at the release), then the 1d1d and k-grouped GPU tests
-    ring_scales_ab 1 ring-sts
-    FINEGEMM_PROBE_RING_STS=1 PYTEST_TIMEOUT=200 pytest_gpu pytest-ring-sts.log tests/test_sm90_gpu.py \
-        tests/test_sm90_k_grouped_gpu.py -k "1d1d or split_tail or splitk_fused or fp8"
 elif [ "$PART" = 68 ]; then
     # sessions 26-27 (NOTES v28-v29), any card, ~6-8 minutes: the training layers' weight gradients into a fresh FP32
     # buffer without C (FINEGEMM_PROBE_WGRAD_NO_C=1: no zero fill of dW, no read of D in the kernels; fp8_linear's

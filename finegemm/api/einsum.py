@@ -32,7 +32,7 @@ from ..jit.heuristics import GemmDesc, get_portable_config
 from ..kernels.portable.batched import batched_launch
 from ..kernels.sm90 import launcher
 from ..layout import transform_sf_into_required_layout
-from . import torch_ops
+from . import traced
 from .checks import E4M3, check_dtype, check_same_device, check_tensor, unpack_pair
 from .dispatch import _sm90_bf16_grouped_module, _sm90_grouped_module, check_device_usable, debug_sync
 from .plan_cache import dispatch_state, new_cache, plan_and_key, tensor_key
@@ -63,7 +63,7 @@ def einsum(expr: str, a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torc
     """
     del use_cublaslt
     if torch.compiler.is_compiling():
-        return torch_ops.einsum(expr, a, b, d, c)
+        return traced.einsum(expr, a, b, d, c)
 
     def validate() -> _Plan:
         _check_expr("einsum", expr, EXPRESSIONS)
@@ -83,7 +83,7 @@ def fp8_einsum(expr: str, a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.T
     ``recipe``: ``(1, 128, 128)`` only.
     """
     if torch.compiler.is_compiling():
-        return torch_ops.fp8_einsum(expr, a, b, d, c, recipe)
+        return traced.fp8_einsum(expr, a, b, d, c, recipe)
     a_fp8, sfa = unpack_pair("a", a)
     b_fp8, sfb = unpack_pair("b", b)
 

@@ -5,6 +5,7 @@ summary table last. A script that breaks on the card costs device time that a CP
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import subprocess
@@ -52,8 +53,9 @@ def _run(tmp_path, *args, **env_extra):
     return result, out, calls
 
 
-def test_parses():
-    result = subprocess.run(["bash", "-n", SCRIPT], capture_output=True, text=True, timeout=60)
+@pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(ROOT, "tools", "*.sh"))), ids=os.path.basename)
+def test_parses(path):
+    result = subprocess.run(["bash", "-n", path], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
 
 

@@ -1,8 +1,8 @@
-"""Side-by-side summary of Nsight Compute raw-page CSVs (``ncu --page raw --csv``, as scripts/ncu_profile.sh
+"""Side-by-side summary of Nsight Compute raw-page CSVs (``ncu --page raw --csv``, as tools/ncu_profile.sh
 exports them): per profiled kernel, the clock, time, DRAM / L2 / issue / tensor-pipe activity, occupancy and the
 warp-stall reasons (warps stalled on each reason per issued instruction, largest first).
 
-Usage: python3 scripts/ncu_summary.py raw.csv [raw.csv ...] [--all-stalls]
+Usage: python3 tools/ncu_summary.py raw.csv [raw.csv ...] [--all-stalls]
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ EXPRESSIONS = ("bmk,bnk->mn", "bhr,hdr->bhd", "bhd,hdr->bhr", "bhd,bhr->hdr")
 # The per-head expressions on the sm90 grouped kernels (GROUPING 3 of kernels/sm90/gemm_bf16.py, and of gemm_1d2d.py
 # for fp8_einsum's bhr,hdr->bhd; A and D read and written in place) instead of the batched Triton kernel, where
 # head_batched_wanted says so. None: that measured rule; True / False force the head-batched plans on / off (tests,
-# scripts/einsum_bench.py's baselines).
+# the baselines of results/einsum-bench-h200-2026-12-05-ea2067b.json).
 HEAD_BATCHED_SM90: bool | None = None
 # Tokens a head from which bhr,hdr->bhd (BF16 and FP8) takes the head-batched kernel: H200, 128 heads, r = 512,
 # d = 128, us Triton / head-batched (results/einsum-bench-h200-2026-12-05-ea2067b.json): FP8 13.6 / 15.9 at 128
@@ -248,7 +248,7 @@ def _head_views(expr, a, b, d) -> tuple | None:
 
 def head_batched_wanted(expr: str, fp8: bool, tokens: int) -> bool:
     """Whether a per-head einsum of ``tokens`` rows a head goes to the head-batched sm90 kernel rather than the
-    batched Triton kernel (where both can run it), as measured on the H200 (NOTES v16): BF16 ``bhd,hdr->bhr``
+    batched Triton kernel (where both can run it), as measured on the H200 (commit 38dd6d8): BF16 ``bhd,hdr->bhr``
     always (14.1 / 14.1 us at 64 tokens, 65.9 / 41.9 at 512, 438.0 / 285.5 at 4096), ``bhr,hdr->bhd`` from
     ``HEAD_BATCHED_MIN_TOKENS`` (below it the Triton kernel's one launch of small tiles wins by 3-30 %).
     ``HEAD_BATCHED_SM90`` True / False overrides the rule."""

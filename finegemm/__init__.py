@@ -13,6 +13,7 @@ _apply_cache_dir()
 _enable_interpreter_without_gpu()
 _apply_ptxas()
 
+from .api import torch_ops as _torch_ops  # noqa: F401  (registers torch.ops.finegemm.*; imports the API itself)
 from .api.attention import (
     fp8_fp4_mqa_logits,
     fp8_fp4_paged_mqa_logits,

@@ -44,10 +44,10 @@ from .kernels.sm90.transpose import transpose_into
 from .layout import get_k_alignment_for_k_grouped
 from .quant import align, per_block_cast_to_fp8, per_token_cast_to_fp8
 
-# Probe (NOTES v28-v29, off): the training layers' weight gradients into a fresh FP32 buffer without C
+# Probe (commit badbb7e, off): the training layers' weight gradients into a fresh FP32 buffer without C
 # (fp8_linear: fp8_gemm_nt_1d1d_no_c; fp8_grouped_linear: k_grouped_fp8_gemm_tn_contiguous_no_c) instead of a
-# zero-filled one accumulated in place: no memset of dW, no read of D in the kernels. Untimed; gpu_pending.sh 68
-# runs its GPU tests and scripts/train_linear_bench.py without / with it. Read at import.
+# zero-filled one accumulated in place: no memset of dW, no read of D in the kernels. Not timed yet; the GPU
+# tests cover both forms. Read at import.
 WGRAD_NO_C = probe_switch("WGRAD_NO_C", False, "the training layers' weight gradients are written without a "
                           "zero-filled C")
 
@@ -78,7 +78,7 @@ def _cast(x: torch.Tensor, group_rows: int, use_ue8m0: bool) -> tuple[torch.Tens
 def _transposed(w: torch.Tensor) -> torch.Tensor:
     """``w.transpose(-2, -1)`` contiguous for FP8 ``w`` ``[N, K]`` or ``[G, N, K]``: the tiled Triton byte
     transpose on a GPU (coalesced both ways; torch's strided copy of a 7168 x 16384 e4m3 weight took 662 us of an
-    H200 training step, NOTES v16), torch's copy elsewhere and while torch.compile traces."""
+    H200 training step, commit 38dd6d8), torch's copy elsewhere and while torch.compile traces."""
     if w.is_cuda and not torch.compiler.is_compiling():
         out = torch.empty((*w.shape[:-2], w.shape[-1], w.shape[-2]), device=w.device, dtype=w.dtype)
         transpose_into(w, out)

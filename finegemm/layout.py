@@ -52,7 +52,7 @@ MK_ALIGNMENT_FOR_CONTIGUOUS_LAYOUT = 128
 # kernels need 64 (one WGMMA's rows) and run smaller alignments on the portable kernels.
 MK_ALIGNMENTS = (16, 32, 64, 128, 256, 512)
 # Below this many expected rows an expert, get_theoretical_mk_alignment_for_contiguous_layout answers 64: a
-# prediction (benchmarks/NOTES.md v15), not measured yet. Padding to 128 costs ~64 rows an expert on average,
+# prediction (commit 1f0b162), not measured yet. Padding to 128 costs ~64 rows an expert on average,
 # to 64 ~32; if 64-row tiles run at 0.8x the 128-row ones' rate (assumed, to be measured), 64 wins while
 # (m + 32) / 0.8 < m + 64, i.e. m < 96.
 SMALL_EXPERT_ROWS = 96

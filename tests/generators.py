@@ -184,6 +184,6 @@ def sm90_device() -> torch.device:
 
 
 def random_group_rows(g: int, expected_m: int, seed: int) -> list[int]:
-    """Rows of ``g`` groups, each ``expected_m`` x U(0.7, 1.3) (issue 6's random group sizes)."""
+    """Rows of ``g`` groups, each ``expected_m`` x U(0.7, 1.3) (DeepGEMM's test's random group sizes)."""
     rng = random.Random(seed)
     return [int(expected_m * rng.uniform(0.7, 1.3)) for _ in range(g)]

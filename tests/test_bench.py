@@ -112,7 +112,7 @@ def test_mqa_suite_reproduces_the_anchors_work():
 
 
 def test_torch_mqa_peer_matches_the_reference():
-    """The torch-mqa peer (the straightforward torch form the issue-7 target compares with): full and
+    """The torch-mqa peer (the straightforward torch form the MQA target compares with): full and
     compact forms against the float64 reference of finegemm.reference.mqa."""
     from finegemm.bench.peers import torch_mqa_logits
     from finegemm.reference import mqa as ref

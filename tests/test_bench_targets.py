@@ -83,7 +83,7 @@ def test_suites_that_share_case_names_are_kept_apart_and_later_runs_win():
 
 def test_half_empty_ratio_and_stated_tflops_targets():
     """Masked half-empty: its time over the all-full case of the same suite, at most 0.6; 16 x 64 x (7168, 2048)
-    against the 401 TFLOPS issue 6 states for DeepGEMM, at least 1.2x."""
+    against the 401 TFLOPS stated for DeepGEMM, at least 1.2x."""
     def masked(name, ms, us, n=7168, k=2048):
         return {"suite": "grouped", "kind": "m_grouped_masked", "name": name, "M": 64, "N": n, "K": k,
                 "groups": len(ms), "ms": ms, "flops": 2 * sum(ms) * n * k, "peers": {"finegemm-sm90": _peer(us, True)}}
@@ -143,8 +143,8 @@ def test_deepgemm_figures_need_the_anchors_card(tmp_path, capsys):
 
 
 def test_eight_group_target_takes_every_grouped_kind_of_eight_groups():
-    """The cuBLAS-loop target of issue 6: 8-group cases of any grouped kind against the cublas-block peer's loop;
-    other group counts and the half-empty variants are not counted."""
+    """The cuBLAS-loop target of the grouped GEMMs: 8-group cases of any grouped kind against the cublas-block peer's
+    loop; other group counts and the half-empty variants are not counted."""
     def case(kind, name, groups, ours, loop):
         return {"suite": "grouped", "kind": kind, "name": name, "groups": groups,
                 "peers": {"finegemm-sm90": _peer(ours, True), "cublas-block": _peer(loop)}}

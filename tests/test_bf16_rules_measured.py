@@ -1,8 +1,8 @@
 """The sm90 BF16 rules against recorded GPU sweeps: where a sweep timed the tile the rules pick today, that tile is
 within 10 % of the fastest tile the sweep timed, and within 3 % in geometric mean.
 
-The sweeps are `scripts/sm90_bf16_bench.py` runs in `benchmarks/results/` (H100, 2026-12-06, at the stage caps the
-rules use now; benchmarks/NOTES.md v26): the M = 4096 tile sweep, the 8 / 13-stage sweeps at M = 64 / 128 (the 13-stage
+The sweeps are runs of the sm90 BF16 tile sweep in `benchmarks/results/` (H100, 2026-12-06, at the stage caps the
+rules use now; commit 3e186bc): the M = 4096 tile sweep, the 8 / 13-stage sweeps at M = 64 / 128 (the 13-stage
 ones), and the mid-M picks. A rule change that moves a pick onto a tile a sweep measured slow fails here (e.g. split-K
 past 128 rows: 333x7168x16384 at 128x192 split 8 took 254 us against 143 whole-K)."""
 
@@ -21,7 +21,7 @@ from finegemm.jit.heuristics_sm90 import get_sm90_bf16_config
 
 RESULTS = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "results")
 SWEEPS = ["sm90-bf16-tile-sweep-m4096-h100-2026-12-06-*.json", "sm90-bf16-stages16-m64-128-h100-2026-12-06-*.json",
-          "sm90-bf16-picks-v26-*h100-2026-12-06-*.json", "sm90-bf16-session23-picks-h100-2026-12-06-0111e46.json"]
+          "sm90-bf16-picks-v26-*h100-2026-12-06-*.json", "sm90-bf16-picks-h100-2026-12-06-0111e46.json"]
 
 
 def _measured():

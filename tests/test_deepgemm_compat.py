@@ -14,7 +14,7 @@ import finegemm as deep_gemm
 from finegemm import reference
 
 # DeepGEMM 2.8's public names that exist for SM90 (its SM100-only formats, mega MoE and hyper-connection kernels are
-# not offered; README and NOTES v15 say why)
+# not offered; README and commit 1f0b162 say why)
 HOPPER_NAMES = (
     "set_num_sms", "get_num_sms", "set_pdl", "get_pdl", "use_deterministic_algorithms", "set_ignore_compile_dims",
     "fp8_gemm_nt", "fp8_gemm_nn", "fp8_gemm_tn", "fp8_gemm_tt", "fp8_gemm_nt_skip_head_mid",

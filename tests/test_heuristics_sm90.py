@@ -62,17 +62,17 @@ def test_config_is_deterministic_and_pure():
 
 
 def test_measured_rules():
-    # v2 sweep: split-K fills the SMs at small M.
+    # 84dddfb sweep: split-K fills the SMs at small M.
     assert get_sm90_config(GemmDesc("fp8_1d2d", 64, 2112, 7168), H200).split_k == 4
     assert get_sm90_config(GemmDesc("fp8_1d2d", 64, 7168, 2048), H200).split_k == 1
     assert get_sm90_config(GemmDesc("fp8_1d2d", 64, 4096, 7168), H200).block_m == 64
-    # FP32 out at small M keeps the v2 schedule (scales from global memory)
+    # FP32 out at small M keeps the 84dddfb schedule (scales from global memory)
     assert not get_sm90_config(GemmDesc("fp8_1d2d", 128, 4096, 7168, out_fp32=True), H200).sfa_tma
 
 
-# v4 sweep at M <= 128 (benchmarks/results/sm90_v4_smallm_wgrad_sweep.json), v6 for PIPE_MMA: the measured best
-# (block_m, block_n, split_k, pipe_mma) per decode shape; 128x32768x512 measured best at 128x128 too
-V4_SMALL_BEST = {  # with v6's PIPE_MMA and tile order (results/sm90_v6_pipe_sweep.json)
+# a792a80 sweep at M <= 128 (benchmarks/results/sm90_v4_smallm_wgrad_sweep.json), e2beb20 for PIPE_MMA: the measured
+# best (block_m, block_n, split_k, pipe_mma) per decode shape; 128x32768x512 measured best at 128x128 too
+V4_SMALL_BEST = {  # with e2beb20's PIPE_MMA and tile order (results/sm90_v6_pipe_sweep.json)
     (64, 2112, 7168): (64, 128, 4, True), (64, 24576, 1536): (64, 64, 1, True),
     (64, 32768, 512): (64, 128, 1, True), (64, 7168, 16384): (64, 64, 1, True),
     (64, 4096, 7168): (64, 32, 1, True), (64, 7168, 2048): (64, 64, 1, True),
@@ -100,8 +100,8 @@ def test_v4_small_m_fills_sms_on_other_devices():
         assert cfg.split_k > 1 or _wave_efficiency(desc, small, cfg.block_m, cfg.block_n) >= 0.6
 
 
-# v3 sweep at M=4096 (benchmarks/results/sm90_v3_sweep.json): (block_m, group_m) that measured best; N=2112 since
-# v13 (sm90_v13_three_warpgroups_sweep.json): 192 rows, three math warpgroups (103.9 us against 121.2 at 128 rows)
+# e7bde22 sweep at M=4096 (benchmarks/results/sm90_v3_sweep.json): (block_m, group_m) that measured best; N=2112 since
+# df388fa (sm90_v13_three_warpgroups_sweep.json): 192 rows, three math warpgroups (103.9 us against 121.2 at 128 rows)
 V3_BEST = {(2112, 7168): (192, 8), (24576, 1536): (256, 16), (32768, 512): (256, 16),
            (7168, 16384): (256, 8), (4096, 7168): (256, 8), (7168, 2048): (256, 8)}
 
@@ -115,9 +115,9 @@ def test_v3_measured_rules(nk):
 
 
 def test_v5_weight_grad_rules(monkeypatch):
-    """v5 and v6 sweeps (benchmarks/results/sm90_v5_wgrad_sweep.json, sm90_v6_pipe_sweep.json): both scale
+    """9cff964 and e2beb20 sweeps (benchmarks/results/sm90_v5_wgrad_sweep.json, sm90_v6_pipe_sweep.json): both scale
     vectors in the ring; 128-row tiles pipelined (K-block pairs), 128x64 at K <= 1024. At K >= 4096 128 rows
-    since v28 (H100, in place); the 256-row rule before it (unless 128 rows fill the SMs clearly better) under
+    since badbb7e (H100, in place); the 256-row rule before it (unless 128 rows fill the SMs clearly better) under
     FINEGEMM_PROBE_WGRAD_128=0."""
     def cfg(m, k):
         return get_sm90_config(GemmDesc("fp8_1d1d", m, 4096, k, out_fp32=True, with_c=True), H200)
@@ -136,7 +136,7 @@ def test_v5_weight_grad_rules(monkeypatch):
     c = cfg(32768, 512)
     assert (c.block_m, c.block_n, c.sfa_tma, c.sfb_tma, c.pipe_mma) == (128, 64, True, True, True)
     # 64-row tiles where they fill the SMs clearly better (576: 73 % vs 61 % at 128 rows), unless the 128-row grid
-    # has two whole rounds and a tail it splits in the kernel (2112: 4 rounds and 16 tiles; v28)
+    # has two whole rounds and a tail it splits in the kernel (2112: 4 rounds and 16 tiles; badbb7e)
     c = cfg(576, 7168)
     assert (c.block_m, c.block_n, c.sfa_tma, c.sfb_tma, c.pipe_mma, c.c_tma) == (64, 128, True, True, True, True)
     c = cfg(2112, 7168)
@@ -151,8 +151,8 @@ def test_v5_weight_grad_rules(monkeypatch):
 
 
 def test_v3_keeps_v2_where_unmeasured():
-    # v4: FP32-out 1d2d at large M and long K runs 256 rows with shared D staging and TMA scales (at K <= 2048
-    # BLOCK_M 192 since v17: test_fp32_out_block_m_192_at_short_k)
+    # a792a80: FP32-out 1d2d at large M and long K runs 256 rows with shared D staging and TMA scales (at K <= 2048
+    # BLOCK_M 192 since 3f6512b: test_fp32_out_block_m_192_at_short_k)
     for nk in ((4096, 7168), (7168, 16384)):
         cfg = get_sm90_config(GemmDesc("fp8_1d2d", 4096, *nk, out_fp32=True, with_c=True), H200)
         assert (cfg.block_m, cfg.block_n, cfg.small_epi, cfg.sfa_tma, cfg.pipe_mma) == (256, 128, True, True, False)
@@ -173,7 +173,7 @@ BM192 = [(4096, 2112, 7168), (4096, 576, 7168), (1024, 2112, 7168), (333, 7168, 
 def test_block_m_192_where_it_fills_the_sms_better(mnk):
     cfg = get_sm90_config(GemmDesc("fp8_1d2d", *mnk), H200)
     assert (cfg.block_m, cfg.block_n, cfg.split_k, cfg.pipe_mma, cfg.sfa_tma) == (192, 128, 1, False, True)
-    # FP32 out with C likewise (v15: 4096x2112x7168 152.0 -> 121.2 us); the weight-gradient recipe (its
+    # FP32 out with C likewise (1f0b162: 4096x2112x7168 152.0 -> 121.2 us); the weight-gradient recipe (its
     # scales spill at 192 rows) keeps its rules
     fp32 = get_sm90_config(GemmDesc("fp8_1d2d", *mnk, out_fp32=True, with_c=True), H200)
     assert (fp32.block_m, fp32.block_n, fp32.split_k, fp32.sfa_tma) == (192, 128, 1, True)
@@ -183,8 +183,8 @@ def test_block_m_192_where_it_fills_the_sms_better(mnk):
 @pytest.mark.parametrize("mnk,bm", [((4096, 7168, 2048), 192), ((4096, 24576, 1536), 192),
                                     ((4096, 4096, 7168), 256), ((4096, 7168, 16384), 256)], ids=str)
 def test_fp32_out_block_m_192_at_short_k(mnk, bm):
-    # v15 / v17: FP32 out at K <= 2048 takes 192 rows where they fill >= 85 % (4096x24576x1536 510.0 -> 429.0 us);
-    # at long K the 256-row pick stays (4096x4096x7168 209.9 against 228.2)
+    # 1f0b162 / 3f6512b: FP32 out at K <= 2048 takes 192 rows where they fill >= 85 % (4096x24576x1536 510.0 -> 429.0
+    # us); at long K the 256-row pick stays (4096x4096x7168 209.9 against 228.2)
     assert get_sm90_config(GemmDesc("fp8_1d2d", *mnk, out_fp32=True, with_c=True), H200).block_m == bm
     assert get_sm90_config(GemmDesc("fp8_1d2d", *mnk), H200).block_m != 192  # BF16 out: the fill rule only
 
@@ -251,7 +251,7 @@ def test_unsupported_reasons():
 
 
 def test_split_tail_rule():
-    """The last partial tile round splits K 4 ways (split_tail, v9) only where it fills <= 1/4 of the SMs."""
+    """The last partial tile round splits K 4 ways (split_tail, ff4294d) only where it fills <= 1/4 of the SMs."""
     from finegemm.jit.heuristics_sm90 import SPLIT_TAIL_K
 
     wgrad = GemmDesc("fp8_1d1d", 576, 4096, 7168, out_fp32=True, with_c=True)
@@ -259,7 +259,7 @@ def test_split_tail_rule():
     assert (cfg.block_m, cfg.block_n, cfg.split_k, cfg.splitk_fused, cfg.split_tail) == (64, 128, SPLIT_TAIL_K,
                                                                                          True, True)
     assert cfg.c_tma and cfg.can_stage_c  # the whole tiles still stage C by TMA
-    # 2112 rows: 128x128 (544 tiles: 4 whole rounds and 16) with the tail split, where 64 rows filled 8 rounds (v28)
+    # 2112 rows: 128x128 (544 tiles: 4 whole rounds and 16) with the tail split, where 64 rows filled 8 rounds (badbb7e)
     cfg = get_sm90_config(GemmDesc("fp8_1d1d", 2112, 4096, 7168, out_fp32=True, with_c=True), H200)
     assert (cfg.block_m, cfg.block_n, cfg.split_k, cfg.split_tail, cfg.c_tma) == (128, 128, SPLIT_TAIL_K, True, False)
     # a 76-tile tail, 256-row tiles, BF16-out 1d2d: no split tail

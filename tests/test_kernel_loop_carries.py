@@ -2,7 +2,7 @@
 
 Triton 3.6's Gluon pipeline (its SCCP pass) folds such a carry to its initial value: the masked kernels'
 ``range(_first_local_unit(g_start), ...)`` started every group's walk at CTA 0, so those GEMMs ran on one
-group's worth of CTAs with right results (benchmarks/NOTES.md v19). A ``while`` loop, or a use in the loop body
+group's worth of CTAs with right results (commit 384d2de). A ``while`` loop, or a use in the loop body
 only, keeps the carry. This is a source check (``ast``) of every ``@gluon.jit`` function of the package; the
 compiled IR of the masked kernels is checked in tests/test_sm90_grouped_compile.py.
 """

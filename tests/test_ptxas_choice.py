@@ -63,7 +63,7 @@ def test_apply_leaves_a_user_set_triton_ptxas_path(fakes, monkeypatch):
 
 
 def test_fp8_gemm_options_add_level_10_only_under_an_interleaving_ptxas(fakes, monkeypatch):
-    """ptxas 13.0 at --register-usage-level=10 is the measured win (NOTES v21); 12.8 at level 10 lost 4 % at
+    """ptxas 13.0 at --register-usage-level=10 is the measured win (commit 26f8c93); 12.8 at level 10 lost 4 % at
     4096x2112x7168, so the bundled ptxas keeps the default level. The user's PTXAS_OPTIONS are kept."""
     monkeypatch.delenv("PTXAS_OPTIONS", raising=False)
     monkeypatch.setenv("TRITON_PTXAS_PATH", fakes["13.0"])

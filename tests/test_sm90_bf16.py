@@ -96,7 +96,7 @@ def test_block_m_192_where_measured_faster(m, n, k, bm, monkeypatch):
 
 def test_whole_k_tiles_take_the_deep_ring():
     """64x64 and 64x96 over all of K fill shared memory up to 13 and 10 stages (BF16_MAX_STAGES_WHOLE_K: H100
-    128x4096x7168 37.6 -> 35.0 us at 64x64, NOTES v26); split-K units and the grouped kernels keep 8."""
+    128x4096x7168 37.6 -> 35.0 us at 64x64, commit 3e186bc); split-K units and the grouped kernels keep 8."""
     assert make_bf16_config(_desc(128, 4096, 7168), H200, 64, 64).stages == 13
     assert make_bf16_config(_desc(128, 4096, 7168), H200, 64, 96).stages == 10
     assert make_bf16_config(_desc(128, 4096, 7168), H200, 64, 64, 2).stages == heuristics_sm90.BF16_MAX_STAGES == 8
@@ -104,7 +104,7 @@ def test_whole_k_tiles_take_the_deep_ring():
     assert bf16_max_stages(64, 64, False, H200.smem_per_block) == 8  # the grouped rules' default cap
 
 
-# (M, N, K) -> (BLOCK_M, BLOCK_N, split) the rules take since NOTES v26, each the fastest the H100 timed there or
+# (M, N, K) -> (BLOCK_M, BLOCK_N, split) the rules take since commit 3e186bc, each the fastest the H100 timed there or
 # within 1 % of it (results/sm90-bf16-picks-v26-*, sm90-bf16-stages16-*; us, pick / the pick before): 64x4096x7168
 # 34.1 / 35.5, 128x4096x7168 33.9 / 37.8, 192x2112x7168 26.4 / 31.1, 256x2112x7168 26.1 / 32.9, 256x7168x16384
 # 104.5 / 168.6, 333x2112x7168 33.6 / 39.9, 333x4096x7168 48.1 / 60.6, 512x4096x7168 48.2 / 84.1,
@@ -123,7 +123,7 @@ def test_v26_picks(shape, tile):
 
 @pytest.mark.parametrize("m", [192, 256, 333, 512])
 def test_split_k_past_128_rows_only_where_tiles_are_few(m):
-    """Past 128 rows every split lost to a whole-K tile at N >= 2112 (H100, NOTES v26: 333x7168x16384 split 8 254.1
+    """Past 128 rows every split lost to a whole-K tile at N >= 2112 (H100, commit 3e186bc: 333x7168x16384 split 8 254.1
     us / whole-K 142.8); at N = 576, where 64x64 tiles fill under half the SMs up to M = 512, splits still win
     (192x576x7168 16.0 / 19.9)."""
     for n, k in NK:
@@ -206,7 +206,7 @@ def _variants():
             add(d, get_sm90_bf16_config(d, H200))
             d = _desc(m, n, 7168, out_fp32=True, with_c=True)
             add(d, get_sm90_bf16_config(d, H200), "fp32")
-    # the rules' 192x192 and 128x144 picks; v26's mid-M whole-K picks (64x192, 192x128 beside 16384 of K)
+    # the rules' 192x192 and 128x144 picks; 3e186bc's mid-M whole-K picks (64x192, 192x128 beside 16384 of K)
     for m, n, k in ((8192, 576, 7168), (577, 7168, 16384), (333, 4096, 7168), (333, 7168, 16384)):
         d = _desc(m, n, k)
         add(d, get_sm90_bf16_config(d, H200))
@@ -430,7 +430,7 @@ def test_split_n_tiles_only_where_predicted_clearly_faster(monkeypatch):
     """The rules take a width that is not a power of two unless FINEGEMM_PROBE_BF16_SPLIT_N=0 and only where the
     model predicts it 10 % faster than the best power-of-two tile: 4096x576x7168 (128 tiles of 128x144, one round of
     132 SMs, against 110 of 192x128) and 4096x2112x7168 (128x192, 352 tiles at the fastest measured rate: H100 177.1
-    us against 185.1 for 192x128, NOTES v26), with or without C (a C not D's layout: not staged), and
+    us against 185.1 for 192x128, commit 3e186bc), with or without C (a C not D's layout: not staged), and
     4096x24576x1536 and 4096x32768x512 with such a C, where the 128x256 tile cannot take it and 192x128 was the pick
     (without C 128x192 / 192x128 measured 424.0 / 430.1 and 232.7 / 229.7 us: a tie); every other DeepSeek-V3 shape
     unchanged."""

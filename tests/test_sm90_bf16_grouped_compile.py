@@ -1,6 +1,6 @@
 """sm90 m-grouped BF16 GEMMs on the CPU: the config rules, the support rule, backend routing, and sm_90
 compiles of the grouped kernel (GROUPING 1 contiguous, 2 masked) for every config the rules pick for the
-issue-6 shapes plus the forms the GPU tests force (PTX has bf16 WGMMA, TMA load/store, mbarriers,
+grouped suite's shapes plus the forms the GPU tests force (PTX has bf16 WGMMA, TMA load/store, mbarriers,
 setmaxnreg; no spills; masked partial waves stored from registers)."""
 
 from __future__ import annotations

@@ -56,11 +56,11 @@ def _variants():
     add(d, get_sm90_config(d, H200), "fp32")
     d = GemmDesc("fp8_1d2d", 64, 2112, 7168)
     add(d, make_config(d, H200, 64, 64, 8))
-    # v4: FP32-out 1d2d at large M (256 rows, shared D staging), packed scales too
+    # a792a80: FP32-out 1d2d at large M (256 rows, shared D staging), packed scales too
     for d in (GemmDesc("fp8_1d2d", 4096, 4096, 7168, out_fp32=True, with_c=True),
               GemmDesc("fp8_1d2d", 4095, 576, 7168, out_fp32=True, with_c=True, sf_packed=True)):
         add(d, get_sm90_config(d, H200), "fp32")
-    # v3: 256-row tiles in every form the GPU tests force, TMA scales at 64/128 rows (split-K, packed)
+    # e7bde22: 256-row tiles in every form the GPU tests force, TMA scales at 64/128 rows (split-K, packed)
     d = GemmDesc("fp8_1d2d", 4096, 7168, 2048)
     for small_epi, sfa_tma in ((False, False), (True, False), (False, True)):
         add(d, make_config(d, H200, 256, 128, 1, small_epi, sfa_tma))
@@ -70,7 +70,7 @@ def _variants():
     add(d, make_config(d, H200, 256, 128))
     add(d, make_config(d, H200, 128, 128, sfa_tma=True))
     add(d, make_config(d, H200, 64, 64, 4, sfa_tma=True))
-    # v5: recipe (1, 1, 128) with the per-channel RHS scales in the ring, 128 and 256 rows, packed too
+    # 9cff964: recipe (1, 1, 128) with the per-channel RHS scales in the ring, 128 and 256 rows, packed too
     d = GemmDesc("fp8_1d1d", 4096, 4096, 7168, out_fp32=True, with_c=True)
     add(d, make_config(d, H200, 128, 128, sfb_tma=True), "fp32")
     add(d, dataclasses.replace(make_config(d, H200, 128, 128, sfa_tma=True, sfb_tma=True), pipe_mma=True), "fp32")
@@ -79,7 +79,7 @@ def _variants():
     d = GemmDesc("fp8_1d1d", 4095, 2112, 7168, out_fp32=True, with_c=True, sf_packed=True)
     add(d, make_config(d, H200, 256, 128, small_epi=True, sfb_tma=True), "fp32")
     add(d, make_config(d, H200, 64, 128, 4, sfa_tma=True, sfb_tma=True), "fp32")
-    # v7 candidate: BLOCK_N 16 (132 tiles of 64x16 cover 64x2112 in one round, no split-K)
+    # e3c1034 candidate: BLOCK_N 16 (132 tiles of 64x16 cover 64x2112 in one round, no split-K)
     d = GemmDesc("fp8_1d2d", 64, 2112, 7168)
     add(d, make_config(d, H200, 64, 16, sfa_tma=True))
     return list(seen.values())
@@ -299,8 +299,8 @@ def test_b_prefetch_grouped_variant():
 
 
 def test_timing_probe_variants_compile_without_spills():
-    """``TRACE`` (scripts/trace_probe.py): unit stamps (1) and, at 256-row tiles, the per-wave clock stamps (2) that
-    its ``--waves`` reads; the dispatched kernel (0) has neither."""
+    """``TRACE``: unit stamps (1) and, at 256-row tiles, the per-wave clock stamps (2) that gave
+    results/trace-probe-waves-h200-2026-12-05-26f8c93.json; the dispatched kernel (0) has neither."""
     desc = GemmDesc("fp8_1d2d", 4096, 7168, 16384)
     cfg = get_sm90_config(desc, H200)
     assert cfg.block_m == 256
@@ -316,7 +316,7 @@ def test_timing_probe_variants_compile_without_spills():
 
 def test_promotion_ffma_yield_bits_follow_the_ptxas():
     """compile_check.yield_bits reads every FFMA's yield bit; Triton 3.6's bundled ptxas 12.8 leaves them uniform at
-    the 256-row tile, ptxas >= 12.9 alternates them (FINEGEMM_PTXAS, benchmarks/NOTES.md v20)."""
+    the 256-row tile, ptxas >= 12.9 alternates them (FINEGEMM_PTXAS, commit f03df06)."""
     import triton
 
     from finegemm.kernels.sm90.compile_check import sass, yield_bits
@@ -362,7 +362,7 @@ SPLIT_N = [(GemmDesc("fp8_1d2d", 4096, 2112, 7168), 128, 192, True),
 def _ring_scale_reads_fenced(ptx: str) -> bool:
     """Whether every ``ld.shared.b32`` after a ``wgmma.wait_group`` (the ring's per-token scales) meets a
     ``fence.proxy.async`` before the next empty-slot arrive (the 128x128 ring-scale kernel, unfenced by design, does
-    not; NOTES v26)."""
+    not; commit 3e186bc)."""
     read = False
     for e in re.findall(r"wgmma\.wait_group|ld\.shared\.b32|fence\.proxy\.async|mbarrier\.arrive\.shared::cta\.b64",
                         ptx):
@@ -442,7 +442,7 @@ def test_split_n_launch_plan():
     assert get_sm90_config(desc, H200).column_blocks[1] == 0
 
 
-FP32_OUT_PICKS = [  # FP32-out picks that spilled before session 21's rule changes (benchmarks/NOTES.md v23)
+FP32_OUT_PICKS = [  # FP32-out picks that spilled before the rule changes of b7e10c8
     GemmDesc("fp8_1d2d", 4096, 4096, 7168, out_fp32=True),  # 256 rows without C: 104 bytes in the K loop
     GemmDesc("fp8_1d2d", 4096, 7168, 16384, out_fp32=True),  # (now 128 and 192 rows)
     GemmDesc("fp8_1d1d", 4096, 2112, 7168, out_fp32=True, with_c=True),  # 128-row split tail + C by TMA: 280
@@ -460,7 +460,7 @@ def test_fp32_out_picks_compile_without_spills(desc):
 
 
 def test_weight_grad_without_c_picks_and_the_256_row_exception(monkeypatch):
-    """Recipe (1, 1, 128) with FP32 out and no C: the rule's 128-row pick (v28) compiles without a stack. A known
+    """Recipe (1, 1, 128) with FP32 out and no C: the rule's 128-row pick (badbb7e) compiles without a stack. A known
     exception, kept for the probe that brings back the 256-row rule (FINEGEMM_PROBE_WGRAD_128=0): at 256 rows (also
     the in-place D_REDUCE form) a 32-byte stack, one store / load pair a K block in one math warpgroup, the rest per
     tile. This bounds it, so that a change that spills more fails here."""
@@ -482,7 +482,7 @@ def test_weight_grad_without_c_picks_and_the_256_row_exception(monkeypatch):
                                    (7168, 4096, 16384), (576, 4096, 7168)])
 def test_default_in_place_weight_grad_picks_compile_without_spills(m, n, k):
     """The weight-gradient picks that add into D by TMA reduce-add by default when C is D (one-wave tiles 128 wide,
-    dispatch.d_reduce_ok, NOTES v24; 576x4096x7168 with its split tail, NOTES v28): the reduce, no stack."""
+    dispatch.d_reduce_ok, commit 3537a2e; 576x4096x7168 with its split tail, commit badbb7e): the reduce, no stack."""
     from finegemm.kernels.sm90 import dispatch
 
     desc = GemmDesc("fp8_1d1d", m, n, k, out_fp32=True, with_c=True)

@@ -433,10 +433,10 @@ def test_views_tma_cannot_address_run_the_portable_kernel(rec, view):
 
 def test_d_reduce_only_where_c_is_d_in_fp32_whole_k_and_measured(monkeypatch):
     """``D_REDUCE`` (d += a @ b by TMA reduce-add) needs C to be D itself (same storage, shape, strides, FP32), no
-    split-K launch of its own (split-K summed in the kernel is fine: the last split adds the sum, NOTES v28) and no
+    split-K launch of its own (split-K summed in the kernel is fine: the last split adds the sum, commit badbb7e) and no
     head split; by default only on tiles of <= 128 rows and 128 columns, but on any tile of a k-grouped
-    group (the measured gains, NOTES v24-v25); FINEGEMM_PROBE_D_REDUCE=1 ("all") wherever it can run, =0 ("off")
-    never."""
+    group (the measured gains, commits 3537a2e, d16ce47); FINEGEMM_PROBE_D_REDUCE=1 ("all") wherever it can run,
+    =0 ("off") never."""
     from finegemm.jit.device import H200
     from finegemm.jit.heuristics_sm90 import make_config
 

@@ -96,7 +96,7 @@ def test_public_api_routes_to_sm90():
 
 
 def _run_cfg(m, n, k, packed, with_c, recipe="1d2d", pipe_mma=None, **overrides):
-    """As :func:`_run`, but with a forced config (v3 tiles and scale paths; recipe 1d1d: FP32 out)."""
+    """As :func:`_run`, but with a forced config (e7bde22 tiles and scale paths; recipe 1d1d: FP32 out)."""
     import dataclasses
 
     from finegemm.jit.device import device_facts

@@ -124,7 +124,7 @@ def test_plan_groups_offsets_and_dense_configs():
 
 
 def test_fp8_group_config_rule():
-    """The dense weight-gradient rule per group: 128-row pipelined tiles (since v28 at K >= 4096 too), C staged by
+    """The dense weight-gradient rule per group: 128-row pipelined tiles (since badbb7e at K >= 4096 too), C staged by
     TMA."""
     for k in (2048, 7168):
         cfg = kg.fp8_group_config(GemmDesc("fp8_1d1d", 4096, 7168, k, True, True, True, True), H200)

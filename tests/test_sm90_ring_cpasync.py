@@ -1,4 +1,5 @@
-"""The 1d1d ring's scales copied by the producer warp with ``cp.async`` (``RING_CPASYNC``, NOTES v30-v31), on the CPU.
+"""The 1d1d ring's scales copied by the producer warp with ``cp.async`` (``RING_CPASYNC``, de04c26), on the
+CPU.
 
 The 1d1d kernels' ring scales (per-channel and per-token) are copied into the slot by the producer warp, each
 lane's ``cp.async`` copies completing on the slot's full barrier, instead of TMA boxes, so the math warpgroups

@@ -1,4 +1,4 @@
-"""The per-warp slot release probe (``FINEGEMM_PROBE_EMPTY_SMEM``, scripts/warp_release_probe.py) on the CPU.
+"""The per-warp slot release probe (``FINEGEMM_PROBE_EMPTY_SMEM``) on the CPU.
 
 Its GPU A/B needs the empty barriers' offset from a compile of the same config to be right (a wrong one hangs
 or corrupts another barrier), and the kernel without the switch must stay exactly main's.

@@ -1,4 +1,5 @@
-"""finegemm under torch.compile (api/torch_ops.py) on the CPU, through Triton's interpreter.
+"""finegemm under torch.compile on the CPU, through Triton's interpreter (api/torch_ops.py registers the operators,
+api/traced.py calls them).
 
 Every public entry, called inside a function compiled with ``fullgraph=True`` (no graph break allowed),
 must trace to one opaque ``torch.ops.finegemm`` node and give the eager result against the float64
@@ -120,7 +121,7 @@ def test_inductor_on_the_gpu_with_and_without_cuda_graphs(mode):
 
 
 def _op_calls(case, t) -> list:
-    """(operator, arguments) of ``case``'s public call as api/torch_ops.py passes them (d a fresh tensor)."""
+    """(operator, arguments) of ``case``'s public call as api/traced.py passes them (d a fresh tensor)."""
     ops = torch.ops.finegemm
     if case.kind in ("fp8_gemm", "fp8_gemm_wgrad"):
         wgrad = case.kind == "fp8_gemm_wgrad"

@@ -43,7 +43,7 @@ from ..kernels.portable.paged_mqa_logits import (
     launch_paged_mqa_logits,
     schedule_paged_mqa_logits,
 )
-from . import torch_ops
+from . import traced
 from .checks import E4M3, check_dim, check_dtype, check_same_device, check_tensor, describe
 from .dispatch import BackendError, check_device_usable, sm90_mqa_module, sm90_paged_mqa_module
 from .plan_cache import dispatch_state, new_cache, plan_for, scalar_key, tensor_key
@@ -206,8 +206,8 @@ def fp8_mqa_logits(
     the kernel reads ``start`` clamped to ``[0, S_kv]`` and ``end`` clamped to ``[start, S_kv]`` (so
     ``start > end`` is an empty range), exactly as :func:`finegemm.reference.mqa.clamp_ranges`.
     """
-    if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/torch_ops.py)
-        return torch_ops.fp8_mqa_logits(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits,
+    if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/traced.py)
+        return traced.fp8_mqa_logits(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits,
                                         max_seqlen_k, logits_dtype)
 
     def make_key() -> tuple:
@@ -418,8 +418,8 @@ def fp8_paged_mqa_logits(
     never reads or writes out of bounds.
     """
     _no_varlen_indices(indices)
-    if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/torch_ops.py)
-        return torch_ops.fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta,
+    if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/traced.py)
+        return traced.fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta,
                                               max_context_len, clean_logits, logits_dtype)
 
     def make_key() -> tuple:

@@ -32,7 +32,7 @@ from ..jit.heuristics import GemmDesc, get_portable_config
 from ..kernels.portable.batched import batched_launch
 from ..kernels.sm90 import launcher
 from ..layout import transform_sf_into_required_layout
-from . import torch_ops
+from . import traced
 from .checks import E4M3, check_dtype, check_same_device, check_tensor, unpack_pair
 from .dispatch import _sm90_bf16_grouped_module, _sm90_grouped_module, check_device_usable, debug_sync
 from .plan_cache import dispatch_state, new_cache, plan_and_key, tensor_key
@@ -41,7 +41,7 @@ EXPRESSIONS = ("bmk,bnk->mn", "bhr,hdr->bhd", "bhd,hdr->bhr", "bhd,bhr->hdr")
 # The per-head expressions on the sm90 grouped kernels (GROUPING 3 of kernels/sm90/gemm_bf16.py, and of gemm_1d2d.py
 # for fp8_einsum's bhr,hdr->bhd; A and D read and written in place) instead of the batched Triton kernel, where
 # head_batched_wanted says so. None: that measured rule; True / False force the head-batched plans on / off (tests,
-# scripts/einsum_bench.py's baselines).
+# the baselines of results/einsum-bench-h200-2026-12-05-ea2067b.json).
 HEAD_BATCHED_SM90: bool | None = None
 # Tokens a head from which bhr,hdr->bhd (BF16 and FP8) takes the head-batched kernel: H200, 128 heads, r = 512,
 # d = 128, us Triton / head-batched (results/einsum-bench-h200-2026-12-05-ea2067b.json): FP8 13.6 / 15.9 at 128
@@ -63,7 +63,7 @@ def einsum(expr: str, a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torc
     """
     del use_cublaslt
     if torch.compiler.is_compiling():
-        return torch_ops.einsum(expr, a, b, d, c)
+        return traced.einsum(expr, a, b, d, c)
 
     def validate() -> _Plan:
         _check_expr("einsum", expr, EXPRESSIONS)
@@ -83,7 +83,7 @@ def fp8_einsum(expr: str, a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.T
     ``recipe``: ``(1, 128, 128)`` only.
     """
     if torch.compiler.is_compiling():
-        return torch_ops.fp8_einsum(expr, a, b, d, c, recipe)
+        return traced.fp8_einsum(expr, a, b, d, c, recipe)
     a_fp8, sfa = unpack_pair("a", a)
     b_fp8, sfb = unpack_pair("b", b)
 
@@ -248,7 +248,7 @@ def _head_views(expr, a, b, d) -> tuple | None:
 
 def head_batched_wanted(expr: str, fp8: bool, tokens: int) -> bool:
     """Whether a per-head einsum of ``tokens`` rows a head goes to the head-batched sm90 kernel rather than the
-    batched Triton kernel (where both can run it), as measured on the H200 (NOTES v16): BF16 ``bhd,hdr->bhr``
+    batched Triton kernel (where both can run it), as measured on the H200 (commit 38dd6d8): BF16 ``bhd,hdr->bhr``
     always (14.1 / 14.1 us at 64 tokens, 65.9 / 41.9 at 512, 438.0 / 285.5 at 4096), ``bhr,hdr->bhd`` from
     ``HEAD_BATCHED_MIN_TOKENS`` (below it the Triton kernel's one launch of small tiles wins by 3-30 %).
     ``HEAD_BATCHED_SM90`` True / False overrides the rule."""

@@ -19,7 +19,7 @@ from ..jit.heuristics import GemmDesc
 from ..kernels.portable.gemm_bf16 import launch_bf16_gemm
 from ..kernels.portable.gemm_fp8 import launch_fp8_gemm
 from ..layout import transform_sf_into_required_layout
-from . import torch_ops
+from . import traced
 from .checks import (
     FP8_DTYPES,
     check_alpha,
@@ -120,8 +120,8 @@ def fp8_gemm_nt(
         recipe = merge_recipes(recipe, recipe_a, recipe_b)
     if alpha is not None:
         check_alpha(alpha)
-    if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/torch_ops.py)
-        return torch_ops.fp8_gemm_nt(a, b, d, c, recipe)
+    if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/traced.py)
+        return traced.fp8_gemm_nt(a, b, d, c, recipe)
     try:
         a_fp8, sfa = a
         b_fp8, sfb = b
@@ -304,7 +304,7 @@ def fp8_gemm_nt_skip_head_mid(
     del compiled_dims, disable_ue8m0_cast
     head_splits = _check_head_splits(head_splits)
     if torch.compiler.is_compiling():
-        return torch_ops.fp8_gemm_nt_skip_head_mid(a, b, d, head_splits, recipe)
+        return traced.fp8_gemm_nt_skip_head_mid(a, b, d, head_splits, recipe)
     if head_splits[1] == 0:
         return fp8_gemm_nt(a, b, d, None, recipe)
     plan = plan_for(_HEAD_PLANS,
@@ -389,8 +389,8 @@ def bf16_gemm_nt(
     del compiled_dims
     if alpha is not None:
         check_alpha(alpha)
-    if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/torch_ops.py)
-        return torch_ops.bf16_gemm_nt(a, b, d, c)
+    if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/traced.py)
+        return traced.bf16_gemm_nt(a, b, d, c)
     try:
         # As fp8_gemm_nt: the data pointers, then the call signature; key[4:] keys the validated plan, the
         # whole key the sm90 recording of this exact launch (a superset of dispatch_bf16's key).

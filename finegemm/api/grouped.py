@@ -61,7 +61,7 @@ from ..layout import (
     get_mk_alignment_for_contiguous_layout,
     transform_sf_into_required_layout,
 )
-from . import torch_ops
+from . import traced
 from .checks import (
     FP8_DTYPES,
     check_dim,
@@ -439,8 +439,8 @@ def m_grouped_fp8_gemm_nt_contiguous(
     """
     del compiled_dims, disable_ue8m0_cast, ensure_zero_padding
     recipe = merge_recipes(recipe, recipe_a, recipe_b)
-    if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/torch_ops.py)
-        return torch_ops.m_grouped_contiguous(a, b, d, grouped_layout, use_psum_layout,
+    if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/traced.py)
+        return traced.m_grouped_contiguous(a, b, d, grouped_layout, use_psum_layout,
                                               expected_m_for_psum_layout, recipe, True)
 
     def validate() -> _Plan:
@@ -488,8 +488,8 @@ def m_grouped_bf16_gemm_nt_contiguous(
     (row- or column-major each), d bf16 ``[M_total, N]`` (padding rows 0, whatever ``ensure_zero_padding``
     says), FP32 accumulation."""
     del compiled_dims, ensure_zero_padding
-    if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/torch_ops.py)
-        return torch_ops.m_grouped_contiguous(a, b, d, grouped_layout, use_psum_layout,
+    if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/traced.py)
+        return traced.m_grouped_contiguous(a, b, d, grouped_layout, use_psum_layout,
                                               expected_m_for_psum_layout, None, False)
 
     def validate() -> _Plan:
@@ -574,8 +574,8 @@ def m_grouped_fp8_gemm_nt_masked(
     """
     del compiled_dims, disable_ue8m0_cast
     recipe = merge_recipes(recipe, recipe_a, recipe_b)
-    if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/torch_ops.py)
-        return torch_ops.m_grouped_masked(a, b, d, masked_m, expected_m, recipe, True)
+    if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/traced.py)
+        return traced.m_grouped_masked(a, b, d, masked_m, expected_m, recipe, True)
 
     def validate() -> _Plan:
         a_fp8, sfa, b_fp8, sfb = _check_fp8_operands(a, b, recipe, RECIPE_1D2D, "m_grouped_fp8_gemm_nt_masked")
@@ -600,8 +600,8 @@ def m_grouped_bf16_gemm_nt_masked(
     """BF16 twin of :func:`m_grouped_fp8_gemm_nt_masked`: a bf16 ``[G, max_m, K]``, b bf16 ``[G, N, K]``,
     d bf16 ``[G, max_m, N]`` (rows at or past ``masked_m[g]`` untouched), FP32 accumulation."""
     del compiled_dims
-    if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/torch_ops.py)
-        return torch_ops.m_grouped_masked(a, b, d, masked_m, expected_m, None, False)
+    if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/traced.py)
+        return traced.m_grouped_masked(a, b, d, masked_m, expected_m, None, False)
 
     def validate() -> _Plan:
         return _plan_masked("bf16", *_check_bf16_operands(a, b), d, masked_m, expected_m)
@@ -775,8 +775,8 @@ def k_grouped_fp8_gemm_tn_contiguous(a: Pair, b: Pair, d: torch.Tensor, ks: list
     """
     del compiled_dims
     _no_psum_ks(use_psum_layout)
-    if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/torch_ops.py)
-        return torch_ops.k_grouped(a, b, d, ks, ks_tensor, c, recipe, "tn", True)
+    if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/traced.py)
+        return traced.k_grouped(a, b, d, ks, ks_tensor, c, recipe, "tn", True)
     _k_grouped_fp8(a, b, d, ks, ks_tensor, c, recipe, False, "k_grouped_fp8_gemm_tn_contiguous")
 
 
@@ -796,8 +796,8 @@ def k_grouped_fp8_gemm_nt_contiguous(a: Pair, b: Pair, d: torch.Tensor, ks: list
     """
     del compiled_dims
     _no_psum_ks(use_psum_layout)
-    if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/torch_ops.py)
-        return torch_ops.k_grouped(a, b, d, ks, ks_tensor, c, recipe, "nt", True)
+    if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/traced.py)
+        return traced.k_grouped(a, b, d, ks, ks_tensor, c, recipe, "nt", True)
     _k_grouped_fp8(a, b, d, ks, ks_tensor, c, recipe, True, "k_grouped_fp8_gemm_nt_contiguous")
 
 
@@ -815,8 +815,8 @@ def k_grouped_bf16_gemm_tn_contiguous(
     ``[sum(ks), N]`` (row- or column-major), d and c (required) fp32 ``[G, M, N]``."""
     del compiled_dims
     _no_psum_ks(use_psum_layout)
-    if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/torch_ops.py)
-        return torch_ops.k_grouped(a, b, d, ks, ks_tensor, c, None, "tn", False)
+    if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/traced.py)
+        return traced.k_grouped(a, b, d, ks, ks_tensor, c, None, "tn", False)
 
     def validate() -> _Plan:
         return _plan_k_grouped("bf16", *_check_bf16_operands(a, b), c, d, ks, ks_tensor, False)

@@ -79,8 +79,8 @@ MQA_PAGED = (
     (4096, 2, 32, 8192, "fp32"), (256, 2, 64, 8192, "fp32"), (4096, 2, 32, 8192, "bf16"),
     (256, 2, 64, 65536, "fp32"), (4096, 1, 64, 8192, "bf16"),
 )
-# Beyond the anchors (issue 7: "the remaining room is in the short-context and small-batch cases; measure them
-# too"): small batches and short contexts, same format; DeepGEMM has no figure for them in the anchors file.
+# Beyond the anchors, where the remaining room is: small batches and short contexts, same format; DeepGEMM has no
+# figure for them in the anchors file.
 MQA_PAGED_SHORT = (
     (1, 1, 64, 8192, "fp32"), (8, 2, 64, 8192, "fp32"), (32, 1, 64, 4096, "fp32"), (32, 2, 64, 2048, "bf16"),
     (256, 1, 64, 1024, "fp32"), (256, 2, 64, 2048, "bf16"), (4096, 1, 64, 1024, "bf16"),
@@ -96,7 +96,7 @@ OP_OF_KIND = {
     "m_grouped_contiguous": "m_grouped_fp8_gemm_nt_contiguous",
     "m_grouped_masked": "m_grouped_fp8_gemm_nt_masked",
     # the nt form, K-major groups (DeepGEMM's k-grouped anchors time k_grouped_fp8_gemm_nt_contiguous; the tn form on
-    # MN-major operands adds two transpose launches, benchmarks/NOTES.md v19)
+    # MN-major operands adds two transpose launches, commit 384d2de)
     "k_grouped": "k_grouped_fp8_gemm_nt_contiguous",
     "mqa_logits": "fp8_mqa_logits",
     "paged_mqa_logits": "fp8_paged_mqa_logits",

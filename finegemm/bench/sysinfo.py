@@ -89,7 +89,7 @@ def collect(device: torch.device) -> dict[str, Any]:
 
 
 def probe_record(what: str, device: torch.device, method: str) -> dict[str, Any]:
-    """The head of a probe script's JSON (``scripts/*_probe.py``, ``*_bench.py``): what it measures, GPU, torch and
+    """The head of a probe script's JSON (a measuring program's own JSON): what it measures, GPU, torch and
     triton versions, the commit (``.commit``, written before the run since the device has no git), UTC date,
     timing method, and an empty ``rows`` list the script fills."""
     import triton

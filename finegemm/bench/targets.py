@@ -1,7 +1,7 @@
 """Where the issues' speed targets stand in a set of bench runs:
 ``python -m finegemm.bench.targets ANCHORS.json BENCH.json [BENCH.json ...]``.
 
-Each target of issues 5, 6 and 7 (the sm90 GEMMs against DeepGEMM and cuBLAS, the grouped GEMMs, the MQA
+Each of the project's speed targets (the sm90 GEMMs against DeepGEMM and cuBLAS, the grouped GEMMs, the MQA
 kernels) is a rule over bench cases: which cases it covers, the figure compared (finegemm-sm90 against
 DeepGEMM's anchored time, against a live peer of the same run, or one case against another), the bar every
 case must clear and, for some, the bar of the geometric mean. The table says per target how many cases
@@ -86,7 +86,7 @@ TARGETS: tuple[Target, ...] = (
     Target(6, "contiguous m-grouped vs DeepGEMM (each >= 1.0)", _kind("m_grouped_contiguous"), "deepgemm", 1.0),
     Target(6, "masked 1 x 1024, 2 x 512, 4 x 256 vs DeepGEMM (each >= 1.0)",
            _masked({(1, 1024), (2, 512), (4, 256)}), "deepgemm", 1.0),
-    # not in the anchors' grouped list: issue 6 states DeepGEMM's figure (401 TFLOPS, events)
+    # not in the anchors' grouped list: DeepGEMM's stated figure (401 TFLOPS, events)
     Target(6, "masked 16 x 64 x (7168, 2048) vs DeepGEMM's 401 TFLOPS (>= 1.2)", _decode_16x64, "tflops:401", 1.2),
     Target(6, "masked half the groups empty: time / all-full time (<= 0.6)",
            lambda c: c.get("kind") == "m_grouped_masked" and c["name"].endswith(" half-empty"),

@@ -1,4 +1,4 @@
-"""Which kernels a model's GEMM calls need: shapes in, the distinct compiled kernels out (``python -m finegemm warmup``).
+"""Which kernels a model's GEMM calls need: shapes in, the distinct compiled kernels out (``finegemm warmup``).
 
 A serving engine calls the same few GEMM shapes (N, K, experts) at every batch size M. finegemm compiles one kernel
 per *config*, not per M: :func:`enumerate_kernels` maps each (call, M) to the desc the public API builds and to the
@@ -255,4 +255,5 @@ def describe(plan: KernelPlan) -> str:
     fields = ", ".join(f"{f.name}={getattr(cfg, f.name)}" for f in dataclasses.fields(cfg)
                        if getattr(cfg, f.name) != f.default or f.name in ("block_m", "block_n", "stages"))
     ints = ",".join(c or "-" for c in plan.kernel.ints) or "n/a"
-    return f"{plan.call} | {plan.kernel.backend} {type(cfg).__name__}({fields}) | ints {ints} | M {m_ranges(plan.ms, 4)}"
+    kernel = f"{plan.kernel.backend} {type(cfg).__name__}({fields})"
+    return f"{plan.call} | {kernel} | ints {ints} | M {m_ranges(plan.ms, 4)}"

@@ -174,8 +174,14 @@ def _run_tasks(fn, tasks: list[tuple], jobs: int, num_sms: int | None) -> list[d
     """``fn(*task)`` for each task, in ``jobs`` spawned processes where there is more than one task for them."""
     jobs = max(1, min(jobs, len(tasks)))
     if jobs == 1:
+        import triton
+
+        listener = triton.knobs.compilation.listener
         _init_worker(num_sms)
-        return [fn(*task) for task in tasks]
+        try:
+            return [fn(*task) for task in tasks]
+        finally:
+            triton.knobs.compilation.listener = listener
     import multiprocessing
 
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker,
@@ -185,10 +191,11 @@ def _run_tasks(fn, tasks: list[tuple], jobs: int, num_sms: int | None) -> list[d
 
 
 def run(calls: list[warmup.WarmupCall], ms: list[int], jobs: int, dry_run: bool = False, compile_only: bool = False,
-        num_sms: int | None = None, out=sys.stdout) -> dict:
+        num_sms: int | None = None, out=None) -> dict:
     """Enumerate (and unless ``dry_run`` compile) the kernels of ``calls`` over ``ms``; returns the summary."""
     import torch
 
+    out = out or sys.stdout
     gpu = torch.cuda.is_available() and not compile_only
     if not gpu and not compile_only and not dry_run:
         raise ValueError("no CUDA GPU here: pass --compile-only (a compile check for sm_90) or --dry-run")

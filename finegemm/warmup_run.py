@@ -110,44 +110,62 @@ def _counted(work, *args) -> dict:
             "hits": _events["hits"] - before["hits"]}
 
 
+class CallInputs:
+    """Operands of ``call`` on the current GPU for every M up to ``max_m`` (zero FP8 data, unit scales in the
+    layouts the API requires, so nothing is transformed on the way); :meth:`run` makes the call at one M through
+    ``api`` (``finegemm``, or a module with DeepGEMM's names such as ``deep_gemm``)."""
+
+    def __init__(self, call: warmup.WarmupCall, max_m: int, api: Any = None) -> None:
+        import torch
+
+        import finegemm
+
+        self.call, self.api = call, api or finegemm
+        self.dev = dev = torch.device("cuda", torch.cuda.current_device())
+        fp8 = torch.float8_e4m3fn
+        self.sfk = sfk = call.k // 128
+        sfn = -(-call.n // 128)
+        g = call.groups
+        if call.op == "dense":
+            self.b = (torch.zeros(call.n, call.k, dtype=fp8, device=dev), torch.ones(sfn, sfk, device=dev))
+            rows = max_m
+        else:
+            self.b = (torch.zeros(g, call.n, call.k, dtype=fp8, device=dev), torch.ones(g, sfn, sfk, device=dev))
+            rows = call.max_m if call.op == "masked" else warmup.contiguous_rows(max_m)
+        lead = (g,) if call.op == "masked" else ()
+        self.a = torch.zeros(*lead, rows, call.k, dtype=fp8, device=dev)
+        self.d = torch.empty(*lead, rows, call.n, dtype=torch.bfloat16, device=dev)
+        if call.op == "masked":
+            self.sfa = finegemm.get_mn_major_tma_aligned_tensor(torch.ones(g, rows, sfk, device=dev))
+
+    def run(self, m: int) -> None:
+        """The call at M = ``m`` (masked: ``expected_m`` and every expert's ``masked_m``)."""
+        import torch
+
+        import finegemm
+
+        call, api, dev = self.call, self.api, self.dev
+        if call.op == "masked":
+            masked_m = torch.full((call.groups,), m, dtype=torch.int32, device=dev)
+            api.m_grouped_fp8_gemm_nt_masked((self.a, self.sfa), self.b, self.d, masked_m, m)
+            return
+        rows = m if call.op == "dense" else warmup.contiguous_rows(m)
+        sfa = finegemm.get_mn_major_tma_aligned_tensor(torch.ones(rows, self.sfk, device=dev))
+        if call.op == "dense":
+            api.fp8_gemm_nt((self.a[:rows], sfa), self.b, self.d[:rows])
+            return
+        align = finegemm.get_mk_alignment_for_contiguous_layout()
+        segment = max(align, rows // call.groups // align * align)  # every expert's rows start on the alignment
+        layout = (torch.arange(rows, device=dev) // segment).clamp(max=call.groups - 1).to(torch.int32)
+        api.m_grouped_fp8_gemm_nt_contiguous((self.a[:rows], sfa), self.b, self.d[:rows], layout)
+
+
 def _call_on_gpu(call: warmup.WarmupCall, m: int) -> None:
-    """One call of the public API for ``call`` at M = ``m`` on the current GPU (zero operands, unit scales in the
-    required layouts, so nothing is transformed on the way)."""
+    """One call of the public API for ``call`` at M = ``m`` on the current GPU."""
     import torch
 
-    import finegemm
-
-    dev = torch.device("cuda", torch.cuda.current_device())
-    fp8 = torch.float8_e4m3fn
-    sfk = call.k // 128
-    sfn = -(-call.n // 128)
-    if call.op == "dense":
-        a = torch.zeros(m, call.k, dtype=fp8, device=dev)
-        sfa = finegemm.get_mn_major_tma_aligned_tensor(torch.ones(m, sfk, device=dev))
-        b = torch.zeros(call.n, call.k, dtype=fp8, device=dev)
-        d = torch.empty(m, call.n, dtype=torch.bfloat16, device=dev)
-        finegemm.fp8_gemm_nt((a, sfa), (b, torch.ones(sfn, sfk, device=dev)), d)
-    else:
-        g = call.groups
-        b = torch.zeros(g, call.n, call.k, dtype=fp8, device=dev)
-        sfb = torch.ones(g, sfn, sfk, device=dev)
-        if call.op == "masked":
-            rows = call.max_m
-            a = torch.zeros(g, rows, call.k, dtype=fp8, device=dev)
-            sfa = finegemm.get_mn_major_tma_aligned_tensor(torch.ones(g, rows, sfk, device=dev))
-            d = torch.empty(g, rows, call.n, dtype=torch.bfloat16, device=dev)
-            masked_m = torch.full((g,), m, dtype=torch.int32, device=dev)
-            finegemm.m_grouped_fp8_gemm_nt_masked((a, sfa), (b, sfb), d, masked_m, m)
-        else:
-            rows = warmup.contiguous_rows(m)
-            a = torch.zeros(rows, call.k, dtype=fp8, device=dev)
-            sfa = finegemm.get_mn_major_tma_aligned_tensor(torch.ones(rows, sfk, device=dev))
-            d = torch.empty(rows, call.n, dtype=torch.bfloat16, device=dev)
-            align = finegemm.get_mk_alignment_for_contiguous_layout()
-            segment = max(align, rows // g // align * align)  # every expert's rows start on the alignment
-            layout = (torch.arange(rows, device=dev) // segment).clamp(max=g - 1).to(torch.int32)
-            finegemm.m_grouped_fp8_gemm_nt_contiguous((a, sfa), (b, sfb), d, layout)
-    torch.cuda.synchronize(dev)
+    CallInputs(call, m).run(m)
+    torch.cuda.synchronize()
 
 
 def _compile_on_cpu(kernel: warmup.Kernel) -> None:

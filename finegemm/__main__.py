@@ -1,4 +1,4 @@
-"""Command line: ``python -m finegemm {info,demo,check,bench}``."""
+"""Command line: ``python -m finegemm {info,demo,check,bench,warmup}``."""
 
 from __future__ import annotations
 
@@ -20,6 +20,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="quantize random BF16, run the FP8/BF16 GEMMs, compare with float64")
     demo.add_argument("--shape", type=_shape, default=None, help="M,N,K (default: 4096,7168,2048 on a GPU)")
     sub.add_parser("check", help="correctness sweep over all layouts and recipes at awkward sizes")
+    from . import warmup_run
+
+    warm = sub.add_parser("warmup", help="compile every kernel a model's GEMM calls need into the disk cache")
+    warmup_run.add_arguments(warm)
     try:
         from .bench import cli as bench_cli
     except ImportError:
@@ -32,6 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "warmup":
+        from . import warmup_run
+
+        return warmup_run.main(args)
     from . import cli_demo
 
     if args.command == "info":

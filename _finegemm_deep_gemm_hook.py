@@ -52,7 +52,7 @@ class _Loader(importlib.abc.Loader):
             setattr(module, name, value)
         module.__all__ = list(names)
         module.__doc__ = source.__doc__
-        for name in ("__version__",):
+        for name in ("__version__", "__finegemm_version__"):
             if hasattr(source, name):
                 setattr(module, name, getattr(source, name))
 

@@ -310,3 +310,20 @@ def test_fp4_host_casts_round_trip():
     assert sf.dtype == torch.int32 and torch.equal(deep_gemm.cast_back_from_fp4(q, sf, use_packed_ue8m0=True), exact)
     qt = deep_gemm.transpose_packed_fp4(q)
     assert torch.equal(deep_gemm.cast_back_from_fp4(qt, torch.ones(128, 1)), exact.T)
+
+
+def test_deepgemm_switches(monkeypatch, tmp_path):
+    """DG_PRINT_CONFIGS / DG_JIT_CACHE_DIR stand in for the finegemm switches when those are unset."""
+    from finegemm.jit import env
+
+    for name in ("FINEGEMM_PRINT_CONFIGS", "FINEGEMM_CACHE_DIR", "TRITON_CACHE_DIR", "DG_PRINT_CONFIGS"):
+        monkeypatch.delenv(name, raising=False)
+    assert not env.flag(env.PRINT_CONFIGS)
+    monkeypatch.setenv("DG_PRINT_CONFIGS", "1")
+    assert env.flag(env.PRINT_CONFIGS)
+    monkeypatch.setenv("FINEGEMM_PRINT_CONFIGS", "0")
+    assert not env.flag(env.PRINT_CONFIGS)
+    monkeypatch.setenv("DG_JIT_CACHE_DIR", str(tmp_path))
+    assert env.apply_cache_dir() == str(tmp_path)
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert env.markdown_table(env.DG_SWITCHES) in readme

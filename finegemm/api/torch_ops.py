@@ -165,7 +165,7 @@ def _fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torc
     from .attention import fp8_paged_mqa_logits as eager
 
     return eager(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits,
-                 logits_dtype)
+                 logits_dtype=logits_dtype)
 
 
 @_fp8_paged_mqa_logits.register_fake

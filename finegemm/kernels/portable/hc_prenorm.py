@@ -50,7 +50,8 @@ def _hc_prenorm_kernel(a_ptr, b_ptr, d_ptr, s_ptr, M, N, K, blocks_per_split, ex
         sq += tl.sum(a * a, axis=1)
     tl.store(d_ptr + split * stride_ds + rows[:, None].to(tl.int64) * stride_dm + cols[None, :] * stride_dn, acc,
              mask=row_ok[:, None] & col_ok[None, :])
-    tl.store(s_ptr + split * stride_ss + rows.to(tl.int64) * stride_sm, sq, mask=row_ok & (pid_n == 0))
+    if pid_n == 0:
+        tl.store(s_ptr + split * stride_ss + rows.to(tl.int64) * stride_sm, sq, mask=row_ok)
 
 
 def launch_hc_prenorm(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, sqr_sum: torch.Tensor,

@@ -31,6 +31,7 @@ __all__ = [
     "get_tma_aligned_size",
     "get_mn_major_tma_aligned_tensor",
     "get_mn_major_tma_aligned_packed_ue8m0_tensor",
+    "get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor",
     "transform_sf_into_required_layout",
     "get_mk_alignment_for_contiguous_layout",
     "set_mk_alignment_for_contiguous_layout",
@@ -142,12 +143,14 @@ def _empty_mn_major(shape: tuple[int, ...], dtype: torch.dtype, device: torch.de
 def get_mn_major_tma_aligned_tensor(sf: torch.Tensor) -> torch.Tensor:
     """Return ``sf`` (``[MN, SFK]`` or ``[G, MN, SFK]``) stored MN-major with a TMA-aligned MN stride.
 
-    Returns ``sf`` itself when it is already in that layout; otherwise a new tensor (same dtype).
+    The result's strides are exactly ``(1, A)`` / ``(SFK * A, 1, A)`` with ``A = get_tma_aligned_size(MN, 4)``,
+    size-1 dims included (one scale column, K <= 128, still gets stride ``A``: DeepGEMM's layout tests demand it).
+    Returns ``sf`` itself when it has those strides already; otherwise a new tensor (same dtype).
     """
     if sf.dim() not in (2, 3):
         raise ValueError(f"get_mn_major_tma_aligned_tensor: sf must be 2-D or 3-D, got shape {tuple(sf.shape)}")
     strides = _mn_major_strides(tuple(sf.shape), sf.element_size())
-    if _has_strides(sf, strides):
+    if tuple(sf.stride()) == strides:
         return sf
     out = _empty_mn_major(tuple(sf.shape), sf.dtype, sf.device)
     out.copy_(sf)
@@ -166,6 +169,55 @@ def get_mn_major_tma_aligned_packed_ue8m0_tensor(sf: torch.Tensor,
     if sf.dtype != torch.float32:
         raise TypeError(f"get_mn_major_tma_aligned_packed_ue8m0_tensor: sf must be float32, got {sf.dtype}")
     return get_mn_major_tma_aligned_tensor(pack_ue8m0(sf))
+
+
+def get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(sf: torch.Tensor, grouped_layout: torch.Tensor,
+                                                           ks_cpu: list[int], gran_k: int, k_alignment: int,
+                                                           use_psum_layout: bool = False) -> torch.Tensor:
+    """Pack the per-channel power-of-two scales of a k-grouped operand into UE8M0 words, group by group.
+
+    Args:
+        sf: fp32 ``[sum(ceil(ks_cpu[g] / gran_k)), MN]`` row-major (MN contiguous, ``MN % 4 == 0``): group g's
+            rows are its K blocks, one scale per channel each (``per_channel_cast_to_fp8`` of each group's
+            ``[K_g, MN]`` slice, concatenated).
+        grouped_layout: int32 ``[G]`` each group's K on the device (its length gives G; not read otherwise).
+        ks_cpu: host list of each group's K.
+        gran_k: K per scale: 128 (32 is SM100's FP4 granularity and is refused here).
+        k_alignment: what DeepGEMM's kernels align each group's K to (a multiple of 32); only checked.
+        use_psum_layout: SM100's cumulative form: False only.
+
+    Returns:
+        int32 ``[sum(ceil(ks_cpu[g] / (4 * gran_k))), MN]`` row-major: group g's block rows packed four to a word
+        (little-endian, zero exponents past a group's last block), groups back to back.
+    """
+    if use_psum_layout is not False:
+        raise ValueError(f"use_psum_layout (SM100's cumulative k-grouped layout) must be False; "
+                         f"got {use_psum_layout!r}")
+    if gran_k != SF_BLOCK_K:
+        raise ValueError(f"gran_k must be {SF_BLOCK_K} (the FP8 scale block; 32 is SM100's FP4 granularity); "
+                         f"got {gran_k!r}")
+    if isinstance(k_alignment, bool) or not isinstance(k_alignment, int) or k_alignment <= 0 or k_alignment % 32:
+        raise ValueError(f"k_alignment must be a positive multiple of 32; got {k_alignment!r}")
+    if not isinstance(sf, torch.Tensor) or sf.dtype != torch.float32 or sf.dim() != 2 or not sf.is_contiguous():
+        raise ValueError(f"sf must be a contiguous float32 [sum(K blocks), MN] tensor; got "
+                         f"{_describe(sf) if isinstance(sf, torch.Tensor) else type(sf).__name__}")
+    if sf.shape[1] % 4:
+        raise ValueError(f"sf's MN = {sf.shape[1]} must be a multiple of 4")
+    if not isinstance(grouped_layout, torch.Tensor) or grouped_layout.dtype != torch.int32:
+        raise TypeError(f"grouped_layout must be an int32 tensor of each group's K; got {grouped_layout!r}")
+    if isinstance(ks_cpu, torch.Tensor) or not isinstance(ks_cpu, (list, tuple)) \
+            or any(isinstance(k, bool) or not isinstance(k, int) or k < 0 for k in ks_cpu):
+        raise TypeError(f"ks_cpu must be a list of non-negative ints (each group's K); got {ks_cpu!r}")
+    if len(ks_cpu) != grouped_layout.numel():
+        raise ValueError(f"ks_cpu has {len(ks_cpu)} groups but grouped_layout has {grouped_layout.numel()}")
+    blocks = [_ceil_div(k, gran_k) for k in ks_cpu]
+    if sum(blocks) != sf.shape[0]:
+        raise ValueError(f"sf has {sf.shape[0]} rows but ks_cpu {list(ks_cpu)} makes {sum(blocks)} K blocks of "
+                         f"{gran_k}")
+    packed = [pack_ue8m0(part.T).T for part in sf.split(blocks) if part.shape[0] > 0]
+    if not packed:
+        return torch.empty((0, sf.shape[1]), dtype=torch.int32, device=sf.device)
+    return torch.cat(packed).contiguous()
 
 
 def _expected_sf_shape(mn: int, k: int, gran_mn: int, gran_k: int, packed: bool) -> tuple[int, int]:

@@ -203,17 +203,17 @@ def pack_ue8m0(sf: torch.Tensor) -> torch.Tensor:
     return packed.contiguous()
 
 
-def pack_ue8m0_to_int(sf: torch.Tensor) -> torch.Tensor:
-    """DeepGEMM's name of :func:`pack_ue8m0` for a last dim that is a multiple of 4 (fp32 ``[..., 4W]`` →
+def pack_ue8m0_to_int(x: torch.Tensor) -> torch.Tensor:
+    """DeepGEMM's name of :func:`pack_ue8m0` for a last dim that is a multiple of 4 (fp32 ``x`` ``[..., 4W]`` →
     int32 ``[..., W]``)."""
-    if sf.dim() == 0 or sf.shape[-1] % 4:
-        raise ValueError(f"pack_ue8m0_to_int: the last dim must be a multiple of 4, got shape {tuple(sf.shape)}")
-    return pack_ue8m0(sf)
+    if x.dim() == 0 or x.shape[-1] % 4:
+        raise ValueError(f"pack_ue8m0_to_int: the last dim must be a multiple of 4, got shape {tuple(x.shape)}")
+    return pack_ue8m0(x)
 
 
-def unpack_ue8m0_from_int(packed: torch.Tensor) -> torch.Tensor:
-    """Inverse of :func:`pack_ue8m0_to_int`: int32 ``[..., W]`` → fp32 ``[..., 4W]``."""
-    return unpack_ue8m0(packed, packed.shape[-1] * 4)
+def unpack_ue8m0_from_int(packed_sf: torch.Tensor) -> torch.Tensor:
+    """Inverse of :func:`pack_ue8m0_to_int`: int32 ``packed_sf`` ``[..., W]`` → fp32 ``[..., 4W]``."""
+    return unpack_ue8m0(packed_sf, packed_sf.shape[-1] * 4)
 
 
 def ue8m0_to_fp32(exps: torch.Tensor) -> torch.Tensor:

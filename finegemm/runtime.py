@@ -1,13 +1,16 @@
 """Process-wide switches under DeepGEMM's names (``set_pdl``, ``use_deterministic_algorithms``, ...).
 
 ``set_num_sms`` / ``get_num_sms`` live in :mod:`finegemm.jit.device` (the heuristics read the cap). DeepGEMM's
-``set_tc_util`` and ``set_block_size_multiple_of`` tune its own tile heuristic and have no counterpart
-here, so they are not offered: a call fails loudly rather than being ignored.
+``set_tc_util`` and ``set_block_size_multiple_of`` tune inputs of its own tile heuristic (a tensor-core
+utilization figure in its cycle model, a divisor of BLOCK_N); finegemm's heuristics have neither input, so
+both are accepted, validated and stored (``get_tc_util`` reads the value back) and change no tile choice;
+``set_block_size_multiple_of`` warns when asked for anything but 1.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 
 from .jit import env
 
@@ -56,3 +59,35 @@ def set_ignore_compile_dims(value: bool) -> None:
     specialized on N and K and bucketed on M whatever ``compiled_dims`` says, so this changes nothing."""
     if not isinstance(value, bool):
         raise TypeError(f"set_ignore_compile_dims: value must be a bool, got {value!r}")
+
+
+_TC_UTIL = [0]  # 0: unset, read back as 100 (DeepGEMM's convention)
+_BLOCK_SIZE_MULTIPLE_OF = [(1, 1)]
+
+
+def set_tc_util(new_tc_util: int) -> None:
+    """DeepGEMM's tensor-core utilization figure for its cycle model, 0..100 (0 restores the default of 100).
+    Stored for :func:`get_tc_util`; finegemm's tile heuristics do not model it."""
+    if isinstance(new_tc_util, bool) or not isinstance(new_tc_util, int) or not 0 <= new_tc_util <= 100:
+        raise ValueError(f"set_tc_util: new_tc_util must be an int in [0, 100]; got {new_tc_util!r}")
+    _TC_UTIL[0] = new_tc_util
+
+
+def get_tc_util() -> int:
+    """The value of :func:`set_tc_util`, 100 when unset or set to 0."""
+    return _TC_UTIL[0] or 100
+
+
+def set_block_size_multiple_of(new_value: int | tuple[int, int]) -> None:
+    """DeepGEMM's constraint on its tile sizes: ``BLOCK_M`` / ``BLOCK_N`` multiples of ``new_value`` (one int for
+    both, or a pair). finegemm's tile choice does not read it: 1 (no constraint) is what it honours; any other
+    value is stored and warns that tiles are chosen without it."""
+    pair = (new_value, new_value) if isinstance(new_value, int) else new_value
+    if (not isinstance(pair, (tuple, list)) or len(pair) != 2
+            or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in pair)):
+        raise ValueError(f"set_block_size_multiple_of: new_value must be a positive int or a pair of them; "
+                         f"got {new_value!r}")
+    _BLOCK_SIZE_MULTIPLE_OF[0] = tuple(pair)
+    if tuple(pair) != (1, 1):
+        warnings.warn(f"set_block_size_multiple_of({new_value!r}): finegemm's tile heuristics do not take a "
+                      "block-size divisor; BLOCK_M / BLOCK_N are chosen without it", stacklevel=2)

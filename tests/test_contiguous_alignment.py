@@ -119,7 +119,7 @@ def test_k_grouped_keeps_whole_scale_blocks(alignment):
     b = per_token_cast_to_fp8(torch.randn(n, sum(ks)))
     d = torch.zeros(len(ks), m, n)
     ks_tensor = torch.tensor(ks, dtype=torch.int32)
-    with pytest.raises(ValueError, match=r"ks\[0\] = 64: every group's K must be a non-negative multiple of "
+    with pytest.raises(ValueError, match=r"ks_cpu\[0\] = 64: every group's K must be a non-negative multiple of "
                                          r"get_k_alignment_for_k_grouped\(\) = 128"):
         finegemm.k_grouped_fp8_gemm_nt_contiguous(a, b, d, ks, ks_tensor, c=d)
 

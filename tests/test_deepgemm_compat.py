@@ -6,6 +6,11 @@ the values finegemm cannot honour are rejected by name.
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import json
+from pathlib import Path
+
 import pytest
 import torch
 from generators import contiguous_row_groups
@@ -162,3 +167,163 @@ def test_cublaslt_peer_errors():
         deep_gemm.cublaslt_gemm_nn(x, x[None], torch.empty(4, 4))
     with pytest.raises(TypeError, match="a must have dtype"):
         deep_gemm.cublaslt_gemm_nt(x.to(torch.float8_e4m3fn), x, torch.empty(4, 4))
+
+
+# ---------------------------------------------------------------------------------------------
+# Signatures against DeepGEMM 2.6.1's definitions (tests/data/deepgemm_api.json, from tools/deepgemm_api_table.py)
+# ---------------------------------------------------------------------------------------------
+
+API_TABLE = json.loads((Path(__file__).parent / "data" / "deepgemm_api.json").read_text())
+NOT_OFFERED = {"init": "DeepGEMM's C++ initializer, called by its own __init__"}
+OFFERED = sorted(name for name, e in API_TABLE["entries"].items() if not e["sm100_only"] and name not in NOT_OFFERED)
+
+
+def _finegemm_object(name: str, entry: dict):
+    if entry["module"] == "deep_gemm":
+        return getattr(deep_gemm, name)
+    module = importlib.import_module(entry["module"].replace("deep_gemm", "finegemm.deepgemm_alias", 1))
+    return getattr(module, name.rsplit(".", 1)[1])
+
+
+def test_table_names_its_source():
+    assert API_TABLE["deepgemm_version"] == "2.6.1"
+    assert API_TABLE["deepgemm_commit"] == "54e22612409371d6364144b69086735beb54e98b"
+    assert len(OFFERED) > 60
+
+
+@pytest.mark.parametrize("name", OFFERED)
+def test_signature_matches_deepgemm(name):
+    """DeepGEMM's parameters by name, in its order, with its defaults; finegemm's extra ones come after, optional."""
+    entry = API_TABLE["entries"][name]
+    obj = _finegemm_object(name, entry)
+    if "alias_of" in entry and entry["module"] != "deep_gemm":
+        assert obj is getattr(deep_gemm, entry["alias_of"])
+        return
+    if entry.get("kind") == "class":
+        assert inspect.isclass(obj)
+        return
+    params = list(inspect.signature(obj).parameters.values())
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if "positional_only" in entry:  # pybind11 without py::arg: arg0, arg1, ... by position
+        n = entry["positional_only"]
+        assert len(positional) >= n and sum(p.default is p.empty for p in positional) <= n, (name, params)
+        return
+    want = entry["params"]
+    assert len(params) >= len(want), (name, params)
+    for got, spec in zip(params, want):
+        assert got.name == spec["name"], (name, [p.name for p in params], [w["name"] for w in want])
+        if spec.get("kind") == "VAR_POSITIONAL":
+            assert got.kind == got.VAR_POSITIONAL, (name, got)
+            continue
+        assert got.kind == got.POSITIONAL_OR_KEYWORD, (name, got)
+        if "default" in spec:
+            assert got.default == eval(spec["default"], {"torch": torch}), (name, got, spec)
+    for extra in params[len(want):]:
+        assert extra.default is not extra.empty or extra.kind in (extra.VAR_KEYWORD, extra.VAR_POSITIONAL), (
+            name, extra)
+
+
+def test_fp4_operands_are_refused_by_name():
+    a = (torch.zeros(16, 64, dtype=torch.int8), torch.ones(16, 1))
+    b = deep_gemm.per_block_cast_to_fp8(torch.randn(128, 128))
+    d = torch.empty(16, 128, dtype=torch.bfloat16)
+    with pytest.raises(TypeError, match=r"a\[0\] has dtype torch.int8 \(packed FP4 E2M1\)"):
+        deep_gemm.fp8_fp4_gemm_nt(a, b, d)
+    with pytest.raises(TypeError, match=r"b\[0\] has dtype torch.int8"):
+        deep_gemm.m_grouped_fp8_fp4_gemm_nt_masked(b, (a[0][None], a[1][None]), d[None], torch.ones(1), 16)
+
+
+def test_fp8_fp4_names_are_the_fp8_gemms():
+    a, w = _dense()
+    b = deep_gemm.per_block_cast_to_fp8(w)
+    want = torch.empty(16, 256, dtype=torch.bfloat16)
+    deep_gemm.fp8_gemm_nt(a, b, want)
+    got = torch.empty_like(want)
+    deep_gemm.fp8_fp4_gemm_nt(a, b, got, None, None, (1, 128), (128, 128))  # DeepGEMM's positional order
+    assert torch.equal(got, want)
+
+
+def test_runtime_knobs():
+    assert deep_gemm.get_tc_util() == 100
+    deep_gemm.set_tc_util(80)
+    assert deep_gemm.get_tc_util() == 80
+    deep_gemm.set_tc_util(0)
+    assert deep_gemm.get_tc_util() == 100
+    with pytest.raises(ValueError, match=r"new_tc_util must be an int in \[0, 100\]; got 101"):
+        deep_gemm.set_tc_util(101)
+    deep_gemm.set_block_size_multiple_of(1)
+    with pytest.warns(UserWarning, match="do not take a block-size divisor"):
+        deep_gemm.set_block_size_multiple_of((16, 32))
+    with pytest.raises(ValueError, match="positive int or a pair"):
+        deep_gemm.set_block_size_multiple_of((16, 0))
+    deep_gemm.set_block_size_multiple_of(1)
+
+
+@pytest.mark.parametrize("mn,k,groups", [(4097, 128, None), (4096, 128, 2), (77, 7296, None), (8, 256, 4)])
+def test_mn_major_strides_as_deepgemm(mn, k, groups):
+    """DeepGEMM's test_layout.py: strides (1, aligned MN) even for one scale column; the kernels' checks take it."""
+    shape = (mn, k // 128) if groups is None else (groups, mn, k // 128)
+    sf = torch.rand(shape)
+    out = deep_gemm.get_mn_major_tma_aligned_tensor(sf)
+    aligned = deep_gemm.get_tma_aligned_size(mn, 4)
+    assert torch.equal(out, sf) and out.stride()[-2:] == (1, aligned)
+    if groups is not None:
+        assert out.stride(0) == aligned * (k // 128)
+    assert deep_gemm.transform_sf_into_required_layout(out, mn, k, (1, 128), groups) is out  # path B: no copy
+
+
+def test_mn_major_one_column_runs_the_gemm():
+    a = deep_gemm.per_token_cast_to_fp8(torch.randn(13, 128))
+    b = deep_gemm.per_block_cast_to_fp8(torch.randn(64, 128))
+    sfa = deep_gemm.get_mn_major_tma_aligned_tensor(a[1])
+    assert sfa.stride() == (1, 16)
+    d = torch.empty(13, 64, dtype=torch.bfloat16)
+    deep_gemm.fp8_gemm_nt((a[0], sfa), b, d)
+    assert reference.calc_diff(d, reference.fp8_gemm_nt(a, b, None, (1, 128, 128))) < 1e-3
+
+
+def test_k_grouped_packed_ue8m0():
+    ks, mn = [256, 0, 640], 8
+    g = torch.Generator().manual_seed(3)
+    parts = [deep_gemm.per_channel_cast_to_fp8(torch.randn(k, mn, generator=g), use_ue8m0=True)[1] for k in ks if k]
+    sf = torch.cat(parts)
+    packed = deep_gemm.get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(
+        sf, torch.tensor(ks, dtype=torch.int32), ks, 128, 128)
+    assert packed.shape == (1 + 0 + 2, mn) and packed.is_contiguous()
+    assert torch.equal(deep_gemm.unpack_ue8m0(packed[:1].T, 2).T, parts[0])
+    assert torch.equal(deep_gemm.unpack_ue8m0(packed[1:].T, 5).T, parts[1])
+    with pytest.raises(ValueError, match="gran_k must be 128"):
+        deep_gemm.get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(sf, torch.tensor(ks, dtype=torch.int32),
+                                                                        ks, 32, 128)
+
+
+def test_fp4_host_casts_round_trip():
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(6, 256, generator=g)
+    q, sf = deep_gemm.per_token_cast_to_fp4(x, use_ue8m0=False)
+    assert q.dtype == torch.int8 and q.shape == (6, 128) and sf.shape == (6, 2)
+    back = deep_gemm.cast_back_from_fp4(q, sf)
+    assert reference.calc_diff(back, x) < 0.02  # 4-bit values: a few percent
+    grid = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
+    exact = torch.cat([grid, -grid]).repeat(1, 16).view(2, 128)  # amax 6: scale 1, every value representable
+    q, sf = deep_gemm.per_token_cast_to_fp4(exact, use_ue8m0=True, use_packed_ue8m0=True)
+    assert sf.dtype == torch.int32 and torch.equal(deep_gemm.cast_back_from_fp4(q, sf, use_packed_ue8m0=True), exact)
+    qt = deep_gemm.transpose_packed_fp4(q)
+    assert torch.equal(deep_gemm.cast_back_from_fp4(qt, torch.ones(128, 1)), exact.T)
+
+
+def test_deepgemm_switches(monkeypatch, tmp_path):
+    """DG_PRINT_CONFIGS / DG_JIT_CACHE_DIR stand in for the finegemm switches when those are unset."""
+    from finegemm.jit import env
+
+    for name in ("FINEGEMM_PRINT_CONFIGS", "FINEGEMM_CACHE_DIR", "TRITON_CACHE_DIR", "DG_PRINT_CONFIGS"):
+        monkeypatch.delenv(name, raising=False)
+    assert not env.flag(env.PRINT_CONFIGS)
+    monkeypatch.setenv("DG_PRINT_CONFIGS", "1")
+    assert env.flag(env.PRINT_CONFIGS)
+    monkeypatch.setenv("FINEGEMM_PRINT_CONFIGS", "0")
+    assert not env.flag(env.PRINT_CONFIGS)
+    monkeypatch.setenv("DG_JIT_CACHE_DIR", str(tmp_path))
+    assert env.apply_cache_dir() == str(tmp_path)
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert env.markdown_table(env.DG_SWITCHES) in readme

@@ -452,18 +452,18 @@ def test_bad_masked_inputs(masked_inputs):
 
 def test_bad_k_grouped_ks(k_grouped_inputs):
     a, b, c, d, ks_tensor = k_grouped_inputs
-    with pytest.raises(ValueError, match=r"ks\[0\] = 100: every group's K must be a non-negative multiple of.*128"):
+    with pytest.raises(ValueError, match=r"ks_cpu\[0\] = 100: every group's K must be a non-negative multiple of.*128"):
         fg.k_grouped_fp8_gemm_tn_contiguous(a, b, d.clone(), [100, 156], ks_tensor, c=c)
-    with pytest.raises(ValueError, match=r"sum\(ks\) = 128 but a\[0\] holds K = 256"):
+    with pytest.raises(ValueError, match=r"sum\(ks_cpu\) = 128 but a\[0\] holds K = 256"):
         fg.k_grouped_fp8_gemm_tn_contiguous(a, b, d.clone(), [128, 0], ks_tensor, c=c)
-    with pytest.raises(ValueError, match=r"ks has 3 groups but d has 2"):
+    with pytest.raises(ValueError, match=r"ks_cpu has 3 groups but d has 2"):
         fg.k_grouped_fp8_gemm_tn_contiguous(a, b, d.clone(), [128, 128, 0], ks_tensor, c=c)
-    with pytest.raises(TypeError, match=r"ks must be a list of ints"):
+    with pytest.raises(TypeError, match=r"ks_cpu must be a list of ints"):
         fg.k_grouped_fp8_gemm_tn_contiguous(a, b, d.clone(), ks_tensor, ks_tensor, c=c)
-    with pytest.raises(ValueError, match=r"ks_tensor holds \[256, 0\] but ks is \[128, 128\]"):
+    with pytest.raises(ValueError, match=r"grouped_layout holds \[256, 0\] but ks_cpu is \[128, 128\]"):
         fg.k_grouped_fp8_gemm_tn_contiguous(a, b, d.clone(), [128, 128], torch.tensor([256, 0], dtype=torch.int32),
                                             c=c)
-    with pytest.raises(ValueError, match=r"ks_tensor must be int32 \[2\]"):
+    with pytest.raises(ValueError, match=r"grouped_layout must be int32 \[2\]"):
         fg.k_grouped_fp8_gemm_tn_contiguous(a, b, d.clone(), [128, 128], ks_tensor[:1], c=c)
 
 

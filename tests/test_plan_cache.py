@@ -202,15 +202,15 @@ def test_k_grouped_ks_is_keyed_and_contents_checked_every_call(launches, monkeyp
     fg.k_grouped_fp8_gemm_tn_contiguous(a, b, d, ks, ks_tensor, c=d)
     fg.k_grouped_fp8_gemm_tn_contiguous(a, b, d, list(ks), ks_tensor, c=d)
     assert len(validations) == 1 and launches["launch_k_grouped"] == 2
-    with pytest.raises(ValueError, match=r"ks_tensor holds \[256, 0\] but ks is \[128, 128\]"):
+    with pytest.raises(ValueError, match=r"grouped_layout holds \[256, 0\] but ks_cpu is \[128, 128\]"):
         fg.k_grouped_fp8_gemm_tn_contiguous(a, b, d, ks, torch.tensor([256, 0], dtype=torch.int32), c=d)
     monkeypatch.undo()
     monkeypatch.setattr(fg, "launch_k_grouped", lambda *args: None)
-    with pytest.raises(ValueError, match=r"sum\(ks\) = 128 but a\[0\] holds K = 256"):
+    with pytest.raises(ValueError, match=r"sum\(ks_cpu\) = 128 but a\[0\] holds K = 256"):
         fg.k_grouped_fp8_gemm_tn_contiguous(a, b, d, [128, 0], ks_tensor, c=d)
-    with pytest.raises(TypeError, match=r"ks must hold Python ints"):
+    with pytest.raises(TypeError, match=r"ks_cpu must hold Python ints"):
         fg.k_grouped_fp8_gemm_tn_contiguous(a, b, d, [128.0, 128], ks_tensor, c=d)  # == [128, 128]
-    with pytest.raises(TypeError, match=r"ks must be a list of ints"):
+    with pytest.raises(TypeError, match=r"ks_cpu must be a list of ints"):
         fg.k_grouped_fp8_gemm_tn_contiguous(a, b, d, ks_tensor, ks_tensor, c=d)
     with pytest.raises(ValueError, match=r"c is required by k-grouped GEMMs"):
         fg.k_grouped_fp8_gemm_tn_contiguous(a, b, d, ks, ks_tensor)

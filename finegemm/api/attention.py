@@ -381,8 +381,8 @@ def fp8_paged_mqa_logits(
     schedule_meta: torch.Tensor,
     max_context_len: int,
     clean_logits: bool = False,
-    logits_dtype: torch.dtype = torch.float32,
     indices: torch.Tensor | None = None,
+    logits_dtype: torch.dtype = torch.float32,
 ) -> torch.Tensor:
     """Lightning-indexer logits of ``next_n`` new tokens per sequence against a paged FP8 key cache.
 
@@ -405,8 +405,9 @@ def fp8_paged_mqa_logits(
         max_context_len: width of the logits.
         clean_logits: True: ``-inf`` at every column ``>= ctx(b, t)``. False (DeepGEMM's default): columns
             in 256-key splits past a sequence's largest context are left unwritten; the others are ``-inf``.
-        logits_dtype: torch.float32 or torch.bfloat16.
-        indices: DeepGEMM 2.8's variable-length batches (SM100 and SM120 only there); must be None.
+        indices: DeepGEMM's variable-length batches (SM100 and SM120 only there); must be None.
+        logits_dtype: torch.float32 or torch.bfloat16 (a finegemm keyword after DeepGEMM's; its SM90 form
+            returns float32).
 
     Returns:
         ``logits_dtype`` ``[B * next_n, max_context_len]``, a row-padded view (rows every 64 elements).
@@ -592,4 +593,4 @@ def fp8_fp4_paged_mqa_logits(
     """DeepGEMM 2.8's name of :func:`fp8_paged_mqa_logits`: ``q`` is ``(q_fp8, None)`` (or the tensor); ``indices``
     must be None."""
     return fp8_paged_mqa_logits(_fp8_query(q), kv_cache, weights, context_lens, block_table, schedule_meta,
-                                max_context_len, clean_logits, logits_dtype, indices)
+                                max_context_len, clean_logits, indices, logits_dtype)

@@ -84,10 +84,10 @@ def fp8_gemm_nt(
     d: torch.Tensor,
     c: torch.Tensor | None = None,
     recipe: Recipe | None = None,
-    compiled_dims: str = "nk",
-    disable_ue8m0_cast: bool = False,
     recipe_a: tuple[int, int] | None = None,
     recipe_b: tuple[int, int] | None = None,
+    compiled_dims: str = "nk",
+    disable_ue8m0_cast: bool = False,
     alpha: float | None = None,
 ) -> None:
     """``d = c + a @ b^T`` with FP8 operands, fine-grained scales and FP32 promotion every 128 of K.
@@ -353,22 +353,22 @@ def _t(pair: tuple[torch.Tensor, torch.Tensor], name: str) -> tuple[torch.Tensor
     return x.T, sf.T
 
 
-def fp8_gemm_nn(a, b, d, c=None, recipe=None, compiled_dims="nk", disable_ue8m0_cast=False, recipe_a=None,
-              recipe_b=None, alpha=None) -> None:
+def fp8_gemm_nn(a, b, d, c=None, recipe=None, recipe_a=None, recipe_b=None, compiled_dims="nk",
+                disable_ue8m0_cast=False, alpha=None) -> None:
     """``d = c + a @ b`` with a ``(e4m3 [M, K], sf [M, SFK])`` and b ``(e4m3 [K, N], sf [SFK, SFN])``."""
-    fp8_gemm_nt(a, _t(b, "b"), d, c, recipe, compiled_dims, disable_ue8m0_cast, recipe_a, recipe_b, alpha)
+    fp8_gemm_nt(a, _t(b, "b"), d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, alpha)
 
 
-def fp8_gemm_tn(a, b, d, c=None, recipe=None, compiled_dims="nk", disable_ue8m0_cast=False, recipe_a=None,
-              recipe_b=None, alpha=None) -> None:
+def fp8_gemm_tn(a, b, d, c=None, recipe=None, recipe_a=None, recipe_b=None, compiled_dims="mn",
+                disable_ue8m0_cast=False, alpha=None) -> None:
     """``d = c + a^T @ b`` with a ``(e4m3 [K, M], sf [SFK, M])`` and b ``(e4m3 [K, N], sf [SFK, SFN])``."""
-    fp8_gemm_nt(_t(a, "a"), _t(b, "b"), d, c, recipe, compiled_dims, disable_ue8m0_cast, recipe_a, recipe_b, alpha)
+    fp8_gemm_nt(_t(a, "a"), _t(b, "b"), d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, alpha)
 
 
-def fp8_gemm_tt(a, b, d, c=None, recipe=None, compiled_dims="nk", disable_ue8m0_cast=False, recipe_a=None,
-              recipe_b=None, alpha=None) -> None:
+def fp8_gemm_tt(a, b, d, c=None, recipe=None, recipe_a=None, recipe_b=None, compiled_dims="mn",
+                disable_ue8m0_cast=False, alpha=None) -> None:
     """``d = c + a^T @ b^T`` with a ``(e4m3 [K, M], sf [SFK, M])`` and b ``(e4m3 [N, K], sf [SFN, SFK])``."""
-    fp8_gemm_nt(_t(a, "a"), b, d, c, recipe, compiled_dims, disable_ue8m0_cast, recipe_a, recipe_b, alpha)
+    fp8_gemm_nt(_t(a, "a"), b, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, alpha)
 
 
 def bf16_gemm_nt(
@@ -451,11 +451,11 @@ def bf16_gemm_nn(a, b, d, c=None, compiled_dims="nk", alpha=None) -> None:
     bf16_gemm_nt(a, check_tensor("b", b).T, d, c, compiled_dims, alpha)
 
 
-def bf16_gemm_tn(a, b, d, c=None, compiled_dims="nk", alpha=None) -> None:
+def bf16_gemm_tn(a, b, d, c=None, compiled_dims="mn", alpha=None) -> None:
     """``d = c + a^T @ b`` with a bf16 ``[K, M]`` and b bf16 ``[K, N]``."""
     bf16_gemm_nt(check_tensor("a", a).T, check_tensor("b", b).T, d, c, compiled_dims, alpha)
 
 
-def bf16_gemm_tt(a, b, d, c=None, compiled_dims="nk", alpha=None) -> None:
+def bf16_gemm_tt(a, b, d, c=None, compiled_dims="mn", alpha=None) -> None:
     """``d = c + a^T @ b^T`` with a bf16 ``[K, M]`` and b bf16 ``[N, K]``."""
     bf16_gemm_nt(check_tensor("a", a).T, b, d, c, compiled_dims, alpha)

@@ -191,27 +191,28 @@ def _check_psum_layout_contents(layout: torch.Tensor, m: int) -> None:
 
 def _check_ks(ks: object, num_groups: int, sum_k_name: str | None = None, sum_k: int | None = None) -> list[int]:
     if isinstance(ks, torch.Tensor) or not isinstance(ks, Sequence):
-        raise TypeError(f"ks must be a list of ints (each group's K, on the host); got {type(ks).__name__}")
+        raise TypeError(f"ks_cpu must be a list of ints (each group's K, on the host); got {type(ks).__name__}")
     ks = list(ks)
     if any(isinstance(k, bool) or not isinstance(k, int) for k in ks):
-        raise TypeError(f"ks must hold Python ints; got {ks!r}")
+        raise TypeError(f"ks_cpu must hold Python ints; got {ks!r}")
     if len(ks) != num_groups:
-        raise ValueError(f"ks has {len(ks)} groups but d has {num_groups} ([G, M, N]); the group counts must match")
+        raise ValueError(f"ks_cpu has {len(ks)} groups but d has {num_groups} ([G, M, N]); the group counts must match")
     align = get_k_alignment_for_k_grouped()
     for g, k in enumerate(ks):
         if k < 0 or k % align:
-            raise ValueError(f"ks[{g}] = {k}: every group's K must be a non-negative multiple of "
+            raise ValueError(f"ks_cpu[{g}] = {k}: every group's K must be a non-negative multiple of "
                              f"get_k_alignment_for_k_grouped() = {align} (the contiguous alignment "
                              f"{get_mk_alignment_for_contiguous_layout()}, and at least the 128-wide scale block)")
     if sum_k is not None and sum(ks) != sum_k:
-        raise ValueError(f"sum(ks) = {sum(ks)} but {sum_k_name} holds K = {sum_k}; ks must sum to the concatenated K")
+        raise ValueError(f"sum(ks_cpu) = {sum(ks)} but {sum_k_name} holds K = {sum_k}; ks_cpu must sum to the "
+                         "concatenated K")
     return ks
 
 
 def _check_ks_tensor_contents(ks_tensor: torch.Tensor, ks: list[int]) -> None:
     values = [int(v) for v in ks_tensor.detach().cpu().tolist()]
     if values != ks:
-        raise ValueError(f"ks_tensor holds {values} but ks is {ks}; they must be the same per-group K")
+        raise ValueError(f"grouped_layout holds {values} but ks_cpu is {ks}; they must be the same per-group K")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -407,14 +408,13 @@ def m_grouped_fp8_gemm_nt_contiguous(
     d: torch.Tensor,
     grouped_layout: torch.Tensor,
     recipe: Recipe | None = None,
+    recipe_a: tuple[int, int] | None = None,
+    recipe_b: tuple[int, int] | None = None,
     compiled_dims: str = "nk",
     disable_ue8m0_cast: bool = False,
     use_psum_layout: bool = False,
-    *,
-    expected_m_for_psum_layout: int | None = None,
-    recipe_a: tuple[int, int] | None = None,
-    recipe_b: tuple[int, int] | None = None,
     ensure_zero_padding: bool = True,
+    expected_m_for_psum_layout: int | None = None,
 ) -> None:
     """``d[r] = a[r] @ b[group(r)]^T`` for every row r of every expert segment; padding rows of d = 0.
 
@@ -462,15 +462,14 @@ def _t_grouped_pair(pair: object, name: str) -> Pair:
 
 
 def m_grouped_fp8_gemm_nn_contiguous(a: Pair, b: Pair, d: torch.Tensor, grouped_layout: torch.Tensor,
-                                     recipe: Recipe | None = None, compiled_dims: str = "nk",
-                                     disable_ue8m0_cast: bool = False, use_psum_layout: bool = False, *,
-                                     recipe_a: tuple[int, int] | None = None,
-                                     recipe_b: tuple[int, int] | None = None, ensure_zero_padding: bool = True) -> None:
+                                     recipe: Recipe | None = None, recipe_a: tuple[int, int] | None = None,
+                                     recipe_b: tuple[int, int] | None = None, compiled_dims: str = "nk",
+                                     disable_ue8m0_cast: bool = False, use_psum_layout: bool = False,
+                                     ensure_zero_padding: bool = True) -> None:
     """As :func:`m_grouped_fp8_gemm_nt_contiguous` with b = (fp8 ``[G, K, N]``,
     sf ``[G, ceil(K/128), ceil(N/128)]``)."""
-    m_grouped_fp8_gemm_nt_contiguous(a, _t_grouped_pair(b, "b"), d, grouped_layout, recipe, compiled_dims,
-                                     disable_ue8m0_cast, use_psum_layout, recipe_a=recipe_a, recipe_b=recipe_b,
-                                     ensure_zero_padding=ensure_zero_padding)
+    m_grouped_fp8_gemm_nt_contiguous(a, _t_grouped_pair(b, "b"), d, grouped_layout, recipe, recipe_a, recipe_b,
+                                     compiled_dims, disable_ue8m0_cast, use_psum_layout, ensure_zero_padding)
 
 
 def m_grouped_bf16_gemm_nt_contiguous(
@@ -480,9 +479,8 @@ def m_grouped_bf16_gemm_nt_contiguous(
     grouped_layout: torch.Tensor,
     compiled_dims: str = "nk",
     use_psum_layout: bool = False,
-    *,
-    expected_m_for_psum_layout: int | None = None,
     ensure_zero_padding: bool = True,
+    expected_m_for_psum_layout: int | None = None,
 ) -> None:
     """BF16 twin of :func:`m_grouped_fp8_gemm_nt_contiguous`: a bf16 ``[M_total, K]``, b bf16 ``[G, N, K]``
     (row- or column-major each), d bf16 ``[M_total, N]`` (padding rows 0, whatever ``ensure_zero_padding``
@@ -502,12 +500,14 @@ def m_grouped_bf16_gemm_nt_contiguous(
 
 
 def m_grouped_bf16_gemm_nn_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, grouped_layout: torch.Tensor,
-                                      compiled_dims: str = "nk", use_psum_layout: bool = False) -> None:
+                                      compiled_dims: str = "nk", use_psum_layout: bool = False,
+                                      ensure_zero_padding: bool = True) -> None:
     """As :func:`m_grouped_bf16_gemm_nt_contiguous` with b bf16 ``[G, K, N]``."""
     b = check_tensor("b", b)
     if b.dim() != 3:
         raise ValueError(f"b must be 3-D [G, K, N]; got shape {tuple(b.shape)}")
-    m_grouped_bf16_gemm_nt_contiguous(a, b.transpose(1, 2), d, grouped_layout, compiled_dims, use_psum_layout)
+    m_grouped_bf16_gemm_nt_contiguous(a, b.transpose(1, 2), d, grouped_layout, compiled_dims, use_psum_layout,
+                                      ensure_zero_padding)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -550,10 +550,10 @@ def m_grouped_fp8_gemm_nt_masked(
     masked_m: torch.Tensor,
     expected_m: int,
     recipe: Recipe | None = None,
-    compiled_dims: str = "nk",
-    disable_ue8m0_cast: bool = False,
     recipe_a: tuple[int, int] | None = None,
     recipe_b: tuple[int, int] | None = None,
+    compiled_dims: str = "nk",
+    disable_ue8m0_cast: bool = False,
 ) -> None:
     """``d[g, :masked_m[g]] = a[g, :masked_m[g]] @ b[g]^T`` for every group; other rows of d untouched.
 
@@ -680,8 +680,9 @@ def _plan_k_grouped(kind: str, a: torch.Tensor, sfa: torch.Tensor | None, b: tor
     if sfa is not None:
         _check_k_grouped_sf(sfa_name, sfa, sf_shapes[0], sf_shapes[1])
         _check_k_grouped_sf(sfb_name, sfb, sf_shapes[2], sf_shapes[3])
-    ks_tensor = _check_int32_vector("ks_tensor", ks_tensor, num_groups, "the same per-group K as ks, on the device")
-    device = _same_device(a, sfa, b, sfb, ("d", d), ("c", c), ("ks_tensor", ks_tensor))
+    ks_tensor = _check_int32_vector("grouped_layout", ks_tensor, num_groups,
+                                    "the same per-group K as ks_cpu, on the device")
+    device = _same_device(a, sfa, b, sfb, ("d", d), ("c", c), ("grouped_layout", ks_tensor))
     # tn: a and b are [sum(ks), MN]; "row-major" there means MN-major, so K-major is the opposite.
     a_k_major = flat_k_major or not check_row_or_col_major(a_name, a)
     b_k_major = flat_k_major or not check_row_or_col_major(b_name, b)
@@ -721,8 +722,8 @@ def _run_k_grouped(plan: _Plan, a: torch.Tensor, sfa: torch.Tensor | None, b: to
 
 def _no_psum_ks(use_psum_layout: object) -> None:
     if use_psum_layout is not False:
-        raise ValueError(f"use_psum_layout must be False for the k-grouped GEMMs (ks and ks_tensor give each group's "
-                         f"K); got {use_psum_layout!r}")
+        raise ValueError(f"use_psum_layout must be False for the k-grouped GEMMs (ks_cpu and grouped_layout give each "
+                         f"group's K); got {use_psum_layout!r}")
 
 
 def _k_grouped_fp8(a: object, b: object, d: torch.Tensor, ks: object, ks_tensor: object, c: torch.Tensor | None,
@@ -754,7 +755,7 @@ def k_grouped_fp8_gemm_tn_contiguous_no_c(a: Pair, b: Pair, d: torch.Tensor, ks:
     _run_k_grouped(plan, a[0], a[1], b[0], b[1], None, d, ks_tensor, False)
 
 
-def k_grouped_fp8_gemm_tn_contiguous(a: Pair, b: Pair, d: torch.Tensor, ks: list[int], ks_tensor: torch.Tensor,
+def k_grouped_fp8_gemm_tn_contiguous(a: Pair, b: Pair, d: torch.Tensor, ks_cpu: list[int], grouped_layout: torch.Tensor,
                                      c: torch.Tensor | None = None, recipe: Recipe = RECIPE_1D1D,
                                      compiled_dims: str = "mn", use_psum_layout: bool = False) -> None:
     """``d[g] = c[g] + a_g^T @ b_g`` per group, FP32, with the groups concatenated along K (1d1d recipe).
@@ -765,22 +766,23 @@ def k_grouped_fp8_gemm_tn_contiguous(a: Pair, b: Pair, d: torch.Tensor, ks: list
             scale per channel per 128 of K, any strides (read in place, never copied).
         b: ``(b_fp8, sfb)``: ``[sum(ks), N]`` and fp32 ``[sum(ks)/128, N]`` likewise.
         d: fp32 ``[G, M, N]`` row-major.
-        ks: host list of each group's K: non-negative multiples of 128 (0 = empty group) summing to
-            ``a``'s rows.
-        ks_tensor: int32 ``[G]`` with the same values, on the device (the kernel reads it).
+        ks_cpu: host list of each group's K (``ks`` below): non-negative multiples of 128 (0 = empty group)
+            summing to ``a``'s rows.
+        grouped_layout: int32 ``[G]`` with the same values, on the device (the kernel reads it).
         c: fp32 ``[G, M, N]``, required (``c=d`` accumulates in place).
         recipe: ``(1, 1, 128)`` only. compiled_dims: accepted for DeepGEMM compatibility.
-        use_psum_layout: DeepGEMM 2.8's cumulative form of ``ks_tensor``: False only (on SM90 DeepGEMM needs ``ks``
-            too).
+        use_psum_layout: DeepGEMM's cumulative form of ``grouped_layout``: False only (on SM90 DeepGEMM needs
+            ``ks_cpu`` too).
     """
     del compiled_dims
+    ks, ks_tensor = ks_cpu, grouped_layout
     _no_psum_ks(use_psum_layout)
     if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/traced.py)
         return traced.k_grouped(a, b, d, ks, ks_tensor, c, recipe, "tn", True)
     _k_grouped_fp8(a, b, d, ks, ks_tensor, c, recipe, False, "k_grouped_fp8_gemm_tn_contiguous")
 
 
-def k_grouped_fp8_gemm_nt_contiguous(a: Pair, b: Pair, d: torch.Tensor, ks: list[int], ks_tensor: torch.Tensor,
+def k_grouped_fp8_gemm_nt_contiguous(a: Pair, b: Pair, d: torch.Tensor, ks_cpu: list[int], grouped_layout: torch.Tensor,
                                      c: torch.Tensor | None = None, recipe: Recipe = RECIPE_1D1D,
                                      compiled_dims: str = "mn", use_psum_layout: bool = False) -> None:
     """``d[g] = c[g] + a_g @ b_g^T`` per group, FP32, K-major groups packed back to back (DeepGEMM's SM90 form).
@@ -791,10 +793,11 @@ def k_grouped_fp8_gemm_nt_contiguous(a: Pair, b: Pair, d: torch.Tensor, ks: list
             ``sum(ks[:g]) * M``. ``sfa`` fp32 ``[M, sum(ks)/128]`` (group g's columns
             ``sum(ks[:g])/128 ...``), any strides (read in place).
         b: ``(b_fp8, sfb)``: the same with N: ``sum(ks) * N`` elements, sfb fp32 ``[N, sum(ks)/128]``.
-        d: fp32 ``[G, M, N]`` row-major. ks, ks_tensor, c, recipe, use_psum_layout: as
+        d: fp32 ``[G, M, N]`` row-major. ks_cpu, grouped_layout, c, recipe, use_psum_layout: as
             :func:`k_grouped_fp8_gemm_tn_contiguous`.
     """
     del compiled_dims
+    ks, ks_tensor = ks_cpu, grouped_layout
     _no_psum_ks(use_psum_layout)
     if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/traced.py)
         return traced.k_grouped(a, b, d, ks, ks_tensor, c, recipe, "nt", True)
@@ -805,8 +808,8 @@ def k_grouped_bf16_gemm_tn_contiguous(
     a: torch.Tensor,
     b: torch.Tensor,
     d: torch.Tensor,
-    ks: list[int],
-    ks_tensor: torch.Tensor,
+    ks_cpu: list[int],
+    grouped_layout: torch.Tensor,
     c: torch.Tensor | None = None,
     compiled_dims: str = "mn",
     use_psum_layout: bool = False,
@@ -814,6 +817,7 @@ def k_grouped_bf16_gemm_tn_contiguous(
     """BF16 twin of :func:`k_grouped_fp8_gemm_tn_contiguous`: a bf16 ``[sum(ks), M]``, b bf16
     ``[sum(ks), N]`` (row- or column-major), d and c (required) fp32 ``[G, M, N]``."""
     del compiled_dims
+    ks, ks_tensor = ks_cpu, grouped_layout
     _no_psum_ks(use_psum_layout)
     if torch.compiler.is_compiling():  # one opaque node in the traced graph (api/traced.py)
         return traced.k_grouped(a, b, d, ks, ks_tensor, c, None, "tn", False)

@@ -117,7 +117,7 @@ def _fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torc
                           block_table: torch.Tensor, schedule_meta: torch.Tensor, max_context_len: int,
                           clean_logits: bool, logits_dtype: torch.dtype) -> torch.Tensor:
     return _eager_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
-                                   clean_logits, logits_dtype)
+                                   clean_logits, logits_dtype=logits_dtype)
 
 
 @_fp8_paged_mqa_logits.register_fake

@@ -1,0 +1,71 @@
+"""Hyper-connection pre-norm GEMM (Triton, any CUDA GPU and the CPU interpreter).
+
+``d[s] = a[:, K_s] @ b[:, K_s]^T`` and ``sqr_sum[s] = sum(a[:, K_s]^2, -1)`` for each K split s
+(:func:`finegemm.reference.hyperconnection.k_split_ranges`), with a bf16 and b fp32: the products run on the
+tensor cores in TF32 (exact for bf16 ``a``; ``b`` loses its low 13 mantissa bits), FP32 accumulation, and the
+squares are summed in FP32 from the same loaded ``a`` tile.
+
+One program per (M tile, N tile, split); the N-tile-0 programs also write the squared sums. N is the
+hyper-connection width (a few dozen at most), so usually one N tile.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ...reference.hyperconnection import SPLIT_BLOCK_K
+
+BLOCK_M = 64
+MAX_BLOCK_N = 64
+
+
+@triton.jit
+def _hc_prenorm_kernel(a_ptr, b_ptr, d_ptr, s_ptr, M, N, K, blocks_per_split, extra_blocks,
+                       stride_am, stride_ak, stride_bn, stride_bk, stride_ds, stride_dm, stride_dn,
+                       stride_ss, stride_sm,
+                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                       INPUT_PRECISION: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    split = tl.program_id(2)
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    row_ok = rows < M
+    col_ok = cols < N
+    # the split's K blocks: blocks_per_split each, one more for the first extra_blocks splits
+    first = split * blocks_per_split + tl.minimum(split, extra_blocks)
+    count = blocks_per_split + (split < extra_blocks).to(tl.int32)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    sq = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    for i in range(count):
+        ks = (first + i) * BLOCK_K + tl.arange(0, BLOCK_K)
+        k_ok = ks < K
+        a = tl.load(a_ptr + rows[:, None].to(tl.int64) * stride_am + ks[None, :] * stride_ak,
+                    mask=row_ok[:, None] & k_ok[None, :], other=0.0).to(tl.float32)
+        b = tl.load(b_ptr + cols[:, None].to(tl.int64) * stride_bn + ks[None, :] * stride_bk,
+                    mask=col_ok[:, None] & k_ok[None, :], other=0.0)
+        acc = tl.dot(a, tl.trans(b), acc, input_precision=INPUT_PRECISION)
+        sq += tl.sum(a * a, axis=1)
+    tl.store(d_ptr + split * stride_ds + rows[:, None].to(tl.int64) * stride_dm + cols[None, :] * stride_dn, acc,
+             mask=row_ok[:, None] & col_ok[None, :])
+    if pid_n == 0:
+        tl.store(s_ptr + split * stride_ss + rows.to(tl.int64) * stride_sm, sq, mask=row_ok)
+
+
+def launch_hc_prenorm(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, sqr_sum: torch.Tensor,
+                      num_splits: int) -> None:
+    """Launch on validated tensors: a bf16 ``[M, K]``, b fp32 ``[N, K]`` (any strides), d fp32 ``[S, M, N]`` and
+    sqr_sum fp32 ``[S, M]`` (3-D / 2-D views, any strides), ``num_splits`` S >= 1, M, N, K >= 1."""
+    m, k = a.shape
+    n = b.shape[0]
+    blocks_per_split, extra_blocks = divmod(triton.cdiv(k, SPLIT_BLOCK_K), num_splits)
+    block_n = min(max(16, triton.next_power_of_2(n)), MAX_BLOCK_N)
+    grid = (triton.cdiv(m, BLOCK_M), triton.cdiv(n, block_n), num_splits)
+    _hc_prenorm_kernel[grid](
+        a, b, d, sqr_sum, m, n, k, blocks_per_split, extra_blocks,
+        a.stride(0), a.stride(1), b.stride(0), b.stride(1), d.stride(0), d.stride(1), d.stride(2),
+        sqr_sum.stride(0), sqr_sum.stride(1),
+        BLOCK_M=BLOCK_M, BLOCK_N=block_n, BLOCK_K=SPLIT_BLOCK_K, INPUT_PRECISION="tf32",
+    )

@@ -1,0 +1,96 @@
+"""tf32_hc_prenorm_gemm against its float64 reference: CPU (Triton's interpreter) and, marked gpu, CUDA."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import finegemm
+from finegemm.reference import calc_diff
+from finegemm.reference import hyperconnection as ref
+
+
+def _inputs(m, n, k, splits, device="cpu", seed=0):
+    g = torch.Generator(device=device).manual_seed(seed)
+    a = torch.randn(m, k, generator=g, device=device).bfloat16()
+    b = torch.randn(n, k, generator=g, device=device)
+    lead = () if splits is None else (splits,)
+    d = torch.full((*lead, m, n), float("nan"), device=device)
+    s = torch.full((*lead, m), float("nan"), device=device)
+    return a, b, d, s
+
+
+def test_split_ranges_cover_k_in_order():
+    assert ref.k_split_ranges(448, 3) == [(0, 192), (192, 320), (320, 448)]  # 7 blocks: 3, 2, 2
+    assert ref.k_split_ranges(100, 4) == [(0, 64), (64, 100), (100, 100), (100, 100)]
+    assert ref.k_split_ranges(7168, 16)[-1] == (6720, 7168)
+
+
+@pytest.mark.parametrize("m,n,k,splits", [
+    (13, 24, 256, None), (137, 24, 448, None), (1, 8, 64, 2),
+    (70, 24, 200, 3),     # K not a multiple of 64: a partial last block
+    (5, 40, 64, 4),       # more splits than K blocks: the empty ones are zeros
+    (65, 72, 130, None),  # N past one 64-wide tile
+    (3, 1, 1, None),
+])
+def test_matches_reference(m, n, k, splits):
+    a, b, d, s = _inputs(m, n, k, splits)
+    finegemm.tf32_hc_prenorm_gemm(a, b, d, s, num_splits=splits)
+    want_d, want_s = ref.tf32_hc_prenorm_gemm(a, b, splits)
+    # the interpreter multiplies in FP32 (no TF32 rounding); FP32 accumulation over <= 448 terms
+    assert calc_diff(d, want_d) < 1e-10 and calc_diff(s, want_s) < 1e-12
+    if splits is not None:
+        for i, (start, end) in enumerate(ref.k_split_ranges(k, splits)):
+            if start == end:
+                assert not d[i].any() and not s[i].any()
+        full_d, full_s = ref.tf32_hc_prenorm_gemm(a, b)
+        assert calc_diff(d.sum(0), full_d) < 1e-10 and calc_diff(s.sum(0), full_s) < 1e-12
+
+
+def test_strided_operands():
+    a, b, d, s = _inputs(33, 16, 192, None, seed=2)
+    a_t = a.T.contiguous().T  # column-major a, any strides are read in place
+    finegemm.tf32_hc_prenorm_gemm(a_t, b[:, :].T.contiguous().T, d, s)
+    want_d, want_s = ref.tf32_hc_prenorm_gemm(a, b)
+    assert calc_diff(d, want_d) < 1e-10 and calc_diff(s, want_s) < 1e-12
+
+
+def test_empty_m_returns():
+    a, b, d, s = _inputs(0, 24, 128, None)
+    finegemm.tf32_hc_prenorm_gemm(a, b, d, s)
+
+
+@pytest.mark.parametrize("change,err,match", [
+    (dict(a=torch.zeros(4, 64)), TypeError, r"a must have dtype torch.bfloat16; got torch.float32"),
+    (dict(b=torch.zeros(8, 64).bfloat16()), TypeError, r"b must have dtype torch.float32"),
+    (dict(d=torch.zeros(4, 9)), ValueError, r"d must have shape \(4, 8\); got \(4, 9\)"),
+    (dict(s=torch.zeros(2, 4)), ValueError, r"sqr_sum must have shape \(4,\); got \(2, 4\)"),
+    (dict(num_splits=0), ValueError, r"num_splits must be None or an int >= 1; got 0"),
+    (dict(b=torch.zeros(8, 32)), ValueError, r"same K"),
+])
+def test_errors_name_the_argument(change, err, match):
+    args = dict(a=torch.zeros(4, 64).bfloat16(), b=torch.zeros(8, 64), d=torch.zeros(4, 8), s=torch.zeros(4),
+                num_splits=None)
+    args.update(change)
+    with pytest.raises(err, match=match):
+        finegemm.tf32_hc_prenorm_gemm(args["a"], args["b"], args["d"], args["s"], num_splits=args["num_splits"])
+
+
+def test_tf32_rounding_reference():
+    x = torch.tensor([1.0 + 2**-11, 1.0 + 3 * 2**-11, -(1.0 + 2**-11), 1.0 + 2**-12, float("inf")])
+    assert ref.round_to_tf32(x).tolist() == [1.0, 1.0 + 2**-9, -1.0, 1.0, float("inf")]  # ties to even
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [13, 137, 4096])
+@pytest.mark.parametrize("n,k", [(24, 28672), (24, 7168), (40, 1000)])
+@pytest.mark.parametrize("splits", [None, 16])
+def test_gpu_matches_reference(m, n, k, splits):
+    a, b, d, s = _inputs(m, n, k, splits, device="cuda")
+    finegemm.tf32_hc_prenorm_gemm(a, b, d, s, num_splits=splits)
+    want_d, want_s = ref.tf32_hc_prenorm_gemm(a, b, splits, tf32=True)
+    exact_d, _ = ref.tf32_hc_prenorm_gemm(a, b, splits)
+    # TF32 operands (b's low 13 mantissa bits dropped; rounding or truncation by the hardware) against the
+    # TF32-rounded twin (tight) and the exact product (loose); squares of bf16 are exact in FP32
+    assert calc_diff(d, want_d) < 1e-7 and calc_diff(d, exact_d) < 1e-6
+    assert calc_diff(s, want_s) < 1e-12

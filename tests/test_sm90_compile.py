@@ -459,30 +459,20 @@ def test_fp32_out_picks_compile_without_spills(desc):
     assert_fast_path_kernel(compile_variant(desc, cfg, "fp32"), H200.smem_per_block)
 
 
-def test_weight_grad_without_c_picks_and_the_256_row_exception(monkeypatch):
-    """Recipe (1, 1, 128) with FP32 out and no C: the rule's 128-row pick (v28) compiles without a stack. A known
-    exception, kept for the probe that brings back the 256-row rule (FINEGEMM_PROBE_WGRAD_128=0): at 256 rows (also
-    the in-place D_REDUCE form) a 32-byte stack, one store / load pair a K block in one math warpgroup, the rest per
-    tile. This bounds it, so that a change that spills more fails here."""
-    from finegemm.jit import heuristics_sm90
-
+def test_weight_grad_without_c_pick_compiles_without_stack():
+    """Recipe (1, 1, 128) with FP32 out and no C: the rule's 128-row pick compiles without a stack."""
     desc = GemmDesc("fp8_1d1d", 4096, 4096, 7168, out_fp32=True)
     cfg = get_sm90_config(desc, H200)
     assert cfg.block_m == 128
     usage = resource_usage(compile_variant(desc, cfg, "fp32"))
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
-    monkeypatch.setattr(heuristics_sm90, "WGRAD_128_WANTED", False)
-    cfg = get_sm90_config(desc, H200)
-    assert cfg.block_m == 256
-    usage = resource_usage(compile_variant(desc, cfg, "fp32"))
-    assert usage["LOCAL"] == 0 and usage["STACK"] <= 32, usage
 
 
 @pytest.mark.parametrize("m,n,k", [(2112, 4096, 7168), (24576, 4096, 1536), (7168, 4096, 2048), (4096, 4096, 7168),
                                    (7168, 4096, 16384), (576, 4096, 7168)])
 def test_default_in_place_weight_grad_picks_compile_without_spills(m, n, k):
     """The weight-gradient picks that add into D by TMA reduce-add by default when C is D (one-wave tiles 128 wide,
-    dispatch.d_reduce_ok, NOTES v24; 576x4096x7168 with its split tail, NOTES v28): the reduce, no stack."""
+    dispatch.d_reduce_ok; 576x4096x7168 with its split tail): the reduce, no stack."""
     from finegemm.kernels.sm90 import dispatch
 
     desc = GemmDesc("fp8_1d1d", m, n, k, out_fp32=True, with_c=True)

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 from ..kernels.sm90 import layouts
 from .device import DeviceFacts
-from .env import probe_switch
 from .heuristics import GemmDesc
 
 # Deeper rings than this never measured faster (one 64x128 stage is 24 KiB: 8 fit anyway).
@@ -201,42 +200,27 @@ def _large_m_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Config:
 # weight-gradient's usual form (DeepGEMM's c = d, the FP8 training layers).
 WGRAD_TAIL_MIN_ROUNDS = 2
 
-# The weight-gradient rule's 256-row tiles (K >= 4096), off since v28: the 128-row pipelined tile, which takes the
-# in-place accumulate (D_REDUCE) when C is D, measured faster on an H100 (gpu_pending.sh 66, harness kernel us,
-# 256 / 128 rows, two rounds: 4096x4096x7168 280.7-283.5 / 269.8-270.0, 7168x4096x16384 1045.9-1047.3 /
-# 1001.5-1016.9; k-grouped 4 / 8 x 4096 x 7168 ~3 % faster, the other cases within noise). The H200 sweep of v6
-# (before C by TMA, D_REDUCE and ptxas 13) had 256 rows ahead at 7168x4096x16384 (990.5 / 1063.1), so
-# FINEGEMM_PROBE_WGRAD_128=0 brings them back for the A/B on that card. Read at import.
-WGRAD_128_WANTED = probe_switch("WGRAD_128", True, "recipe (1, 1, 128) GEMMs at K >= 4096 take 256-row tiles "
-                                                   "where their last round is as full (the rule before NOTES v28)")
-
 
 def _weight_grad_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Config:
-    """Recipe (1, 1, 128) at M > 256: the v5 sweep's rule (benchmarks/results/sm90_v5_wgrad_sweep.json,
-    H200, the 7 weight-gradient shapes with C, 8 configs each).
+    """Recipe (1, 1, 128) at M > 256 (the weight gradient; H200 sweep benchmarks/results/sm90_v5_wgrad_sweep.json,
+    the 7 weight-gradient shapes with C, 8 configs each, unless stated).
 
-    - K >= 4096: both scale vectors by TMA in the ring (per-token and per-channel, read from shared
-      memory at each promotion), 1.2-1.5x faster than the v4 global loads (4096x4096x7168: 417.2 ->
-      283.9 us at 128 rows, 271.1 at 256; 7168x4096x16384: 1358.2 -> 1021.8 / 995.6); 256 rows (two
-      waves a warpgroup, shared D staging) unless its last tile round is clearly emptier (wave
-      efficiency more than 5 points below 128 rows): 2112x4096x7168 keeps 128 rows (171.5 vs 198.8 us).
-      Since v28 only under ``FINEGEMM_PROBE_WGRAD_128=0`` (:data:`WGRAD_128_WANTED`): 128 rows, pipelined.
-    - K < 4096 keeps the v4 plain schedule (global scale loads, 128x128): with the proxy fence the ring
-      needs (gemm_1d2d._release) the 128-row ring config lost there in the harness run at 1c92099
-      (24576x4096x1536: 569.4 us vs 549.0 plain; 7168x4096x2048: 219.0 vs 215.9), and at K <= 1024 a
-      tile's whole K fits the ring anyway (32768x4096x512: 429.1 plain, 453.5 ring).
-    - v6 (results/sm90_v6_pipe_sweep.json, PIPE_MMA as K-block pairs, which ptxas no longer serializes):
-      wherever 128-row tiles run, they run pipelined with both scale vectors in the ring (the fenced
-      release): 2112x4096x7168 184.4 us (206.9 unpipelined), 24576x4096x1536 534.7 (580.2 plain),
-      7168x4096x2048 200.0 (226.6); at K <= 1024 as 128x64 (32768x4096x512: 410.2 vs 464.1 at 128x128,
-      430.2 plain). The 256-row picks stay (7168x4096x16384: 990.5 vs 1063.1 for 128x128 pipelined).
-    - 64-row tiles (one math warpgroup, pipelined) where their last tile round is clearly fuller than
-      128 rows' (10 points) and no emptier than 256 rows': results/wgrad-tile-probe-h200-2026-12-03-
-      007e9ca.json, C by TMA: 2112x4096x7168 (1056 tiles: 8 full rounds) 169.0 us against 178.8 for
-      128 rows and 200.3 for 256; 576x4096x7168 66.6 against 70.1 (256) and 73.3 (128). At equal
-      efficiency 64 rows lose (4096x4096x7168 325.3 vs 274.0; 7168x4096x2048 196.6 vs 182.5). Since v28 they
-      yield to 128 rows with a split tail where that grid has :data:`WGRAD_TAIL_MIN_ROUNDS` whole rounds
-      (2112x4096x7168).
+    - K > 1024: both scale vectors by TMA in the ring (per-token and per-channel, read from shared memory at each
+      promotion), 1.2-1.5x faster than global scale loads (4096x4096x7168: 417.2 -> 283.9 us at 128 rows;
+      7168x4096x16384: 1358.2 -> 1021.8), and PIPE_MMA as K-block pairs (results/sm90_v6_pipe_sweep.json:
+      2112x4096x7168 184.4 us against 206.9 unpipelined, 24576x4096x1536 534.7 against 580.2 plain,
+      7168x4096x2048 200.0 against 226.6).
+    - 128 rows rather than 256 at K >= 4096: the 128-row pipelined tile, which takes the in-place accumulate
+      (D_REDUCE) when C is D, measured faster on an H100 (kernel us, 256 / 128 rows, two rounds: 4096x4096x7168
+      280.7-283.5 / 269.8-270.0, 7168x4096x16384 1045.9-1047.3 / 1001.5-1016.9; k-grouped 4 / 8 x 4096 x 7168
+      ~3 % faster).
+    - K <= 1024: 128x64 (32768x4096x512: 410.2 us against 464.1 at 128x128 and 430.2 with global scale loads).
+    - 64-row tiles (one math warpgroup, pipelined) where their last tile round is clearly fuller than 128 rows'
+      (10 points) and no emptier than 256 rows': results/wgrad-tile-probe-h200-2026-12-03-007e9ca.json, C by
+      TMA: 2112x4096x7168 (1056 tiles: 8 full rounds) 169.0 us against 178.8 for 128 rows; 576x4096x7168 66.6
+      against 73.3 (128). At equal efficiency 64 rows lose (4096x4096x7168 325.3 vs 274.0; 7168x4096x2048 196.6
+      vs 182.5). They yield to 128 rows with a split tail where that grid has :data:`WGRAD_TAIL_MIN_ROUNDS` whole
+      rounds (2112x4096x7168).
     """
     eff = {bm: _wave_efficiency(desc, facts, bm, bn) for bm in (64, 128, 256)}
     if desc.k > 1024 and eff[64] >= eff[128] + 0.1 and eff[64] >= eff[256]:
@@ -247,12 +231,6 @@ def _weight_grad_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Conf
             return tailed
         cfg = _pipelined(make_config(desc, facts, 64, bn, sfa_tma=True, sfb_tma=True))
         return _with_split_tail(desc, facts, cfg)
-    bm = 128
-    if desc.k >= 4096 and eff[256] + 0.05 >= eff[128] and not WGRAD_128_WANTED:
-        bm = 256
-    if bm == 256:
-        cfg = make_config(desc, facts, bm, bn, small_epi=True, sfa_tma=True, sfb_tma=True)
-        return dataclasses.replace(cfg, pipe_mma=False)
     if desc.k <= 1024:
         bn = min(bn, 64)
     return _with_split_tail(desc, facts, _pipelined(make_config(desc, facts, 128, bn, sfa_tma=True, sfb_tma=True)))
@@ -510,12 +488,9 @@ class Sm90Bf16Config:
 # Tiles whose width is not a power of two (a second WGMMA and B box, gemm_bf16's BLOCK_N1), e.g. 4096x576 in 128
 # tiles of 128x144 (one round of 132 SMs, no column past N) instead of 110 of 192x128. H100 harness (NOTES v25,
 # events, off / on, 2 rounds): 4096x576x7168 66.6-68.2 -> 56.2-56.6 us, with C 68.5-70.9 -> 58.2-59.1. Candidates
-# of the rules unless FINEGEMM_PROBE_BF16_SPLIT_N=0 (read at import); explicit configs (make_bf16_config) take them
-# always.
+# of the rules and of explicit configs (make_bf16_config).
 BF16_SPLIT_N_WIDTHS = (96, 144, 160, 192)
 BF16_SPLIT_N_MARGIN = 0.92
-BF16_SPLIT_N_WANTED = probe_switch("BF16_SPLIT_N", True,
-                                   "the sm90 BF16 rules consider only tiles whose width is a power of two")
 
 
 def bf16_tile_eff(bm: int, bn: int, m: int = 0) -> float:
@@ -533,9 +508,7 @@ def bf16_tile_eff(bm: int, bn: int, m: int = 0) -> float:
 # harness (NOTES v25, events, off / on, 2 rounds): 4096x7168x16384+c 1510-1556 -> 1192-1198 us, 4096x24576x1536+c
 # 573-574 -> 480-481, 4096x4096x7168+c 390-397 -> 312, 4096x32768x512+c 375 -> 335, 4096x7168x2048+c 206-211 ->
 # 183, 128x32768x512+c 29.5-29.8 -> 27.2; at M = 1 the 64x256 picks it allows run 2-4 % slower than the 64x128 ones
-# before (1x4096x7168+c 35.2-35.6 -> 36.6-36.8, the no-C call's tile and time). On unless
-# FINEGEMM_PROBE_BF16_C_TMA=0; read at import.
-BF16_C_TMA_WANTED = probe_switch("BF16_C_TMA", True, "sm90 BF16 GEMMs read C from global memory in the epilogue")
+# before (1x4096x7168+c 35.2-35.6 -> 36.6-36.8, the no-C call's tile and time).
 
 
 # D staged in two halves (Sm90Bf16Config.d_halves) where the whole D tile leaves at most
@@ -551,8 +524,6 @@ BF16_C_TMA_WANTED = probe_switch("BF16_C_TMA", True, "sm90 BF16 GEMMs read C fro
 #   4096x7168x16384 1175.9-1181.1 / 1187.3-1187.4 (+0.5-1 %; 1190.7 and 1194.8 in two later runs with halves):
 #   BF16 D is staged whole from K > BF16_D_HALVES_BF16_MAX_K. (FP32 D keeps halves at any K: 128x256 in halves
 #   is what beats 128x128 there, 4096x7168x16384:f32 1313.8 / 1379.2.)
-# On unless FINEGEMM_PROBE_BF16_D_HALVES=0 (read at import).
-BF16_D_HALVES_WANTED = probe_switch("BF16_D_HALVES", True, "sm90 BF16 tiles stage the whole D tile")
 BF16_D_HALVES_MAX_STAGES = 3
 BF16_D_HALVES_BF16_MAX_K = 8192
 # Up to K = BF16_D_HALVES_SHORT_K the 4-stage tiles take halves too (192x128 and 64x256 -> 5 stages). H100
@@ -569,8 +540,8 @@ BF16_D_HALVES_SHORT_K_MAX_STAGES = 4
 
 def bf16_c_staged(desc: GemmDesc, split: int = 1) -> bool:
     """Whether the BF16 kernel stages ``desc``'s C by TMA (:attr:`Sm90Bf16Config.c_tma`): a C of D's dtype and
-    layout (``desc.c_like_d``), added in the GEMM itself (no split-K), and :data:`BF16_C_TMA_WANTED`."""
-    return BF16_C_TMA_WANTED and desc.with_c and desc.c_like_d and split == 1
+    layout (``desc.c_like_d``), added in the GEMM itself (no split-K)."""
+    return desc.with_c and desc.c_like_d and split == 1
 
 
 def bf16_stage_bytes(block_m: int, block_n: int) -> int:
@@ -646,9 +617,9 @@ def _bf16_candidates(desc: GemmDesc, facts: DeviceFacts):
         # 57.3 / 62.9, 333x7168x16384 145.1 / 239.3, 333x7168x2048 29.2 / 32.4, the fastest of the four tiles timed
         # (128x128, 64x128, 128x256 in halves) on all seven; FP32 C beside it is untimed
         if bm == 192 and (desc.m <= 256 or _rows_inside(desc.m, 192) < 0.85
-                          or (desc.out_fp32 and (desc.with_c or not BF16_D_HALVES_WANTED))):
+                          or (desc.out_fp32 and desc.with_c)):
             continue
-        for bn in (64, 128, 256) + (BF16_SPLIT_N_WIDTHS if BF16_SPLIT_N_WANTED else ()):
+        for bn in (64, 128, 256) + BF16_SPLIT_N_WIDTHS:
             if bn > 64 and bn // 2 >= desc.n:
                 continue  # a narrower tile covers N
             # Widths that are not powers of two (two WGMMAs a K slice): at 192 rows no C read from global memory
@@ -676,7 +647,7 @@ def _bf16_candidates(desc: GemmDesc, facts: DeviceFacts):
             # measured one; 64x256 FP32 is untimed).
             if bn == 256 and desc.with_c and (desc.out_fp32 or not bf16_c_staged(desc)):
                 continue
-            if bn == 256 and desc.out_fp32 and not (bm == 128 and BF16_D_HALVES_WANTED):
+            if bn == 256 and desc.out_fp32 and bm != 128:
                 continue
             if bm == 192 and bn == 256:
                 continue
@@ -689,7 +660,7 @@ def _bf16_candidates(desc: GemmDesc, facts: DeviceFacts):
 def get_sm90_bf16_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Bf16Config:
     """The candidate (BLOCK_M in 64/128, BLOCK_N in 64/128/256, split-K 1-8) with the least
     :func:`bf16_estimate_us`; ties go to the earlier (smaller-M, no-split) candidate. A width that is not a power
-    of two (:data:`BF16_SPLIT_N_WANTED`) must be predicted :data:`BF16_SPLIT_N_MARGIN` faster than the best other."""
+    of two (:data:`BF16_SPLIT_N_WIDTHS`) must be predicted :data:`BF16_SPLIT_N_MARGIN` faster than the best other."""
     def estimate(c):
         return bf16_estimate_us(desc, facts, *c)
 
@@ -706,17 +677,17 @@ def get_sm90_bf16_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Bf16Config:
 def make_bf16_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int = 1) -> Sm90Bf16Config:
     """A BF16 config for explicit tiles: stages fill the shared memory left beside the D tile (up to
     :data:`BF16_MAX_STAGES_WHOLE_K` without split-K, :data:`BF16_MAX_STAGES` with it); C staged by TMA
-    where :func:`bf16_c_staged` says so; ``bn`` a width :func:`column_blocks` takes. With
-    :data:`BF16_D_HALVES_WANTED`, D staged in halves (``d_halves``) where the whole tile leaves at most
-    :data:`BF16_D_HALVES_MAX_STAGES` stages (:data:`BF16_D_HALVES_SHORT_K_MAX_STAGES` up to
-    :data:`BF16_D_HALVES_SHORT_K` beyond :data:`BF16_D_HALVES_SHORT_K_MIN_M` rows) and halves add one (a bf16 D only
-    up to :data:`BF16_D_HALVES_BF16_MAX_K`)."""
+    where :func:`bf16_c_staged` says so; ``bn`` a width :func:`column_blocks` takes. D staged in halves
+    (``d_halves``) where the whole tile leaves at most :data:`BF16_D_HALVES_MAX_STAGES` stages
+    (:data:`BF16_D_HALVES_SHORT_K_MAX_STAGES` up to :data:`BF16_D_HALVES_SHORT_K` beyond
+    :data:`BF16_D_HALVES_SHORT_K_MIN_M` rows) and halves add one (a bf16 D only up to
+    :data:`BF16_D_HALVES_BF16_MAX_K`)."""
     d_fp32 = desc.out_fp32 or split > 1
     _, bn1 = column_blocks(bn)  # raises for a width the kernel cannot run
     cap = BF16_MAX_STAGES_WHOLE_K if split == 1 else BF16_MAX_STAGES
     c_tma = bf16_c_staged(desc, split)
     halves_up_to = 0
-    if (BF16_D_HALVES_WANTED and not c_tma and bn >= 128 and bn1 == 0
+    if (not c_tma and bn >= 128 and bn1 == 0
             and (d_fp32 or desc.k <= BF16_D_HALVES_BF16_MAX_K)):
         short_k = desc.k <= BF16_D_HALVES_SHORT_K and desc.m > BF16_D_HALVES_SHORT_K_MIN_M
         halves_up_to = max(BF16_D_HALVES_MAX_STAGES, BF16_D_HALVES_SHORT_K_MAX_STAGES if short_k else 0)
@@ -732,8 +703,7 @@ def make_bf16_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split
 # us against 438 (the HBM floor 436). H100 (results/gemv-probe-h100-2026-12-06-9aedee3.json, us, cuBLAS /
 # tensor-core pick / GEMV): faster than both on all 16 harness one-row cases, 1.02-1.39x cuBLAS (1x129280x7168
 # 641.2 / 621.3 / 591.5, 1x7168x16384 95.4 / 96.2 / 90.3, 1x7168x2048 19.6 / 21.4 / 19.3, 1x256x7168 10.8 /
-# 11.5 / 7.8). On unless FINEGEMM_PROBE_BF16_GEMV=0 (read at import); scripts/gemv_probe.py times it.
-GEMV_WANTED = probe_switch("BF16_GEMV", True, "one-row sm90 BF16 GEMMs run the tensor-core kernel")
+# 11.5 / 7.8).
 GEMV_NUM_WARPS = 4
 # (block_n, block_k) by K: H100 probe (results/gemv-probe-h100-2026-12-06-d16ce47.json, us, cuBLAS / 4x1024 /
 # 32x256 / 16x512): from K = 2048 narrow blocks of long slices (many programs, no split at large N) were best or
@@ -780,9 +750,8 @@ def make_gemv_config(desc: GemmDesc, facts: DeviceFacts, block_n: int, block_k: 
 
 
 def get_sm90_gemv_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90GemvConfig | None:
-    """The GEMV config for ``desc`` where the rules take the GEMV kernel (:data:`GEMV_WANTED` and
-    :func:`gemv_fits`), else None."""
-    if not (GEMV_WANTED and gemv_fits(desc)):
+    """The GEMV config for ``desc`` where the GEMV kernel takes it (:func:`gemv_fits`), else None."""
+    if not gemv_fits(desc):
         return None
     return make_gemv_config(desc, facts, *gemv_blocks(desc.k))
 

@@ -43,7 +43,6 @@ def _variants() -> dict[str, tuple]:
     dense("1d2d-64x16", GemmDesc("fp8_1d2d", 64, 2112, 7168),
           make_config(GemmDesc("fp8_1d2d", 64, 2112, 7168), H200, 64, 16, sfa_tma=True))
     dense("1d2d-chain2", d, get_sm90_config(d, H200), chain=2)
-    dense("1d2d-trace", d, get_sm90_config(d, H200), trace=True)
     for m, n, k in ((4096, 4096, 7168), (2112, 4096, 7168), (4096, 2112, 7168), (77, 576, 7168)):
         w = GemmDesc("fp8_1d1d", m, n, k, out_fp32=True, with_c=True)
         dense(f"1d1d-{m}x{n}x{k}", w, get_sm90_config(w, H200), c_dtype="fp32")

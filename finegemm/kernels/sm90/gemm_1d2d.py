@@ -51,9 +51,6 @@ NOTES:
 
 from __future__ import annotations
 
-import os
-import warnings
-
 import triton
 import triton.language as tl
 from triton.experimental import gluon
@@ -74,38 +71,6 @@ from .tma_reduce import async_reduce_add_shared_to_global
 BLOCK_K: tl.constexpr = tl.constexpr(128)
 # B's tensor map as fp8_gemm_kernel's lowered parameter (a_desc takes 0-4): for the L2 prefetch's inline PTX
 B_TENSOR_MAP: gl.constexpr = gl.constexpr(tensor_map_param("fp8_gemm_kernel", 5))
-# Probe only (scripts/warp_release_probe.py; never set by the library): the byte offset from ``global_smem`` of
-# the ring's empty barriers in the one FP8 kernel variant this process compiles (read from a CPU compile of the
-# same variant by ``compile_check.empty_barrier_offset``). Nonzero: lane 0 of every math warp releases a slot by
-# inline PTX and the empty barriers count one arrive per math warp, instead of Triton's arrive, which puts a
-# warpgroup-wide named barrier before thread 0's arrive (NOTES v19, "The 256x128 K-block in SASS"; measured in
-# v20: 1.002-1.017x on the H100, not adopted).
-PROBE_EMPTY_SMEM: gl.constexpr = gl.constexpr(int(os.environ.get("FINEGEMM_PROBE_EMPTY_SMEM", "0")))
-if PROBE_EMPTY_SMEM.value:
-    warnings.warn(f"FINEGEMM_PROBE_EMPTY_SMEM={PROBE_EMPTY_SMEM.value}: the FP8 sm90 kernels release ring slots "
-                  "through that shared-memory offset, right for one config only (scripts/warp_release_probe.py); "
-                  "unset it for anything else", stacklevel=2)
-# its arrive: a warp barrier orders the other lanes' shared-memory reads of the slot (ring scales) before lane 0's
-# release; $1 is the slot
-_WARP_RELEASE_ASM: gl.constexpr = gl.constexpr(
-    "{ .reg .pred p; .reg .b32 a; bar.warp.sync 0xffffffff; mov.u32 a, %laneid; setp.eq.u32 p, a, 0; "
-    "mov.u32 a, global_smem; mad.lo.u32 a, $1, 8, a; "
-    f"@p mbarrier.arrive.shared::cta.b64 _, [a+{PROBE_EMPTY_SMEM.value}]; mov.u32 $0, 0; }}")
-# In the 1d1d kernels with both scale vectors in the ring (``SFB_TMA``) the producer warp copies a slot's scales
-# with ``cp.async`` (each lane's copies completing on the slot's full barrier) instead of TMA boxes. The math
-# warpgroups' generic reads of them and the producer's next write are then ordered by the ring's mbarriers alone:
-# the release needs no proxy fence (``MEMBAR.ALL.CTA``; v5 measured it at up to 23 % on 128-row weight-gradient
-# tiles). The fused split-K tiles keep theirs (``FENCE_RING``: see there). Measured without that fence too (NOTES
-# v31, H100): 1.4 % faster in geometric mean over the weight-grad and k-grouped suites (up to 5 %), race-free in 19
-# repeat configurations. Loading the scales and storing them with ``st.shared`` instead was 3-25 % slower (v30:
-# the producer waited for its loads). ``FINEGEMM_PROBE_RING_STS=0`` (read at import) restores the TMA boxes and
-# the fenced releases.
-RING_CPASYNC: gl.constexpr = gl.constexpr(os.environ.get("FINEGEMM_PROBE_RING_STS", "2") != "0")
-# Tiles of two column blocks read the per-token ring scales twice a K block (one layout a block) and release the slot
-# behind a proxy fence, the hazard _release describes: without it their first GPU run (session 24, H100) had
-# 4095x4096x1536 at 128x160 differ between two runs, and scripts/repeat_probe.py 5 of 5 repeats (up to 738 k
-# elements; NOTES v26). FINEGEMM_PROBE_SPLIT_N_FENCE=0 drops the fence (that probe's A/B); read at import.
-SPLIT_N_RING_FENCE: gl.constexpr = gl.constexpr(os.environ.get("FINEGEMM_PROBE_SPLIT_N_FENCE", "1") != "0")
 
 
 def sfa_desc_layout() -> gl.NVMMASharedLayout:
@@ -222,7 +187,7 @@ def _load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                     sfa_desc=None, sfa_bufs=None, SFA_TMA: gl.constexpr = False, SF_PACKED: gl.constexpr = False,
                     layout_ptr=None, GROUPING: gl.constexpr = 0, NUM_GROUPS: gl.constexpr = 1,
                     GROUP_ROWS: gl.constexpr = 0, SFK_ROWS: gl.constexpr = 0, USE_PSUM: gl.constexpr = False,
-                    ALIGN: gl.constexpr = 128, sfb_desc=None, sfb_bufs=None, SFB_TMA: gl.constexpr = False,
+                    ALIGN: gl.constexpr = 128, sfb_bufs=None, SFB_TMA: gl.constexpr = False,
                     K_DYN: gl.constexpr = False, SPLIT_TAIL: gl.constexpr = False, B_PREFETCH: gl.constexpr = 0,
                     b1_desc=None, b1_bufs=None, BLOCK_N1: gl.constexpr = 0, sfb_ptr=None, stride_sfb=0, sfa_ptr=None,
                     stride_sfa_k=0):
@@ -232,14 +197,14 @@ def _load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                                 NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM, ALIGN, B_PREFETCH)
     else:
         _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M, N, K, BLOCK_M, BLOCK_N,
-                              STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA, SF_PACKED, sfb_desc, sfb_bufs,
-                              SFB_TMA, K_DYN, SPLIT_TAIL, B_PREFETCH, b1_desc, b1_bufs, BLOCK_N1, sfb_ptr, stride_sfb,
-                              sfa_ptr, stride_sfa_k)
+                              STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA, SF_PACKED, sfb_bufs, SFB_TMA,
+                              K_DYN, SPLIT_TAIL, B_PREFETCH, b1_desc, b1_bufs, BLOCK_N1, sfb_ptr, stride_sfb, sfa_ptr,
+                              stride_sfa_k)
 
 
 @gluon.jit
 def _ring_row(bufs, s):
-    """``RING_CPASYNC``: ring slot ``s`` of a ``[STAGES, 1, SIZE]`` scale ring as the flat ``[SIZE]`` view that
+    """Ring slot ``s`` of a ``[STAGES, 1, SIZE]`` scale ring as the flat ``[SIZE]`` view that
     :func:`_ring_scale` reads (which spells it out: routing it through here reorders that kernel's code enough for
     ptxas to spill 272 bytes in the 1d1d split-tail pick, tests/test_sm90_compile.py)."""
     flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
@@ -248,7 +213,7 @@ def _ring_row(bufs, s):
 
 @gluon.jit
 def _copy_scale_row(bufs, s, ptr, stride_k, krow, off, LIMIT):
-    """``RING_CPASYNC``: ``cp.async`` by the producer warp of one K block's scales of a tile into ring slot ``s``:
+    """``cp.async`` by the producer warp of one K block's scales of a tile into ring slot ``s``:
     words ``off + [0, SIZE)`` of row ``krow`` of an MN-major ``[K/128 (packed: /4), MN]`` scale tensor, those past
     ``LIMIT`` zero-filled. The caller arrives on the slot's full barrier once they land
     (``async_copy.mbarrier_arrive``)."""
@@ -264,29 +229,26 @@ def _copy_scale_row(bufs, s, ptr, stride_k, krow, off, LIMIT):
 def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                           N: gl.constexpr, K: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                           STAGES: gl.constexpr, GROUP_M: gl.constexpr, SPLIT_K: gl.constexpr,
-                          sfa_desc, sfa_bufs, SFA_TMA: gl.constexpr, SF_PACKED: gl.constexpr, sfb_desc, sfb_bufs,
+                          sfa_desc, sfa_bufs, SFA_TMA: gl.constexpr, SF_PACKED: gl.constexpr, sfb_bufs,
                           SFB_TMA: gl.constexpr, K_DYN: gl.constexpr, SPLIT_TAIL: gl.constexpr = False,
                           B_PREFETCH: gl.constexpr = 0, b1_desc=None, b1_bufs=None, BLOCK_N1: gl.constexpr = 0,
                           sfb_ptr=None, stride_sfb=0, sfa_ptr=None, stride_sfa_k=0):
     """``B_PREFETCH`` > 0: with each K block's loads, B's tile that many K blocks ahead (in the same work unit) is
     prefetched into L2 (:mod:`.l2_prefetch`). ``BLOCK_N1`` > 0: tiles ``BLOCK_N + BLOCK_N1`` wide, B's last
     ``BLOCK_N1`` rows of a tile in a second box (``b1_desc``) into ``b1_bufs``, on the same full barrier.
-    ``SFB_TMA`` with ``RING_CPASYNC``: the ring's scales (per-channel, and per-token with ``SFA_TMA``) are copied from
-    ``sfb_ptr`` / ``sfa_ptr`` by ``cp.async`` after the slot's empty wait instead of by TMA boxes; each lane's
-    copies complete on the slot's full barrier."""
+    ``SFB_TMA`` (the 1d1d tiles): the ring's scales (per-channel, and per-token with ``SFA_TMA``) are copied from
+    ``sfb_ptr`` / ``sfa_ptr`` by ``cp.async`` after the slot's empty wait; each lane's copies complete on the slot's
+    full barrier. Otherwise, with ``SFA_TMA``, the per-token scales come as TMA boxes on the full barrier."""
     num_kb = _num_k_blocks(a_desc, K, K_DYN)
     # A (and its ring scales) come in BOXES boxes of A_ROWS rows a stage: 1, or 3 at BLOCK_M 192
     A_ROWS: gl.constexpr = a_desc.block_type.shape[0]
     BOXES: gl.constexpr = BLOCK_M // A_ROWS
     # (1d1d tiles, the only ones with SFB_TMA, have one A box a stage: never BLOCK_M 192)
-    SFB_CPASYNC: gl.constexpr = SFB_TMA and RING_CPASYNC
-    SFA_CPASYNC: gl.constexpr = SFB_CPASYNC and SFA_TMA
-    # the ring scales that still come as TMA boxes on the full barrier
+    SFA_CPASYNC: gl.constexpr = SFB_TMA and SFA_TMA
+    # the ring scales that come as TMA boxes on the full barrier
     SFA_BOX: gl.constexpr = SFA_TMA and not SFA_CPASYNC
-    SFB_BOX: gl.constexpr = SFB_TMA and not SFB_CPASYNC
     nbytes: gl.constexpr = (BOXES * a_desc.block_type.nbytes + b_desc.block_type.nbytes
                             + (BOXES * sfa_desc.block_type.nbytes if SFA_BOX else 0)
-                            + (sfb_desc.block_type.nbytes if SFB_BOX else 0)
                             + (b1_desc.block_type.nbytes if BLOCK_N1 > 0 else 0))
     TILE_N: gl.constexpr = BLOCK_N + BLOCK_N1
     kb_per_split = num_kb // SPLIT_K
@@ -312,7 +274,7 @@ def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars,
             krow = kb // 4 if SF_PACKED else kb
             mbarrier.wait(empty_bars.index(s), phase ^ 1)
             bar = full_bars.index(s)
-            if SFB_CPASYNC:
+            if SFB_TMA:
                 _copy_scale_row(sfb_bufs, s, sfb_ptr, stride_sfb, krow, off_n, N)
                 if SFA_CPASYNC:
                     _copy_scale_row(sfa_bufs, s, sfa_ptr, stride_sfa_k, krow, off_m, M)
@@ -326,8 +288,6 @@ def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars,
                     else:
                         sfa_dst = sfa_bufs.index(s).slice(i * A_ROWS, A_ROWS, dim=1)
                     tma.async_copy_global_to_shared(sfa_desc, [krow, off_m + i * A_ROWS], bar, sfa_dst)
-            if SFB_BOX:
-                tma.async_copy_global_to_shared(sfb_desc, [krow, off_n], bar, sfb_bufs.index(s))
             for i in gl.static_range(BOXES):
                 tma.async_copy_global_to_shared(a_desc, [off_m + i * A_ROWS, kb * BLOCK_K], bar,
                                                 a_bufs.index(s * BOXES + i))
@@ -604,31 +564,24 @@ def _ring_scales(sfa_bufs, sfb_bufs, s, kb, row0: gl.constexpr, row_layout: gl.c
 def _release(empty_bars, s, READ_RING: gl.constexpr):
     """Hand ring slot ``s`` back to the producer (one arrive per math warpgroup).
 
-    ``READ_RING``: this warpgroup read the slot's per-channel scales (``SFB_TMA``, 32 words a thread)
-    with generic ``ld.shared``; the producer's next TMA write to it is an async-proxy access, so a proxy
-    fence orders the reads before the release. Without it the H200 produced run-to-run differences
-    (8-row x 32-column patches of D; benchmarks/NOTES.md v5). WGMMA reads are async-proxy already.
-    With ``RING_CPASYNC`` (the default) the producer writes those scales by ``cp.async``, a generic-proxy
-    write that the mbarriers order, so the release needs no fence.
-    The per-token ring scales (``SFA_TMA``, 2 words a thread) are released without the fence (it
+    ``READ_RING``: a proxy fence first, ordering this warpgroup's generic ``ld.shared`` of the slot's scales
+    before the producer's next async-proxy (TMA) write of it. WGMMA reads are async-proxy already.
+    The 1d1d tiles' ring scales (``SFB_TMA``) are written by the producer's ``cp.async``, a generic-proxy write
+    that the mbarriers order: their whole-K tiles release without the fence (H100: 1.4 % faster in geometric mean
+    over the weight-grad and k-grouped suites, up to 5 %, race-free in 19 repeat configurations; with TMA boxes
+    instead, that fence was needed: without it the H200 gave run-to-run differences, 8-row x 32-column patches
+    of D).
+    The per-token ring scales (``SFA_TMA``, 2 words a thread, TMA boxes) are released without the fence (it
     measured 2-11 % slower on the dense 1d2d shapes: it also waits for the epilogue's in-flight TMA
     store), after the promotion that consumes them, so that no ``ld.shared`` of the slot is still in
-    flight at the arrive; no repeat test or probe has differed there (132, 16 and 4 CTAs; NOTES v10).
+    flight at the arrive; no repeat test has differed there (132, 16 and 4 CTAs).
     The kernels that sum split-K in the kernel (``SPLITK_FUSED``) do differ without the fence (a 16-CTA
-    grid on the H200, NOTES v10) and release every slot behind it (``FENCE_RING``).
+    grid on the H200) and release every slot behind it (``FENCE_RING``), as do the tiles of two column blocks
+    (:func:`_split_n_retire`).
     """
     if READ_RING:
         fence_async_shared()
-    if PROBE_EMPTY_SMEM != 0:
-        _warp_release(s)
-    else:
-        mbarrier.arrive(empty_bars.index(s), count=1)
-
-
-@gluon.jit
-def _warp_release(s):
-    """``PROBE_EMPTY_SMEM``: lane 0 of this warp arrives on empty barrier ``s`` (``_WARP_RELEASE_ASM``)."""
-    gl.inline_asm_elementwise(_WARP_RELEASE_ASM, "=r,r", [s], dtype=gl.int32, is_pure=False, pack=1)
+    mbarrier.arrive(empty_bars.index(s), count=1)
 
 
 @gluon.jit
@@ -697,7 +650,7 @@ def _retire_block(acc, tok, s, kb, PENDING: gl.constexpr, sfa_bufs, sfb_bufs, em
                                 SFA_TMA, SFB_TMA)
     acc = _promote(acc, part, sa, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
     # after the promotion has consumed the slot's ring scales (see _release)
-    _release(empty_bars, s, (SFB_TMA and not RING_CPASYNC) or FENCE_RING)
+    _release(empty_bars, s, FENCE_RING)
     return acc
 
 
@@ -771,7 +724,7 @@ def _one_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
                                       SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, SFA_TMA, SFB_TMA)
             part = warpgroup_mma_wait(0, deps=(part,))
             acc = _promote(acc, part, sa, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
-            _release(empty_bars, s, (SFB_TMA and not RING_CPASYNC) or FENCE_RING)
+            _release(empty_bars, s, FENCE_RING)
             sa = nsa
             sb0 = nsb0
             sb1 = nsb1
@@ -785,8 +738,7 @@ def _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
                    second_col, stride_sfa_k, stride_sfb,
                    mma_layout: gl.constexpr, NUM_NB: gl.constexpr, KB, STAGES: gl.constexpr,
                    SF_PACKED: gl.constexpr, SFB_PER_CHANNEL: gl.constexpr, SFB_UNIFORM: gl.constexpr,
-                   SFA_TMA: gl.constexpr, sfb_bufs=None, SFB_TMA: gl.constexpr = False, trace_ptr=None,
-                   TRACE: gl.constexpr = 0, trace_row=-1):
+                   SFA_TMA: gl.constexpr, sfb_bufs=None, SFB_TMA: gl.constexpr = False):
     """Two 64-row waves (tile rows ``row0`` and ``row1`` + [0, 64)) over ``KB`` K blocks, BLOCK_M 256.
 
     Per K block: WGMMA wave 0 into the one partial, promote it into ``acc0``, then wave 1 into the same
@@ -795,8 +747,6 @@ def _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
     math warpgroup's WGMMAs keep the tensor cores busy while this one promotes.
     With ``SFB_TMA`` the per-channel scales are read from the ring before each wave's promotion (twice
     per K block) rather than kept live across the second wave's WGMMA.
-    ``TRACE`` 2 with ``trace_row`` >= 0 (a timing probe): :func:`_wave_stamp` at five points of each of the
-    first ``TRACE_KB`` K blocks.
     Returns (acc0, acc1, ring counter).
     """
     BLOCK_N: gl.constexpr = b_bufs.shape[1]
@@ -818,19 +768,16 @@ def _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
     for kk in range(KB):
         s = it % STAGES
         mbarrier.wait(full_bars.index(s), (it // STAGES) & 1)
-        _wave_stamp(trace_ptr, trace_row, kk, 0, TRACE)
         b_tile = b_bufs.index(s).permute((1, 0))
         part = warpgroup_mma(_a_rows(a_bufs, s, row0), b_tile, part, use_acc=False, is_async=True)
         if SFA_TMA:
             sa0 = _ring_scale(sfa_bufs, s, kb0 + kk, row0, row_layout, SF_PACKED)
         part = warpgroup_mma_wait(0, deps=(part,))
-        _wave_stamp(trace_ptr, trace_row, kk, 1, TRACE)
         if SFB_TMA:
             sb0 = _ring_scale(sfb_bufs, s, kb0 + kk, 0, col_layout, SF_PACKED, BLOCK_N)
             sb1 = sb0
         acc0 = _promote(acc0, part, sa0, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
         part = warpgroup_mma(_a_rows(a_bufs, s, row1), b_tile, part, use_acc=False, is_async=True)
-        _wave_stamp(trace_ptr, trace_row, kk, 2, TRACE)
         if SFA_TMA:
             sa1 = _ring_scale(sfa_bufs, s, kb0 + kk, row1, row_layout, SF_PACKED)
         # Next block's scales load while the second wave's WGMMA runs (after wave 0's promotion, so
@@ -843,13 +790,11 @@ def _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row
         if not SFA_TMA:
             nsa1 = _load_scale(sfa_ptr, rows1, nkb, stride_sfa_k, mask1, SF_PACKED)
         part = warpgroup_mma_wait(0, deps=(part,))
-        _wave_stamp(trace_ptr, trace_row, kk, 3, TRACE)
         if SFB_TMA:
             sb0 = _ring_scale(sfb_bufs, s, kb0 + kk, 0, col_layout, SF_PACKED, BLOCK_N)
             sb1 = sb0
         acc1 = _promote(acc1, part, sa1, sb0, sb1, second_col, SFB_PER_CHANNEL, SFB_UNIFORM)
-        _release(empty_bars, s, SFB_TMA and not RING_CPASYNC)
-        _wave_stamp(trace_ptr, trace_row, kk, 4, TRACE)
+        _release(empty_bars, s, False)
         sa0 = nsa0
         sa1 = nsa1
         sb0 = nsb0
@@ -936,41 +881,6 @@ def _prefetch_c(c_desc, c_bar, d_sub, off_row, off_n, c1_desc=None, d1_sub=None,
         tma.async_copy_global_to_shared(c1_desc, [off_row, off_n1], c_bar, d1_sub)
 
 
-# Units a CTA may record with ``TRACE`` (the last slot holds the partition's entry time).
-TRACE_UNITS: tl.constexpr = tl.constexpr(64)
-
-
-@gluon.jit
-def _stamp(trace_ptr, unit, wg: gl.constexpr, event: gl.constexpr, NUM_WG: gl.constexpr, TRACE: gl.constexpr):
-    """``TRACE`` only (a timing probe, never dispatched): store ``%globaltimer`` (ns) at
-    ``trace_ptr[((program * TRACE_UNITS + unit) * NUM_WG + wg) * 3 + event]``; events 0 unit start, 1 main
-    loop done, 2 epilogue issued (``unit`` ``TRACE_UNITS - 1``, event 0: the partition's entry)."""
-    if TRACE:
-        if unit < TRACE_UNITS:
-            t = gl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=gl.int64, is_pure=False,
-                                          pack=1)
-            slot = ((gl.program_id(0) * TRACE_UNITS + unit) * NUM_WG + wg) * 3 + event
-            gl.store(trace_ptr + slot, t)
-
-
-# ``TRACE`` 2: K blocks of each CTA's first unit that each 256-row math warpgroup stamps (_wave_stamp), five times
-# each: full barrier passed (wave 0 issued next), wave 0 done, wave 1 issued, wave 1 done, slot released and wave 1
-# promoted; int64 %clock64 at trace_ptr[grid * TRACE_UNITS * NUM_WG * 3 + ((program * NUM_WG + wg) * TRACE_KB + kb)
-# * 5 + event], after the unit stamps
-TRACE_KB: tl.constexpr = tl.constexpr(64)
-WAVE_EVENTS: tl.constexpr = tl.constexpr(5)
-
-
-@gluon.jit
-def _wave_stamp(trace_ptr, row, kk, event: gl.constexpr, TRACE: gl.constexpr):
-    """``TRACE`` 2 only (a timing probe): the SM's ``%clock64`` for K block ``kk`` and ``event`` at
-    ``trace_ptr[row + kk * WAVE_EVENTS + event]`` when ``row`` >= 0 and ``kk`` < ``TRACE_KB``."""
-    if TRACE == 2:
-        t = gl.inline_asm_elementwise("mov.u64 $0, %clock64;", "=l", [], dtype=gl.int64, is_pure=False, pack=1)
-        on = (row >= 0) & (kk < TRACE_KB)
-        gl.store(trace_ptr + gl.where(on, row + kk * WAVE_EVENTS + event, 0), t, mask=on)
-
-
 @gluon.jit
 def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                     sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
@@ -984,9 +894,9 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                     sfb_bufs=None, SFB_TMA: gl.constexpr = False, a_desc=None,
                     K_DYN: gl.constexpr = False, c_desc=None, c_bars=None, C_TMA: gl.constexpr = False,
                     C_TMA_LATE: gl.constexpr = False, ws_ptr=None, cnt_ptr=None, SPLITK_FUSED: gl.constexpr = False,
-                    SPLIT_TAIL: gl.constexpr = False, trace_ptr=None, TRACE: gl.constexpr = False,
-                    HEAD_SPLITS: gl.constexpr = (0, 0, 0), D_REDUCE: gl.constexpr = False, b1_bufs=None,
-                    d1_desc=None, d1_smem=None, BLOCK_N1: gl.constexpr = 0):
+                    SPLIT_TAIL: gl.constexpr = False, HEAD_SPLITS: gl.constexpr = (0, 0, 0),
+                    D_REDUCE: gl.constexpr = False, b1_bufs=None, d1_desc=None, d1_smem=None,
+                    BLOCK_N1: gl.constexpr = 0):
     """One math warpgroup (4 warps). Its rows of each tile: wave ``w`` covers tile rows
     ``w * 64 * NUM_WG + 64 * WG + [0, 64)`` (BLOCK_M 64/128: one wave; 256: two, DeepGEMM's order).
     ``d_smem`` holds [BLOCK_M, BLOCK_N] (or, with ``SMALL_EPI``, [64 * NUM_WG, BLOCK_N] that both
@@ -1006,7 +916,7 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                     stride_sfa_k, stride_sfb, stride_cm, N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K,
                     SF_PACKED, SFB_PER_CHANNEL, HAS_C, PIPE_MMA, SMALL_EPI, sfa_bufs, SFA_TMA, WG, sfb_bufs,
                     SFB_TMA, a_desc, K_DYN, c_desc, c_bars, C_TMA, C_TMA_LATE, ws_ptr, cnt_ptr, SPLITK_FUSED,
-                    SPLIT_TAIL, trace_ptr, TRACE, HEAD_SPLITS, D_REDUCE)
+                    SPLIT_TAIL, HEAD_SPLITS, D_REDUCE)
 
 
 @gluon.jit
@@ -1018,8 +928,8 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                 PIPE_MMA: gl.constexpr, SMALL_EPI: gl.constexpr, sfa_bufs, SFA_TMA: gl.constexpr,
                 WG: gl.constexpr, sfb_bufs, SFB_TMA: gl.constexpr, a_desc, K_DYN: gl.constexpr, c_desc, c_bars,
                 C_TMA: gl.constexpr, C_TMA_LATE: gl.constexpr = False, ws_ptr=None, cnt_ptr=None,
-                SPLITK_FUSED: gl.constexpr = False, SPLIT_TAIL: gl.constexpr = False, trace_ptr=None,
-                TRACE: gl.constexpr = False, HEAD_SPLITS: gl.constexpr = (0, 0, 0), D_REDUCE: gl.constexpr = False):
+                SPLITK_FUSED: gl.constexpr = False, SPLIT_TAIL: gl.constexpr = False,
+                HEAD_SPLITS: gl.constexpr = (0, 0, 0), D_REDUCE: gl.constexpr = False):
     """The dense math partition (GROUPING 0): persistent (tile, k-split) units.
 
     ``D_REDUCE`` (C is D, FP32, whole K or split-K summed in the kernel; ``HAS_C`` is then off): each wave's tile
@@ -1067,8 +977,8 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
     # In-kernel split-K with the per-token scales in the ring: release every slot behind the proxy fence.
     # Without it the H200 gave wrong and run-to-run different results once CTAs ran several split units
     # (a 16-CTA grid; NOTES v10): the warpgroups drift apart around the reduction.
-    # (1d1d with RING_CPASYNC: no TMA write of the ring's scales to order against, but without the fence ptxas
-    # spills 272 bytes in the fused split-K epilogue of the 4096x2112x7168 FP32-out pick; kept, NOTES v31)
+    # (1d1d: no TMA write of the ring's scales to order against, but without the fence ptxas spills 272 bytes in
+    # the fused split-K epilogue of the 4096x2112x7168 FP32-out pick, CPU compile; kept)
     FENCE_RING: gl.constexpr = SPLITK_FUSED and SFA_TMA
     # this wave's offsets in a split tile's partial plane (SPLITK_FUSED)
     local = (row0 + gl.arange(0, WG_M, layout=row_layout))[:, None] * BLOCK_N + gl.arange(
@@ -1078,9 +988,7 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
     c_bar = c_bars.index(WG)
     it = 0
     tcount = 0
-    _stamp(trace_ptr, TRACE_UNITS - 1, WG, 0, NUM_WG, TRACE)
     for unit in range(gl.program_id(0), num_units, gl.num_programs(0)):
-        _stamp(trace_ptr, tcount, WG, 0, NUM_WG, TRACE)
         tile, split = _unit_tile(unit, n_full, SPLIT_K)
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
@@ -1128,7 +1036,6 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                                          stride_sfa_k, stride_sfb, mma_layout, NUM_NB, kb_per_split, STAGES,
                                          SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM, PIPE_MMA, SFA_TMA, sfb_bufs,
                                          SFB_TMA, c_desc, c_bar, d_sub0, off_m + row0, off_n, C_LATE, FENCE_RING)
-            _stamp(trace_ptr, tcount - 1, WG, 1, NUM_WG, TRACE)
             if SPLITK_FUSED:
                 if unit < n_full:
                     _store_wave(acc, d_desc, d_sub0, c_ptr, rows0, cols, mask0, col_mask, stride_cm,
@@ -1142,19 +1049,14 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
             else:
                 _store_wave(acc, d_desc, d_sub0, c_ptr, rows0, cols, mask0, col_mask, stride_cm,
                             out_m + row0, out_n, 0, ADD_C, C_TMA, c_bar, c_phase, D_REDUCE)
-            _stamp(trace_ptr, tcount - 1, WG, 2, NUM_WG, TRACE)
         else:
             rows1 = off_m + row1 + gl.arange(0, WG_M, layout=row_layout)
             mask1 = rows1 < M
-            # TRACE 2: the first unit's K blocks stamped (_wave_stamp), after the unit stamps
-            trace_row = gl.where(tcount == 1, gl.num_programs(0) * (TRACE_UNITS * NUM_WG * 3)
-                                 + (gl.program_id(0) * NUM_WG + WG) * (TRACE_KB * WAVE_EVENTS), -1)
             acc0, acc1, it = _two_wave_loop(a_bufs, b_bufs, sfa_bufs, full_bars, empty_bars, it, kb0, row0,
                                             row1, sfa_ptr, sfb_ptr, rows0, rows1, cols, mask0, mask1, col_mask,
                                             nb0, second_col, stride_sfa_k, stride_sfb, mma_layout, NUM_NB,
                                             kb_per_split, STAGES, SF_PACKED, SFB_PER_CHANNEL, SFB_UNIFORM,
-                                            SFA_TMA, sfb_bufs, SFB_TMA, trace_ptr, TRACE, trace_row)
-            _stamp(trace_ptr, tcount - 1, WG, 1, NUM_WG, TRACE)
+                                            SFA_TMA, sfb_bufs, SFB_TMA)
             _store_wave(acc0, d_desc, d_sub0, c_ptr, rows0, cols, mask0, col_mask, stride_cm,
                         out_m + row0, out_n, 0, ADD_C, C_TMA, c_bar, c_phase, D_REDUCE)
             # SMALL_EPI: wave 1 reuses wave 0's buffer, so wave 0's store must have read it first.
@@ -1164,7 +1066,6 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                 d_sub1 = d_smem.slice(row1, WG_M, dim=0)
             _store_wave(acc1, d_desc, d_sub1, c_ptr, rows1, cols, mask1, col_mask, stride_cm,
                         out_m + row1, out_n, 0 if SMALL_EPI else 1, ADD_C, REDUCE=D_REDUCE)
-            _stamp(trace_ptr, tcount - 1, WG, 2, NUM_WG, TRACE)
     tma.store_wait(0)
 
 
@@ -1187,14 +1088,15 @@ def _split_n_retire(acc, acc1, part, part1, s, kb, PENDING: gl.constexpr, sfa_bu
     """Wait for K block ``kb``'s two WGMMAs (``PENDING`` later groups stay in flight), promote each partial with its
     column block's scales (the first block may straddle two 128-column scale blocks, the second never does: its
     offset is a multiple of its power-of-two width; ring scales read here), release slot ``s`` (behind a proxy
-    fence when the scales came from it: :data:`SPLIT_N_RING_FENCE`)."""
+    fence when the scales came from it: without it the first H100 run had 4095x4096x1536 at 128x160 differ between two
+    runs, and a repeat test 5 of 5 repeats, up to 738 k elements)."""
     part, part1 = warpgroup_mma_wait(PENDING, deps=(part, part1))
     if SFA_TMA:
         sa = _ring_scale(sfa_bufs, s, kb, row0, gl.SliceLayout(1, part.type.layout), PACKED)
         sa1 = _ring_scale(sfa_bufs, s, kb, row0, gl.SliceLayout(1, part1.type.layout), PACKED)
     acc = _promote(acc, part, sa, sb0, sb1, second_col, False, False)
     acc1 = _promote(acc1, part1, sa1, tb0, tb1, second_col1, False, True)
-    _release(empty_bars, s, SFA_TMA and SPLIT_N_RING_FENCE)
+    _release(empty_bars, s, SFA_TMA)
     return acc, acc1
 
 
@@ -1596,15 +1498,14 @@ def _masked_math_256(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, sfa_
 
 
 @gluon.jit
-def ring_barriers(STAGES: gl.constexpr, NUM_WG: gl.constexpr, PER_WARP: gl.constexpr = False):
+def ring_barriers(STAGES: gl.constexpr, NUM_WG: gl.constexpr):
     """The ring's full barriers (one producer arrive plus the TMA bytes) and empty barriers (one arrive
-    per math warpgroup, or with ``PER_WARP`` per math warp), ``STAGES`` each, initialized and fenced for the
-    async proxy."""
+    per math warpgroup), ``STAGES`` each, initialized and fenced for the async proxy."""
     full_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
         mbarrier.init(full_bars.index(i), count=1)
-        mbarrier.init(empty_bars.index(i), count=NUM_WG * 4 if PER_WARP else NUM_WG)
+        mbarrier.init(empty_bars.index(i), count=NUM_WG)
     fence_async_shared()
     return full_bars, empty_bars
 
@@ -1643,8 +1544,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                     sfb_desc=None, SFB_TMA: gl.constexpr = False, K_DYN: gl.constexpr = False,
                     c_desc=None, C_TMA: gl.constexpr = False, C_TMA_LATE: gl.constexpr = False,
                     ws_ptr=None, cnt_ptr=None, SPLITK_FUSED: gl.constexpr = False, SPLIT_TAIL: gl.constexpr = False,
-                    PDL: gl.constexpr = False, trace_ptr=None, TRACE: gl.constexpr = False,
-                    PDL_CHAIN: gl.constexpr = 0, B_PREFETCH: gl.constexpr = 0,
+                    PDL: gl.constexpr = False, PDL_CHAIN: gl.constexpr = 0, B_PREFETCH: gl.constexpr = 0,
                     HEAD_SPLITS: gl.constexpr = (0, 0, 0), D_REDUCE: gl.constexpr = False, b1_desc=None,
                     d1_desc=None, BLOCK_N1: gl.constexpr = 0):
     """Entry: carve shared memory, init barriers, fork producer and math partitions.
@@ -1654,10 +1554,6 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
     e.g. 192 = 128 + 64 (DeepGEMM's 4096x2112 tile), as two column blocks: B's second box ``b1_desc``
     (``[BLOCK_N1, 128]``) in its own ring buffer, a second WGMMA and accumulator, and ``d1_desc``
     (``[64, BLOCK_N1]``) storing it (:func:`_split_n_math`).
-
-    ``TRACE`` (timing probes only, ``scripts/trace_probe.py``): every math warpgroup of the dense form records
-    ``%globaltimer`` into int64 ``trace_ptr`` [grid, TRACE_UNITS, math warpgroups, 3] (:func:`_stamp`); with
-    ``TRACE`` 2 the 256-row warpgroups also stamp their first unit's K blocks after that (:func:`_wave_stamp`).
 
     ``PDL``: launched with programmatic dependent launch; waits for the previous kernels
     (:func:`wait_prerequisites`) after the barriers are initialized, before any global memory access.
@@ -1739,7 +1635,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                      "HEAD_SPLITS: dense tiles without C or split-K, BLOCK_N dividing left and right")
     gl.static_assert(BLOCK_N1 == 0 or (GROUPING == 0 and BLOCK_M <= 128 and BLOCK_N1 < BLOCK_N and SPLIT_K == 1
                                        and not SFB_PER_CHANNEL and not C_TMA and not D_REDUCE
-                                       and not K_DYN and not TRACE and B_PREFETCH == 0 and HEAD_SPLITS[1] == 0),
+                                       and not K_DYN and B_PREFETCH == 0 and HEAD_SPLITS[1] == 0),
                      "BLOCK_N1: dense 1d2d tiles of BLOCK_M 64/128, whole K, no C staging / head splits")
     # warp_specialize takes no None argument: unfused, the scale pointers stand in (never read)
     if SPLITK_FUSED:
@@ -1748,7 +1644,6 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
     else:
         ws_arg = sfa_ptr
         cnt_arg = sfb_ptr
-    trace_arg = trace_ptr if TRACE else sfa_ptr
     # one A box a stage, or at BLOCK_M 192 (shared-memory shapes are powers of two) three 64-row boxes:
     # slot s's rows 64 i + [0, 64) are a_bufs[3 s + i] (_a_rows)
     A_BOXES: gl.constexpr = BLOCK_M // a_desc.block_type.shape[0]
@@ -1758,20 +1653,17 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
     # BLOCK_M 192: the three boxes of ring scales land in one row of 256, its last 64 unused (layouts.sfa_ring_row)
     SFA_ROW: gl.constexpr = (256 if BLOCK_M == 192 else BLOCK_M) if SFA_TMA else sfa_desc.block_type.shape[1]
     sfa_bufs = gl.allocate_shared_memory(sfa_desc.dtype, [SFA_SLOTS, 1, SFA_ROW], sfa_desc.layout)
-    # warp_specialize takes no None argument: without SFB_TMA a 16-byte placeholder buffer and the LHS
-    # scale descriptor stand in (never read)
+    # warp_specialize takes no None argument: without SFB_TMA a 16-byte placeholder buffer stands in (never read)
     if SFB_TMA:
-        sfb_tma_desc = sfb_desc
         sfb_bufs = gl.allocate_shared_memory(sfb_desc.dtype, [STAGES] + sfb_desc.block_type.shape, sfb_desc.layout)
     else:
-        sfb_tma_desc = sfa_desc
         sfb_bufs = gl.allocate_shared_memory(gl.float32, [1, 1, 4], sfa_desc.layout)
     if BLOCK_M == 192:  # one [64, BLOCK_N] staging buffer per warpgroup (_d_rows)
         d_smem = gl.allocate_shared_memory(d_desc.dtype, [3, 64, BLOCK_N], d_desc.layout)
     else:
         d_smem = gl.allocate_shared_memory(d_desc.dtype, [d_staging_rows(BLOCK_M, SMALL_EPI), BLOCK_N],
                                            d_desc.layout)
-    full_bars, empty_bars = ring_barriers(STAGES, NUM_WG, PROBE_EMPTY_SMEM != 0)
+    full_bars, empty_bars = ring_barriers(STAGES, NUM_WG)
     # one C-arrival barrier per math warpgroup; without C_TMA never waited on, and d_desc stands in for c_desc
     c_bars = gl.allocate_shared_memory(gl.int64, [NUM_WG, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(NUM_WG):
@@ -1813,7 +1705,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
                                c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
-                               SPLIT_TAIL, trace_arg, TRACE, HEAD_SPLITS, D_REDUCE, b1_bufs, d1_tma_desc, d1_smem,
+                               SPLIT_TAIL, HEAD_SPLITS, D_REDUCE, b1_bufs, d1_tma_desc, d1_smem,
                                BLOCK_N1)),
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                                sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
@@ -1822,12 +1714,12 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
                                c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
-                               SPLIT_TAIL, trace_arg, TRACE, HEAD_SPLITS, D_REDUCE, b1_bufs, d1_tma_desc, d1_smem,
+                               SPLIT_TAIL, HEAD_SPLITS, D_REDUCE, b1_bufs, d1_tma_desc, d1_smem,
                                BLOCK_N1)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
                                SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,
-                               ALIGN, sfb_tma_desc, sfb_bufs, SFB_TMA, K_DYN, SPLIT_TAIL, B_PREFETCH, b1_tma_desc,
+                               ALIGN, sfb_bufs, SFB_TMA, K_DYN, SPLIT_TAIL, B_PREFETCH, b1_tma_desc,
                                b1_bufs, BLOCK_N1, sfb_ptr, stride_sfb, sfa_ptr, stride_sfa_k)),
         ], [4, 1], [MATH_REGS, PRODUCER_REGS])
     elif NUM_WG == 3:
@@ -1840,7 +1732,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
                                c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
-                               SPLIT_TAIL, trace_arg, TRACE, HEAD_SPLITS, D_REDUCE, b1_bufs, d1_tma_desc, d1_smem,
+                               SPLIT_TAIL, HEAD_SPLITS, D_REDUCE, b1_bufs, d1_tma_desc, d1_smem,
                                BLOCK_N1)),
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                                sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
@@ -1849,7 +1741,7 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
                                c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
-                               SPLIT_TAIL, trace_arg, TRACE, HEAD_SPLITS, D_REDUCE, b1_bufs, d1_tma_desc, d1_smem,
+                               SPLIT_TAIL, HEAD_SPLITS, D_REDUCE, b1_bufs, d1_tma_desc, d1_smem,
                                BLOCK_N1)),
             (_math_partition, (a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
                                sfa_ptr, sfb_ptr, c_ptr, M, stride_sfa_k, stride_sfb, stride_cm,
@@ -1858,12 +1750,12 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
                                c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
-                               SPLIT_TAIL, trace_arg, TRACE, HEAD_SPLITS, D_REDUCE, b1_bufs, d1_tma_desc, d1_smem,
+                               SPLIT_TAIL, HEAD_SPLITS, D_REDUCE, b1_bufs, d1_tma_desc, d1_smem,
                                BLOCK_N1)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
                                SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,
-                               ALIGN, sfb_tma_desc, sfb_bufs, SFB_TMA, K_DYN, SPLIT_TAIL, B_PREFETCH, b1_tma_desc,
+                               ALIGN, sfb_bufs, SFB_TMA, K_DYN, SPLIT_TAIL, B_PREFETCH, b1_tma_desc,
                                b1_bufs, BLOCK_N1, sfb_ptr, stride_sfb, sfa_ptr, stride_sfa_k)),
         ], [4, 4, 1], [MATH_REGS, MATH_REGS, PRODUCER_REGS])
     else:
@@ -1875,12 +1767,12 @@ def fp8_gemm_kernel(a_desc, b_desc, d_desc, sfa_ptr, sfb_ptr, c_ptr,
                                layout_ptr, d_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFA_STRIDE_G,
                                SFB_STRIDE_G, USE_PSUM, ALIGN, sfb_bufs, SFB_TMA, a_desc, K_DYN,
                                c_tma_desc, c_bars, C_TMA, C_TMA_LATE, ws_arg, cnt_arg, SPLITK_FUSED,
-                               SPLIT_TAIL, trace_arg, TRACE, HEAD_SPLITS, D_REDUCE, b1_bufs, d1_tma_desc, d1_smem,
+                               SPLIT_TAIL, HEAD_SPLITS, D_REDUCE, b1_bufs, d1_tma_desc, d1_smem,
                                BLOCK_N1)),
             (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, M,
                                N, K, BLOCK_M, BLOCK_N, STAGES, GROUP_M, SPLIT_K, sfa_desc, sfa_bufs, SFA_TMA,
                                SF_PACKED, layout_ptr, GROUPING, NUM_GROUPS, GROUP_ROWS, SFK_ROWS, USE_PSUM,
-                               ALIGN, sfb_tma_desc, sfb_bufs, SFB_TMA, K_DYN, SPLIT_TAIL, B_PREFETCH, b1_tma_desc,
+                               ALIGN, sfb_bufs, SFB_TMA, K_DYN, SPLIT_TAIL, B_PREFETCH, b1_tma_desc,
                                b1_bufs, BLOCK_N1, sfb_ptr, stride_sfb, sfa_ptr, stride_sfa_k)),
         ], [1], [PRODUCER_REGS])
     if PDL_CHAIN == 2:

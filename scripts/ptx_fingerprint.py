@@ -1,7 +1,7 @@
 """Fingerprint the PTX of the sm90 GEMM kernels' specializations, to show that a refactor changes no code.
 
 Compiles (CPU, sm_90) a fixed set of specializations that covers every partition path of
-``gemm_1d2d.kernel.fp8_gemm_kernel`` (one, two and three math warpgroups, 1d1d with C by TMA, fused split-K with
+``gemm_1d2d.fp8_gemm_kernel`` (one, two and three math warpgroups, 1d1d with C by TMA, fused split-K with
 its tail, two column blocks, PDL chains, D_REDUCE, contiguous / masked / psum / head-batched grouping) and of
 ``gemm_bf16`` (dense, split columns, grouped), and hashes each PTX's code: the text before the debug
 sections, without ``.loc`` / ``.file`` lines and ``$L__tmp`` labels, which move with source lines only.

@@ -1,8 +1,8 @@
 """Config heuristic for the sm90 Gluon FP8 GEMM: a frozen :class:`GemmDesc` + :class:`DeviceFacts` in,
 a frozen :class:`Sm90Config` out. Pure functions, no device access, unit-tested on the CPU.
 
-Rules come from the v2, v3 and v4 config sweeps on the H200 (benchmarks/NOTES.md, benchmarks/results/
-sm90_v2_sweep.json, sm90_v3_sweep.json, sm90_v4_smallm_wgrad_sweep.json); each rule's docstring names
+Rules come from config sweeps on the H200 (benchmarks/results/sm90_v2_sweep.json, sm90_v3_sweep.json,
+sm90_v4_smallm_wgrad_sweep.json and later ones); each rule's docstring names
 the measurement behind it. Stages always fill the
 shared memory left beside the epilogue tile.
 """
@@ -96,7 +96,7 @@ class Sm90Config:
 def _split_for(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int) -> int:
     """Largest K split (1, 2, 4, 8) that keeps the work units within one wave and >= 12 K blocks each.
 
-    Measured on the H200 (benchmarks/NOTES.md, v2): at M <= 256 the N tiles alone leave SMs idle
+    Measured on the H200 (benchmarks/results/sm90_v2_sweep.json): at M <= 256 the N tiles alone leave SMs idle
     (e.g. 17 tiles for N=2112); splitting K fills them (64x2112x7168: 30.1 us -> 17.9 us with 4
     splits), but splits with fewer than ~12 K blocks lose to the reduction pass (64x7168x2048:
     s1 14.7 us, s2 16.3 us).
@@ -180,7 +180,7 @@ def _large_m_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Config:
         # ptxas 12.8 and 13.0; with C it does not), and v17 measured it about 2x slower than 192 rows without C
         # (229.2 against 109.3 us at 4096x2112x7168, 79.6 against 40.5 at 577x4096x7168): 192 rows unless 128
         # fill the SMs clearly better (with C, 128x128 tied 192 at 4096x4096x7168, 224.8 / 228.2 us, and lost
-        # at 4096x7168x16384, 850.4 / 784.7; benchmarks/NOTES.md v23)
+        # at 4096x7168x16384, 850.4 / 784.7)
         if fill_192 + 0.1 >= fill_128:
             return make_config(desc, facts, 192, bn, sfa_tma=True)
         bm = 128
@@ -193,7 +193,7 @@ def _large_m_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Config:
 
 # The weight-gradient rule's 64-row tiles (where they fill the SMs clearly better than 128 rows) yield to 128 rows
 # with the last round split in the kernel (split_tail) where the 128-row grid has at least this many whole rounds.
-# H100, in place (C is D, NOTES v28, results/d-reduce-tiles-h100-2026-12-06-7aca7be.json, us): 2112x4096x7168
+# H100, in place (C is D, results/d-reduce-tiles-h100-2026-12-06-7aca7be.json, us): 2112x4096x7168
 # 128x128 split 4 158.2-158.4 against the 64-row pick's 163.0-163.9; at 576x4096x7168 (one whole round) a tie
 # (58.5 / 59.0), so it keeps 64 rows. With a separate C the 128-row split tail reads C in its epilogue (C by TMA
 # spills there) and is 3 % slower at 2112x4096x7168 (171.7 against 166.4): the in-place accumulate is the
@@ -267,7 +267,7 @@ def _with_split_tail(desc: GemmDesc, facts: DeviceFacts, cfg: Sm90Config) -> Sm9
         return cfg
     tailed = dataclasses.replace(cfg, split_k=SPLIT_TAIL_K, splitk_fused=True, split_tail=True)
     # C by TMA for the whole tiles at 64 rows only: at 128 rows (pipelined, per-channel scales) it spills 280
-    # bytes beside the split tiles' reduction (CPU compile, ptxas 12.8 and 13.0; benchmarks/NOTES.md v23)
+    # bytes beside the split tiles' reduction (CPU compile, ptxas 12.8 and 13.0)
     return dataclasses.replace(tailed, c_tma=desc.with_c and desc.out_fp32 and tailed.can_stage_c
                                and cfg.block_m == 64)
 
@@ -309,7 +309,7 @@ def _small_m_config(desc: GemmDesc, facts: DeviceFacts, bn_cap: int) -> Sm90Conf
 
 
 def get_sm90_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Config:
-    """Tiles by measured rules (v2 and v3 sweeps on the H200, benchmarks/NOTES.md).
+    """Tiles by measured rules (H200 sweeps: benchmarks/results/sm90_v2_sweep.json, sm90_v3_sweep.json).
 
     - BLOCK_N 128 won every DeepSeek-V3 shape (64 was 5-75 % slower at M=4096, within 2 % at M=64);
       narrower N only when N itself is narrow.
@@ -352,8 +352,7 @@ def make_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int
                 small_epi: bool = False, sfa_tma: bool = False, sfb_tma: bool = False) -> Sm90Config:
     """A config for explicit tiles: stages from the shared-memory budget, PIPE_MMA where registers allow. ``bn`` may
     be a width of two column blocks (:func:`column_blocks`, e.g. 192 or 96; dense 1d2d, BLOCK_M 64 / 128, no split-K;
-    pipelined where the same register count allows, e.g. 64x96): never picked by the rules until measured
-    (benchmarks/NOTES.md v22).
+    pipelined where the same register count allows, e.g. 64x96): never picked by the rules until measured.
 
     BLOCK_M 256 never pipelines (its two accumulator waves plus one partial already take 192 registers
     at BLOCK_N 128); ``small_epi`` (BLOCK_M 256 only) trades the D staging overlap for one more stage.
@@ -400,7 +399,7 @@ def make_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int
 BF16_BLOCK_K = 64  # one 128-byte swizzle row of bf16 per TMA box row; 4 x k16 WGMMAs per slice
 BF16_MAX_STAGES = 8
 # Ring stages a dense tile over all of K may take (split-K units and the grouped kernels keep BF16_MAX_STAGES):
-# only 64x64 (13) and 64x96 (10) fit more than 8. H100 (NOTES v26, results/sm90-bf16-stages{8,16}-m64-128-*, two
+# only 64x64 (13) and 64x96 (10) fit more than 8. H100 (results/sm90-bf16-stages{8,16}-m64-128-*, two
 # rounds, us, 8 / 13 stages, 64x64 whole K): 128x4096x7168 37.6 / 35.0 (cuBLAS 34.4: its 64x64 kernel runs 13),
 # 64x4096x7168 36.8 / 33.7, 128x2112x7168 29.1 / 24.9, 128x7168x16384 114.1 / 106.3, 128x24576x1536 44.1 / 40.8;
 # the picks that were 64x64 already tie (64x7168x16384 95.4 / 95.8). Split-K units gained nothing or lost
@@ -413,26 +412,26 @@ BF16_CHIP_TFLOPS = 790.0
 BF16_HBM_GBPS = 4000.0
 BF16_SM_STREAM_GBPS = 110.0
 BF16_SPLITK_FIXED_US = 5.0
-# The reduction's fixed cost was 2.5 us until NOTES v26: cuBLAS's own split-K reduce kernel takes 2.0-6.1 us on
+# The reduction's fixed cost was once modelled at 2.5 us: cuBLAS's own split-K reduce kernel takes 2.0-6.1 us on
 # these shapes (results/cublas-bf16-kernels-h100-2026-12-06-3e186bc.json), and at 2.5 the model split where the
 # deep whole-K ring measured faster (H100, us, pick before / whole-K 64x64 at 13 stages: 64x4096x7168 64x64 split 2
 # 35.5 / 34.1, 128x4096x7168 64x128 split 2 37.8 / 33.9, 256x2112x7168 128x144 split 4 32.9 / 26.1).
 # Split-K is a candidate up to BF16_SPLIT_MAX_M rows, or up to 512 where 64x64 tiles would fill fewer than half the
-# SMs. At M = 192-512 with N >= 2112 every split lost to a whole-K tile (H100, NOTES v26, results/sm90-bf16-picks-v26-*:
+# SMs. At M = 192-512 with N >= 2112 every split lost to a whole-K tile (H100, results/sm90-bf16-picks-v26-*:
 # 333x7168x16384 128x192 split 8 254.1 / whole-K 142.8 us, 256x7168x16384 128x128 split 8 168.6 / 104.5,
 # 512x4096x7168 128x256 split 2 84.1 / 48.2, 192x2112x7168 64x256 split 4 31.1 / 26.4); at N = 576 (27-54 tiles
 # of 64x64) splits still win (192x576x7168 64x128 split 4 16.0 / 64x64 whole-K 19.9, 256x576x7168 16.8 / 20.0).
 BF16_SPLIT_MAX_M = 128
 # Fraction of the WGMMA peak a warpgroup reaches per tile shape (m64 nN per instruction; wider N
 # reads less shared memory per FLOP); 128-row tiles share each B slice between two warpgroups. (64, 256): the M = 4096
-# fit below (673 TFLOPS against 128x256's 806; 0.80 before NOTES v26).
+# fit below (673 TFLOPS against 128x256's 806; 0.80 before those runs).
 BF16_TILE_EFF = {(128, 256): 0.92, (128, 128): 0.82, (64, 256): 0.77, (128, 64): 0.62,
                   (64, 128): 0.70, (64, 64): 0.50,
                   # three math warpgroups (BLOCK_M 192): the FP8 kernel's 192x128 tile ran at 1.04x the per-MAC
                   # rate of its 128x128 one (v13); 192x64 measured far slower there. (The H100 fit below has 192x128
                   # at 0.82; 0.85 keeps the H200's measured 192x128 picks, e.g. 8192x576x7168 without split widths.)
                   (192, 128): 0.85, (192, 64): 0.55}
-# Widths that are not powers of two at M >= BF16_SPLIT_N_EFF_MIN_M (where they were measured: H100, NOTES v26,
+# Widths that are not powers of two at M >= BF16_SPLIT_N_EFF_MIN_M (where they were measured: H100,
 # results/sm90-bf16-tile-sweep-m4096-h100-2026-12-06-3e186bc.json; per tile, time = rounds x (fixed + K slices x
 # rate) fitted over the six (N, K) at M = 4096 by scripts/bf16_tile_fit.py; chip TFLOPS 128x192 818, 128x256 806,
 # 192x192 776, 128x160 741, 128x128 721, 192x128 717, 192x144 712, 128x144 684, 192x160 684, 64x256 673, 192x96 553,
@@ -486,8 +485,8 @@ class Sm90Bf16Config:
 
 
 # Tiles whose width is not a power of two (a second WGMMA and B box, gemm_bf16's BLOCK_N1), e.g. 4096x576 in 128
-# tiles of 128x144 (one round of 132 SMs, no column past N) instead of 110 of 192x128. H100 harness (NOTES v25,
-# events, off / on, 2 rounds): 4096x576x7168 66.6-68.2 -> 56.2-56.6 us, with C 68.5-70.9 -> 58.2-59.1. Candidates
+# tiles of 128x144 (one round of 132 SMs, no column past N) instead of 110 of 192x128. H100 harness
+# (events, off / on, 2 rounds): 4096x576x7168 66.6-68.2 -> 56.2-56.6 us, with C 68.5-70.9 -> 58.2-59.1. Candidates
 # of the rules and of explicit configs (make_bf16_config).
 BF16_SPLIT_N_WIDTHS = (96, 144, 160, 192)
 BF16_SPLIT_N_MARGIN = 0.92
@@ -505,14 +504,14 @@ def bf16_tile_eff(bm: int, bn: int, m: int = 0) -> float:
 
 
 # C staged by TMA in the BF16 GEMM, which also lets the rules take 64x256 accumulators beside a bf16 C. H100
-# harness (NOTES v25, events, off / on, 2 rounds): 4096x7168x16384+c 1510-1556 -> 1192-1198 us, 4096x24576x1536+c
+# harness (events, off / on, 2 rounds): 4096x7168x16384+c 1510-1556 -> 1192-1198 us, 4096x24576x1536+c
 # 573-574 -> 480-481, 4096x4096x7168+c 390-397 -> 312, 4096x32768x512+c 375 -> 335, 4096x7168x2048+c 206-211 ->
 # 183, 128x32768x512+c 29.5-29.8 -> 27.2; at M = 1 the 64x256 picks it allows run 2-4 % slower than the 64x128 ones
 # before (1x4096x7168+c 35.2-35.6 -> 36.6-36.8, the no-C call's tile and time).
 
 
 # D staged in two halves (Sm90Bf16Config.d_halves) where the whole D tile leaves at most
-# BF16_D_HALVES_MAX_STAGES ring stages and the half tile frees one more. H100 (NOTES v27, events):
+# BF16_D_HALVES_MAX_STAGES ring stages and the half tile frees one more. H100 (events):
 # - FP32 out (the LM head at prefill), results/sm90-bf16-f32-out-halves-{off,all}-h100-2026-12-06-76cb214.json,
 #   us: 4096x129280x7168 128x256 at 2 stages 14184.5, in halves at 3 10348.6 (cuBLAS 10419-10519; the 128x128
 #   pick before 12901.4); 577x129280x7168 2309.4 / 1565.8 (cuBLAS 1457-1496; 128x128 2244.3); 192x128 at 3 / 4
@@ -705,7 +704,7 @@ def make_bf16_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split
 # 641.2 / 621.3 / 591.5, 1x7168x16384 95.4 / 96.2 / 90.3, 1x7168x2048 19.6 / 21.4 / 19.3, 1x256x7168 10.8 /
 # 11.5 / 7.8).
 GEMV_NUM_WARPS = 4
-# (block_n, block_k) by K: H100 probe (results/gemv-probe-h100-2026-12-06-d16ce47.json, us, cuBLAS / 4x1024 /
+# (block_n, block_k) by K: H100 (results/gemv-probe-h100-2026-12-06-d16ce47.json, us, cuBLAS / 4x1024 /
 # 32x256 / 16x512): from K = 2048 narrow blocks of long slices (many programs, no split at large N) were best or
 # near it (1x2112x7168 21.3 / 18.6 / 21.7 / 20.6, 1x7168x16384 95.3 / 89.7 / 91.1 / 93.3, 1x7168x2048 19.0 / 18.9 /
 # 20.4 / 20.7); below it a 1024 slice runs half masked (1x24576x1536 39.7 / 41.9 / 38.5 / 38.1, 1x32768x512 21.5 /

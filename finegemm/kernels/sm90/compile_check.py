@@ -181,7 +181,7 @@ def yield_bits(kernel, opcodes: tuple[str, ...] = ("FFMA",)) -> list[int]:
     """The yield bit (bit 45 of the high word of each 128-bit instruction, with the stall count and scoreboards in
     the control field above bit 41) of every instruction of ``kernel``'s SASS whose opcode starts with one of
     ``opcodes``, in program order. ptxas >= 12.9 alternates it over the promotion's FFMA runs at 192/256-row tiles,
-    Triton 3.6's bundled 12.8 leaves it uniform (benchmarks/NOTES.md v20; scripts/sass_yield_bits.py)."""
+    Triton 3.6's bundled 12.8 leaves it uniform (scripts/sass_yield_bits.py)."""
     lines = sass(kernel).splitlines()
     instruction = re.compile(r"\s+/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)[^;]*;"
                              r"\s*/\* 0x[0-9a-f]{16} \*/")
@@ -204,9 +204,9 @@ def wgmma_serialization(kernel) -> list[str]:
     """ptxas's "wgmma.mma_async instructions are serialized" notes (C7510-C7520) for the kernel's PTX.
 
     ptxas inserts a full WGMMA wait after every instruction of the function when it cannot prove an
-    in-flight accumulator untouched, e.g. when a loop copies the registers of a WGMMA still running
-    (benchmarks/NOTES.md v6); the cubin then has one ``WARPGROUP.DEPBAR`` per QGMMA, and the kernel
-    loses its overlap without any error. Triton does not show ptxas's info lines, so this reruns it.
+    in-flight accumulator untouched, e.g. when a loop copies the registers of a WGMMA still running; the cubin then
+    has one ``WARPGROUP.DEPBAR`` per QGMMA, and the kernel loses its overlap without any error. Triton does not show
+    ptxas's info lines, so this reruns it.
     """
     with tempfile.TemporaryDirectory() as tmp:
         ptx = os.path.join(tmp, "k.ptx")

@@ -149,8 +149,8 @@ def fp8_gemm_options(per_channel: bool = False) -> str | None:
     7168). Level 10 hoists the scale loads of the next K block above the current block's WGMMAs; the other kernel
     families measured no gain, so they keep ptxas's default.
 
-    Recipe (1, 1, 128) keeps the default level too: the weight-grad suite measured level 10 neutral (0.994x,
-    v21), and on the CPU, ptxas 13.0 at level 7 and above spills 40-56 bytes in the 128x64 pipelined tile the rules
+    Recipe (1, 1, 128) keeps the default level too: the weight-grad suite measured level 10 neutral (0.994x),
+    and on the CPU, ptxas 13.0 at level 7 and above spills 40-56 bytes in the 128x64 pipelined tile the rules
     pick at K = 512 (32768x4096x512), which level 5 does not. Its per-channel scales
     come from the ring, so the weight-scale load that level 10 hoists does not exist there.
     """

@@ -35,9 +35,9 @@ warp-specialized: four math warpgroups, warpgroup ``j`` taking tile ``j`` of eve
 own ring of key tiles, each ring filled by its own producer warp (page lookups, TMA) as far ahead as the ring
 allows; the query rows sit in a two-stage ring shared by the four. The math warps then run only the wait,
 the WGMMA, the release and the epilogue. H100 A/B: 3-18 % faster than the four-CTA
-form where HBM is not the limit (keys L2-resident), up to 8 % slower where it is. H200 harness (v19): 8-14 %
+form where HBM is not the limit (keys L2-resident), up to 8 % slower where it is. H200 harness: 8-14 %
 faster at 128 rows on calls of >= 2^23 keys (batch x max_context_len), a tie or 4-6 % slower on smaller ones;
-at 3 key-tile slots instead of what fits (H100, v25) 1-5 % faster again, and ahead from 2^21 keys.
+at 3 key-tile slots instead of what fits (H100) 1-5 % faster again, and ahead from 2^21 keys.
 It is :func:`launch`'s default there (:func:`ws_wanted`); :data:`WARP_SPECIALIZED` forces either form.
 """
 

@@ -32,30 +32,15 @@ from typing import Any
 import torch
 
 from .api.checks import check_dtype, check_same_device, check_tensor
-from .api.gemm import RECIPE_1D1D, fp8_gemm_nt, fp8_gemm_nt_1d1d_no_c
+from .api.gemm import RECIPE_1D1D, fp8_gemm_nt
 from .api.grouped import (
     k_grouped_fp8_gemm_tn_contiguous,
-    k_grouped_fp8_gemm_tn_contiguous_no_c,
     m_grouped_fp8_gemm_nt_contiguous,
 )
-from .jit.env import probe_switch
 from .kernels.portable.quant import cast_to_fp8
 from .kernels.sm90.transpose import transpose_into
 from .layout import get_k_alignment_for_k_grouped
 from .quant import align, per_block_cast_to_fp8, per_token_cast_to_fp8
-
-# Probe (commit badbb7e, off): the training layers' weight gradients into a fresh FP32 buffer without C
-# (fp8_linear: fp8_gemm_nt_1d1d_no_c; fp8_grouped_linear: k_grouped_fp8_gemm_tn_contiguous_no_c) instead of a
-# zero-filled one accumulated in place: no memset of dW, no read of D in the kernels. Not timed yet; the GPU
-# tests cover both forms. Read at import.
-WGRAD_NO_C = probe_switch("WGRAD_NO_C", False, "the training layers' weight gradients are written without a "
-                          "zero-filled C")
-
-
-def _weight_grad_without_c() -> bool:
-    """Whether this backward writes dW without C (the probe above); under torch.compile the traced form keeps the
-    public entries with C."""
-    return WGRAD_NO_C and not torch.compiler.is_compiling()
 
 FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 TOKEN_BLOCK = 128
@@ -143,12 +128,8 @@ class _FP8Linear(torch.autograd.Function):
         if ctx.needs_input_grad[1]:
             dyt = _cast(_pad_tokens(dy).t(), 1, ctx.use_ue8m0)  # [N, M_pad], 1x128 along the tokens
             xt = _cast(_pad_tokens(x2d).t(), 1, ctx.use_ue8m0)  # [K, M_pad], per channel
-            if _weight_grad_without_c():
-                dw = torch.empty(wq.shape, device=dy.device, dtype=torch.float32)
-                fp8_gemm_nt_1d1d_no_c(dyt, xt, dw)
-            else:
-                dw = torch.zeros(wq.shape, device=dy.device, dtype=torch.float32)
-                fp8_gemm_nt(dyt, xt, dw, c=dw, recipe=RECIPE_1D1D)
+            dw = torch.zeros(wq.shape, device=dy.device, dtype=torch.float32)
+            fp8_gemm_nt(dyt, xt, dw, c=dw, recipe=RECIPE_1D1D)
             dw = dw.to(ctx.weight_dtype)
         return dx, dw, None
 
@@ -250,12 +231,8 @@ class _FP8GroupedLinear(torch.autograd.Function):
             dyq = _cast_tokens(torch.where(keep, dy, 0), ctx.use_ue8m0)  # [M, N], [M/128, N]
             xq = _cast_tokens(torch.where(keep, x, 0), ctx.use_ue8m0)  # [M, K], [M/128, K]
             ks_tensor = torch.tensor(ctx.segments, dtype=torch.int32).to(dy.device, non_blocking=True)
-            if _weight_grad_without_c():
-                dw = torch.empty(wq.shape, device=dy.device, dtype=torch.float32)
-                k_grouped_fp8_gemm_tn_contiguous_no_c(dyq, xq, dw, list(ctx.segments), ks_tensor)
-            else:
-                dw = torch.zeros(wq.shape, device=dy.device, dtype=torch.float32)
-                k_grouped_fp8_gemm_tn_contiguous(dyq, xq, dw, list(ctx.segments), ks_tensor, c=dw)
+            dw = torch.zeros(wq.shape, device=dy.device, dtype=torch.float32)
+            k_grouped_fp8_gemm_tn_contiguous(dyq, xq, dw, list(ctx.segments), ks_tensor, c=dw)
             dw = dw.to(ctx.weight_dtype)
         return dx, dw, None, None, None, None
 

@@ -69,7 +69,7 @@ def test_gemv_strided_operands_and_counters_left_zero():
 
 
 def test_gemv_rule():
-    """The GEMV takes plain one-row BF16 GEMMs with a K-major B (unless FINEGEMM_PROBE_BF16_GEMV=0); 4x1024 blocks from
+    """The GEMV takes plain one-row BF16 GEMMs with a K-major B; 4x1024 blocks from
     K = 2048, 32x256 below; K split until 4 programs an SM, at most 16 ways and one slice a range."""
     assert gemv_fits(GemmDesc("bf16", 1, 4096, 7168))
     assert not gemv_fits(GemmDesc("bf16", 2, 4096, 7168))
@@ -102,15 +102,12 @@ def test_backend_choice_routes_one_row_bf16_to_the_gemv():
     assert not isinstance(_choose(GemmDesc("fp8_1d2d", 1, 4096, 7168), H200, "auto")[1], Sm90GemvConfig)
 
 
-def test_gemv_switch(monkeypatch):
-    assert heuristics_sm90.GEMV_WANTED  # on by default
+def test_gemv_rule_blocks():
     cfg = get_sm90_gemv_config(GemmDesc("bf16", 1, 7168, 2048), H200)
     assert isinstance(cfg, Sm90GemvConfig) and (cfg.block_n, cfg.block_k) == (4, 1024)
     assert (get_sm90_gemv_config(GemmDesc("bf16", 1, 7168, 1536), H200).block_k) == 256
     assert heuristics_sm90.gemv_blocks(2048) == (4, 1024) and heuristics_sm90.gemv_blocks(2047) == (32, 256)
     assert get_sm90_gemv_config(GemmDesc("bf16", 4, 7168, 2048), H200) is None
-    monkeypatch.setattr(heuristics_sm90, "GEMV_WANTED", False)
-    assert get_sm90_gemv_config(GemmDesc("bf16", 1, 7168, 2048), H200) is None
 
 
 COMPILE = textwrap.dedent('''

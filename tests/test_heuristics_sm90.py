@@ -6,7 +6,6 @@ import dataclasses
 
 import pytest
 
-from finegemm.jit import heuristics_sm90
 from finegemm.jit.device import H200, DeviceFacts
 from finegemm.jit.heuristics import GemmDesc
 from finegemm.jit.heuristics_sm90 import Sm90Config, get_sm90_config, make_config
@@ -114,11 +113,9 @@ def test_v3_measured_rules(nk):
     assert cfg.sfa_tma and cfg.stages == {256: 3, 192: 4, 128: 5}[cfg.block_m]
 
 
-def test_v5_weight_grad_rules(monkeypatch):
-    """9cff964 and e2beb20 sweeps (benchmarks/results/sm90_v5_wgrad_sweep.json, sm90_v6_pipe_sweep.json): both scale
-    vectors in the ring; 128-row tiles pipelined (K-block pairs), 128x64 at K <= 1024. At K >= 4096 128 rows
-    since badbb7e (H100, in place); the 256-row rule before it (unless 128 rows fill the SMs clearly better) under
-    FINEGEMM_PROBE_WGRAD_128=0."""
+def test_v5_weight_grad_rules():
+    """benchmarks/results/sm90_v5_wgrad_sweep.json, sm90_v6_pipe_sweep.json: both scale vectors in the ring;
+    128-row tiles pipelined (K-block pairs), 128x64 at K <= 1024; 128 rows also at K >= 4096 (H100, in place)."""
     def cfg(m, k):
         return get_sm90_config(GemmDesc("fp8_1d1d", m, 4096, k, out_fp32=True, with_c=True), H200)
 
@@ -126,10 +123,6 @@ def test_v5_weight_grad_rules(monkeypatch):
         c = cfg(m, k)
         assert (c.block_m, c.block_n, c.small_epi, c.sfa_tma, c.sfb_tma, c.pipe_mma, c.stages) == (
             128, 128, False, True, True, True, 4)
-        with monkeypatch.context() as mp:
-            mp.setattr(heuristics_sm90, "WGRAD_128_WANTED", False)
-            c = cfg(m, k)
-        assert (c.block_m, c.small_epi, c.sfa_tma, c.sfb_tma, c.pipe_mma, c.stages) == (256, True, True, True, False, 3)
     for m, k in ((24576, 1536), (7168, 2048)):
         c = cfg(m, k)
         assert (c.block_m, c.block_n, c.sfa_tma, c.sfb_tma, c.pipe_mma, c.stages) == (128, 128, True, True, True, 4)

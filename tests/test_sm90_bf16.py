@@ -84,9 +84,9 @@ def test_single_row_takes_no_64_column_tile(n, k):
 def test_block_m_192_where_measured_faster(m, n, k, bm, monkeypatch):
     """Three math warpgroups (BLOCK_M 192, 192x128) where the H200 measured them faster than other power-of-two
     widths, with or without a bf16 C; not where the last 192-row tile would be mostly past M (M = 577), nor with
-    FP32 out and C, nor at 256 columns. (Widths that are not powers of two, on by default, and FP32 out without C
-    are tested apart.)"""
-    monkeypatch.setattr(heuristics_sm90, "BF16_SPLIT_N_WANTED", False)
+    FP32 out and C, nor at 256 columns, among the power-of-two widths. (Widths that are not powers of two and FP32
+    out without C are tested apart.)"""
+    monkeypatch.setattr(heuristics_sm90, "BF16_SPLIT_N_WIDTHS", ())
     cfg = get_sm90_bf16_config(_desc(m, n, k), H200)
     assert cfg.block_m == bm and (bm != 192 or (cfg.block_n, cfg.split_k) == (128, 1))
     if bm == 192 and n < 4096:
@@ -276,21 +276,18 @@ def test_b_prefetch_variant(b_k_major):
 
 
 # ------------------------------------------------------------------------ C staged by TMA (C_TMA)
-def _staged(m, n, k, out_fp32=False, monkeypatch=None):
-    """The rules' config for a C of D's dtype and layout with FINEGEMM_PROBE_BF16_C_TMA on."""
-    from finegemm.jit import heuristics_sm90
-
-    monkeypatch.setattr(heuristics_sm90, "BF16_C_TMA_WANTED", True)
+def _staged(m, n, k, out_fp32=False):
+    """The rules' config for a C of D's dtype and layout (staged by TMA)."""
     desc = GemmDesc("bf16", m, n, k, True, True, out_fp32, True, c_like_d=True)
     return desc, get_sm90_bf16_config(desc, H200)
 
 
 @pytest.mark.parametrize("m,n,k", [(4096, 7168, 16384), (4096, 4096, 7168), (4096, 24576, 1536), (128, 32768, 512)])
-def test_staged_c_lets_the_rules_take_the_wide_tile(m, n, k, monkeypatch):
+def test_staged_c_lets_the_rules_take_the_wide_tile(m, n, k):
     """A bf16 C staged by TMA no longer costs registers beside the accumulator, so the rules pick the tile they pick
-    without C (128x256 at these shapes); the switch off, or a C that is not D's dtype / layout, keeps C out of
-    64x256 tiles and never stages it."""
-    desc, cfg = _staged(m, n, k, monkeypatch=monkeypatch)
+    without C (128x256 at these shapes); a C that is not D's dtype / layout keeps C out of 64x256 tiles and is
+    never staged."""
+    desc, cfg = _staged(m, n, k)
     no_c = get_sm90_bf16_config(GemmDesc("bf16", m, n, k), H200)
     assert cfg.c_tma and (cfg.block_m, cfg.block_n, cfg.split_k) == (no_c.block_m, no_c.block_n, no_c.split_k)
     assert cfg.block_n == 256
@@ -298,19 +295,14 @@ def test_staged_c_lets_the_rules_take_the_wide_tile(m, n, k, monkeypatch):
     assert not other.c_tma and other.block_n < 256
     # what the launch runs instead when this C's pointer turns out unaligned for TMA
     assert dispatch_bf16._unstaged_config(desc, cfg) == other
-    from finegemm.jit import heuristics_sm90
-
-    monkeypatch.setattr(heuristics_sm90, "BF16_C_TMA_WANTED", False)
-    off = get_sm90_bf16_config(desc, H200)
-    assert not off.c_tma and off.block_n < 256
 
 
-def test_staged_c_never_with_split_k_or_fp32_wide_tiles(monkeypatch):
+def test_staged_c_never_with_split_k_or_fp32_wide_tiles():
     """Split-K adds C in its reduction (nothing to stage); an FP32 D keeps 64x256 tiles out either way."""
-    desc, cfg = _staged(1, 7168, 16384, monkeypatch=monkeypatch)
+    desc, cfg = _staged(1, 7168, 16384)
     assert cfg.split_k > 1 and not cfg.c_tma
     assert not make_bf16_config(desc, H200, 64, 128, 4).c_tma and make_bf16_config(desc, H200, 64, 128, 1).c_tma
-    desc32, cfg32 = _staged(4096, 4096, 7168, out_fp32=True, monkeypatch=monkeypatch)
+    desc32, cfg32 = _staged(4096, 4096, 7168, out_fp32=True)
     assert cfg32.c_tma and cfg32.block_n == 128
 
 
@@ -320,11 +312,11 @@ STAGED_VARIANTS = [((4096, 7168, 16384), False, "bf16"), ((4096, 576, 7168), Fal
 
 
 @pytest.mark.parametrize("shape,out_fp32,c_dtype", STAGED_VARIANTS, ids=[str(v[0]) for v in STAGED_VARIANTS])
-def test_staged_c_compiles_without_spills_or_c_loads(shape, out_fp32, c_dtype, monkeypatch):
+def test_staged_c_compiles_without_spills_or_c_loads(shape, out_fp32, c_dtype):
     """C_TMA variants (64x256 with a bf16 C, 192 rows, 64 rows, FP32 C and D, the rules' 128x144 at 4096x576): one C
     box per math warpgroup and column block by TMA besides the A and B boxes, no global load of C left, no spills,
     within the shared memory."""
-    desc, cfg = _staged(*shape, out_fp32=out_fp32, monkeypatch=monkeypatch)
+    desc, cfg = _staged(*shape, out_fp32=out_fp32)
     assert cfg.c_tma and cfg.split_k == 1
     kernel = compile_bf16_variant(desc, cfg, c_dtype)
     ptx = assert_ptx_contains(kernel, BF16_PTX_MUST_CONTAIN)
@@ -346,13 +338,10 @@ SPLIT_STAGED = [((4096, 576, 7168), 128, 144, False), ((333, 584, 1536), 128, 14
 
 
 @pytest.mark.parametrize("shape,bm,bn,out_fp32", SPLIT_STAGED, ids=[f"{v[0]}-{v[1]}x{v[2]}" for v in SPLIT_STAGED])
-def test_staged_c_on_split_width_tiles(shape, bm, bn, out_fp32, monkeypatch):
+def test_staged_c_on_split_width_tiles(shape, bm, bn, out_fp32):
     """C staged on a tile of two column blocks: a warpgroup's two C boxes arrive on one expect-tx of their bytes
     (besides A's boxes and B's two), no global load of C is left, no spills (192x192 included, which spills 312
     bytes with C read from global memory)."""
-    from finegemm.jit import heuristics_sm90
-
-    monkeypatch.setattr(heuristics_sm90, "BF16_C_TMA_WANTED", True)
     desc = GemmDesc("bf16", *shape, True, True, out_fp32, True, c_like_d=True)
     cfg = make_bf16_config(desc, H200, bm, bn)
     assert cfg.c_tma and cfg.column_blocks[1] > 0
@@ -369,13 +358,13 @@ def test_staged_c_on_split_width_tiles(shape, bm, bn, out_fp32, monkeypatch):
     assert kernel.metadata.shared <= H200.smem_per_block
 
 
-def test_plan_stages_only_a_c_tma_can_read(monkeypatch):
+def test_plan_stages_only_a_c_tma_can_read():
     """The launch plan passes ``c_desc`` / ``C_TMA`` for a row-major C of D's dtype and falls back to the
     global-load epilogue (same tile) for a transposed C, a C of another dtype, a C whose base TMA cannot address, or a
     broadcast C (row stride 0)."""
     import torch
 
-    desc, cfg = _staged(256, 512, 256, monkeypatch=monkeypatch)
+    desc, cfg = _staged(256, 512, 256)
     assert cfg.c_tma
     a, b = torch.zeros(256, 256, dtype=torch.bfloat16), torch.zeros(512, 256, dtype=torch.bfloat16)
     d = torch.zeros(256, 512, dtype=torch.bfloat16)
@@ -427,21 +416,20 @@ def test_column_blocks_reject_three_blocks_and_odd_widths(width):
 
 
 def test_split_n_tiles_only_where_predicted_clearly_faster(monkeypatch):
-    """The rules take a width that is not a power of two unless FINEGEMM_PROBE_BF16_SPLIT_N=0 and only where the
-    model predicts it 10 % faster than the best power-of-two tile: 4096x576x7168 (128 tiles of 128x144, one round of
-    132 SMs, against 110 of 192x128) and 4096x2112x7168 (128x192, 352 tiles at the fastest measured rate: H100 177.1
-    us against 185.1 for 192x128, commit 3e186bc), with or without C (a C not D's layout: not staged), and
-    4096x24576x1536 and 4096x32768x512 with such a C, where the 128x256 tile cannot take it and 192x128 was the pick
-    (without C 128x192 / 192x128 measured 424.0 / 430.1 and 232.7 / 229.7 us: a tie); every other DeepSeek-V3 shape
-    unchanged."""
+    """The rules take a width that is not a power of two only where the model predicts it 10 % faster than the best
+    power-of-two tile: 4096x576x7168 (128 tiles of 128x144, one round of 132 SMs, against 110 of 192x128) and
+    4096x2112x7168 (128x192, 352 tiles at the fastest measured rate: H100 177.1 us against 185.1 for 192x128), with
+    or without C (a C not D's layout: not staged), and 4096x24576x1536 and 4096x32768x512 with such a C, where the
+    128x256 tile cannot take it and 192x128 was the pick (without C 128x192 / 192x128 measured 424.0 / 430.1 and
+    232.7 / 229.7 us: a tie); every other DeepSeek-V3 shape keeps its power-of-two pick."""
     expected = {((4096, 576, 7168), c): (128, 144, 1, False) for c in (False, True)}
     expected.update({((4096, 2112, 7168), c): (128, 192, 1, False) for c in (False, True)})
     expected[((4096, 24576, 1536), True)] = expected[((4096, 32768, 512), True)] = (128, 192, 1, False)
-    monkeypatch.setattr(heuristics_sm90, "BF16_SPLIT_N_WANTED", False)
+    monkeypatch.setattr(heuristics_sm90, "BF16_SPLIT_N_WIDTHS", ())  # the power-of-two picks
     shapes = DSV3 + [(4096, 576, 7168), (1, 2112, 7168), (128, 576, 7168)]
     before = {(s, c): get_sm90_bf16_config(_desc(*s, with_c=c), H200) for s in shapes for c in (False, True)}
     assert all(cfg.column_blocks[1] == 0 for cfg in before.values())
-    monkeypatch.setattr(heuristics_sm90, "BF16_SPLIT_N_WANTED", True)
+    monkeypatch.undo()
     for (shape, c), old in before.items():
         new = get_sm90_bf16_config(_desc(*shape, with_c=c), H200)
         if (shape, c) in expected:
@@ -497,11 +485,9 @@ def test_plan_of_a_split_n_tile():
     assert (meta["BLOCK_N"], meta["BLOCK_N1"]) == (128, 16) and "C_TMA" not in meta
 
 
-def test_d_halves_rule(monkeypatch):
+def test_d_halves_rule():
     """D is staged in halves where the whole D tile leaves at most BF16_D_HALVES_MAX_STAGES ring stages and the half
-    tile frees one more, on power-of-two widths without C staged in D's buffer; FINEGEMM_PROBE_BF16_D_HALVES=0
-    turns it off."""
-    assert heuristics_sm90.BF16_D_HALVES_WANTED
+    tile frees one more, on power-of-two widths without C staged in D's buffer."""
     cfg = make_bf16_config(_desc(4096, 4096, 7168), H200, 128, 256)
     assert cfg.d_halves and cfg.stages == 4  # 3 beside the whole 64 KB D tile
     f32 = make_bf16_config(_desc(4096, 129280, 7168, out_fp32=True), H200, 128, 256)
@@ -522,8 +508,6 @@ def test_d_halves_rule(monkeypatch):
     staged = make_bf16_config(dataclasses.replace(_desc(4096, 4096, 7168, with_c=True), c_like_d=True), H200,
                               128, 256)
     assert staged.c_tma and not staged.d_halves
-    monkeypatch.setattr(heuristics_sm90, "BF16_D_HALVES_WANTED", False)
-    assert not make_bf16_config(_desc(4096, 4096, 7168), H200, 128, 256).d_halves
 
 
 # FP32 out without C at 192 rows (D in halves, 4 stages): each the fastest of 128x128 / 64x128 / 128x256 in halves
@@ -551,26 +535,21 @@ def test_fp32_out_split_width_picks(shape):
 
 
 @pytest.mark.parametrize("m,n,k", FP32_192_PICKS)
-def test_fp32_out_takes_192_rows_in_halves(m, n, k, monkeypatch):
+def test_fp32_out_takes_192_rows_in_halves(m, n, k):
     cfg = get_sm90_bf16_config(_desc(m, n, k, out_fp32=True), H200)
     assert (cfg.block_m, cfg.block_n, cfg.stages, cfg.d_halves) == (192, 128, 4, True), cfg
     with_c = dataclasses.replace(_desc(m, n, k, out_fp32=True, with_c=True), c_like_d=True)
     assert get_sm90_bf16_config(with_c, H200).block_m < 192
-    monkeypatch.setattr(heuristics_sm90, "BF16_D_HALVES_WANTED", False)
-    assert get_sm90_bf16_config(_desc(m, n, k, out_fp32=True), H200).block_m < 192
 
 
 @pytest.mark.parametrize("m", [577, 4096])
-def test_fp32_out_takes_wide_tile_in_halves(m, monkeypatch):
+def test_fp32_out_takes_wide_tile_in_halves(m):
     """FP32 out without C (the LM head at prefill) takes 128x256 with D in halves at 3 stages (H100: 4096x129280x7168
-    10348.6 us against 12901.4 at 128x128); with C (an FP32 C staged beside it spills), or with the halves off, no
-    256-wide FP32 tile."""
+    10348.6 us against 12901.4 at 128x128); with C (an FP32 C staged beside it spills) no 256-wide FP32 tile."""
     cfg = get_sm90_bf16_config(_desc(m, 129280, 7168, out_fp32=True), H200)
     assert (cfg.block_m, cfg.block_n, cfg.stages, cfg.d_halves) == (128, 256, 3, True), cfg
     with_c = dataclasses.replace(_desc(m, 129280, 7168, out_fp32=True, with_c=True), c_like_d=True)
     assert get_sm90_bf16_config(with_c, H200).block_n < 256
-    monkeypatch.setattr(heuristics_sm90, "BF16_D_HALVES_WANTED", False)
-    assert get_sm90_bf16_config(_desc(m, 129280, 7168, out_fp32=True), H200).block_n < 256
 
 
 D_HALVES_VARIANTS = [((4096, 4096, 7168), 128, 256, 1, False), ((4096, 2112, 7168), 192, 128, 1, False),
@@ -595,21 +574,3 @@ def test_d_halves_compiles(shape, bm, bn, split, out_fp32, monkeypatch):
     usage = resource_usage(kernel)
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
     assert kernel.metadata.shared <= H200.smem_per_block
-
-
-def test_probe_switch_is_on_unless_set_to_0(monkeypatch, recwarn):
-    """The rules' probe switches (BF16_SPLIT_N, BF16_C_TMA, BF16_D_HALVES, BF16_GEMV, WGRAD_128): on unless the
-    variable is 0, and turning one off warns with what the kernels then do; an off-by-default one (WGRAD_NO_C) is on
-    only at 1, and warns then."""
-    from finegemm.jit.env import probe_switch
-
-    monkeypatch.delenv("FINEGEMM_PROBE_UNIT_TEST", raising=False)
-    assert probe_switch("UNIT_TEST", True, "nothing changes") and not recwarn.list
-    assert not probe_switch("UNIT_TEST", False, "nothing changes") and not recwarn.list
-    monkeypatch.setenv("FINEGEMM_PROBE_UNIT_TEST", "1")
-    assert probe_switch("UNIT_TEST", True, "nothing changes") and not recwarn.list
-    with pytest.warns(UserWarning, match="FINEGEMM_PROBE_UNIT_TEST=1: something changes"):
-        assert probe_switch("UNIT_TEST", False, "something changes")
-    monkeypatch.setenv("FINEGEMM_PROBE_UNIT_TEST", "0")
-    with pytest.warns(UserWarning, match="FINEGEMM_PROBE_UNIT_TEST=0: nothing changes"):
-        assert not probe_switch("UNIT_TEST", True, "nothing changes")

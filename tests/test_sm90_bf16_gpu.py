@@ -219,8 +219,8 @@ STAGED_C = [(4096, 576, 7168, 192, 128, torch.bfloat16), (333, 2112, 7168, 128, 
 @pytest.mark.parametrize("in_place", [False, True], ids=["c", "c-is-d"])
 @pytest.mark.parametrize("m,n,k,bm,bn,dtype", STAGED_C,
                          ids=[f"{v[0]}x{v[1]}x{v[2]}-{v[3]}x{v[4]}-{str(v[5])[6:]}" for v in STAGED_C])
-def test_c_staged_by_tma(m, n, k, bm, bn, dtype, in_place, monkeypatch):
-    """C of D's dtype staged by TMA in the D tile (``Sm90Bf16Config.c_tma``, FINEGEMM_PROBE_BF16_C_TMA): right against
+def test_c_staged_by_tma(m, n, k, bm, bn, dtype, in_place):
+    """C of D's dtype staged by TMA in the D tile (``Sm90Bf16Config.c_tma``): right against
     the reference, bit for bit the global-load epilogue of the same tile, the same on a repeat; with C = D (in place)
     too. Output poisoned first (except in place, where D holds C)."""
     mod = _sm90()
@@ -230,7 +230,6 @@ def test_c_staged_by_tma(m, n, k, bm, bn, dtype, in_place, monkeypatch):
     from finegemm.jit.device import device_facts
     from finegemm.jit.heuristics import GemmDesc
 
-    monkeypatch.setattr(heuristics_sm90, "BF16_C_TMA_WANTED", True)
     dev = torch.device("cuda")
     g = torch.Generator(device=dev).manual_seed(m + n)
     a = torch.randn(m, k, device=dev, dtype=torch.bfloat16, generator=g)
@@ -255,15 +254,13 @@ def test_c_staged_by_tma(m, n, k, bm, bn, dtype, in_place, monkeypatch):
     assert torch.equal(outs[0], outs[2]), "staged C differs from the global-load epilogue"
 
 
-def test_c_staged_through_the_public_api(monkeypatch):
-    """bf16_gemm_nt with a bf16 C (the harness's ``+c`` cases) under the switch: the rules pick 128x256 with C staged,
+def test_c_staged_through_the_public_api():
+    """bf16_gemm_nt with a bf16 C (the harness's ``+c`` cases): the rules pick 128x256 with C staged,
     the result matches the reference, and a transposed C or one at an address TMA cannot read (both not staged, the
     second rerouted at launch to the unstaged rules' tile) give the same values; a broadcast bias row is right too."""
     _sm90()
     from finegemm.api import gemm as api_gemm
-    from finegemm.jit import heuristics_sm90
 
-    monkeypatch.setattr(heuristics_sm90, "BF16_C_TMA_WANTED", True)
     api_gemm._BF16_PLANS.clear()
     api_gemm._BF16_RECORDINGS.clear()
     m, n, k = 4096, 4096, 1536

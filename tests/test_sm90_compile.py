@@ -131,30 +131,16 @@ VARIANTS = _variants()
 def test_compiles_with_required_instructions(desc, cfg, c_dtype):
     ptx = assert_fast_path_kernel(compile_variant(desc, cfg, c_dtype), H200.smem_per_block)
     # the 1d1d ring's scales (sfb_tma: per-channel, and per-token with sfa_tma) are copied by the producer's cp.async,
-    # each lane's arrive on the slot's full barrier made when they land (FINEGEMM_PROBE_RING_STS=0: by TMA boxes)
-    ring_cpasync = cfg.sfb_tma and gemm_1d2d.RING_CPASYNC.value
-    if ring_cpasync:
+    # each lane's arrive on the slot's full barrier made when they land
+    if cfg.sfb_tma:
         assert "cp.async.ca.shared.global" in ptx and "cp.async.mbarrier.arrive.shared.b64" in ptx
-    elif cfg.sfb_tma:  # slots whose per-channel scales were read by ld.shared are released behind a proxy fence:
-        # walking back from each release, a fence comes before any shared-memory load (wherever the fence sits)
-        lines = ptx.splitlines()
-        releases = [i for i, line in enumerate(lines) if "mbarrier.arrive.shared::cta.b64 _," in line]
-
-        def fenced(i):
-            for line in reversed(lines[max(0, i - 400):i]):
-                if "fence.proxy.async.shared::cta" in line:
-                    return True
-                if "ld.shared" in line:
-                    return False
-            return False
-        assert releases and all(fenced(i) for i in releases), [fenced(i) for i in releases]
-    if (cfg.sfa_tma or cfg.sfb_tma) and not ring_cpasync:  # scales in the ring by TMA: a third (fourth) load
+    elif cfg.sfa_tma:  # per-token scales in the ring by TMA: a third load
         plain = compile_variant(desc, dataclasses.replace(cfg, sfa_tma=False, sfb_tma=False), c_dtype).asm["ptx"]
         # ring loads only: C staged by TMA adds one load per math warpgroup to both
         c_loads = gemm_1d2d.num_math_warpgroups(cfg.block_m) * c_tma_effective(desc, cfg, c_dtype)
         loads = [len(re.findall(PTX_MUST_CONTAIN["TMA load"], p)) - c_loads for p in (ptx, plain)]
         boxes = cfg.block_m // layouts.a_box_rows(cfg.block_m)  # A boxes a stage (BLOCK_M 192: three of 64 rows)
-        assert (boxes + 1) * loads[0] == (boxes + 1 + boxes * cfg.sfa_tma + cfg.sfb_tma) * loads[1], loads
+        assert (boxes + 1) * loads[0] == (boxes + 1 + boxes) * loads[1], loads
     if cfg.block_m == 256:  # two m64 waves a warpgroup: 2 x 4 k32 WGMMAs per K block in each partition
         assert len(re.findall(PTX_MUST_CONTAIN["wgmma e4m3"], ptx)) == 16
     if cfg.block_m == 192:  # three math partitions, one wave each: 3 x 4 k32 WGMMAs per K block
@@ -298,20 +284,22 @@ def test_b_prefetch_grouped_variant():
     assert "cp.async.bulk.prefetch.tensor.2d.L2.global.tile" in ptx
 
 
-def test_timing_probe_variants_compile_without_spills():
-    """``TRACE``: unit stamps (1) and, at 256-row tiles, the per-wave clock stamps (2) that gave
-    results/trace-probe-waves-h200-2026-12-05-26f8c93.json; the dispatched kernel (0) has neither."""
-    desc = GemmDesc("fp8_1d2d", 4096, 7168, 16384)
-    cfg = get_sm90_config(desc, H200)
-    assert cfg.block_m == 256
-    clocks = {}
-    for trace in (False, True, 2):
-        kernel = compile_variant(desc, cfg, trace=trace)
-        usage = resource_usage(kernel)
-        assert usage["LOCAL"] == 0 and usage["STACK"] == 0, (trace, usage)
-        clocks[trace] = kernel.asm["ptx"].count("%clock64")
-    # five stamps a K block in each of the two math warpgroups' loops
-    assert clocks == {False: 0, True: 0, 2: 5 * gemm_1d2d.num_math_warpgroups(256)}
+@pytest.mark.parametrize("shape", [(4096, 7168, 16384), (128, 4096, 7168)], ids=lambda s: "x".join(map(str, s)))
+def test_ring_barriers_count_one_arrive_per_math_warpgroup(shape):
+    """The rules' picks with two math warpgroups (256 rows) and one (64 rows): full[i] (one arrive) and empty[i]
+    (one per math warpgroup) for each stage, the empty barriers 8 bytes apart, then one C barrier per warpgroup,
+    each at its own offset."""
+    from finegemm.kernels.sm90.compile_check import barrier_inits
+
+    desc = GemmDesc("fp8_1d2d", *shape)
+    config = get_sm90_config(desc, H200)
+    inits = barrier_inits(compile_variant(desc, config))
+    wg = gemm_1d2d.num_math_warpgroups(config.block_m)
+    assert len(inits) == 2 * config.stages + wg
+    empty = inits[1:2 * config.stages:2]
+    assert empty == [(empty[0][0] + 8 * i, wg) for i in range(config.stages)]
+    assert all(count == 1 for _, count in inits[0:2 * config.stages:2])
+    assert len({o for o, _ in inits}) == len(inits)
 
 
 def test_promotion_ffma_yield_bits_follow_the_ptxas():
@@ -459,30 +447,20 @@ def test_fp32_out_picks_compile_without_spills(desc):
     assert_fast_path_kernel(compile_variant(desc, cfg, "fp32"), H200.smem_per_block)
 
 
-def test_weight_grad_without_c_picks_and_the_256_row_exception(monkeypatch):
-    """Recipe (1, 1, 128) with FP32 out and no C: the rule's 128-row pick (badbb7e) compiles without a stack. A known
-    exception, kept for the probe that brings back the 256-row rule (FINEGEMM_PROBE_WGRAD_128=0): at 256 rows (also
-    the in-place D_REDUCE form) a 32-byte stack, one store / load pair a K block in one math warpgroup, the rest per
-    tile. This bounds it, so that a change that spills more fails here."""
-    from finegemm.jit import heuristics_sm90
-
+def test_weight_grad_without_c_pick_compiles_without_stack():
+    """Recipe (1, 1, 128) with FP32 out and no C: the rule's 128-row pick compiles without a stack."""
     desc = GemmDesc("fp8_1d1d", 4096, 4096, 7168, out_fp32=True)
     cfg = get_sm90_config(desc, H200)
     assert cfg.block_m == 128
     usage = resource_usage(compile_variant(desc, cfg, "fp32"))
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
-    monkeypatch.setattr(heuristics_sm90, "WGRAD_128_WANTED", False)
-    cfg = get_sm90_config(desc, H200)
-    assert cfg.block_m == 256
-    usage = resource_usage(compile_variant(desc, cfg, "fp32"))
-    assert usage["LOCAL"] == 0 and usage["STACK"] <= 32, usage
 
 
 @pytest.mark.parametrize("m,n,k", [(2112, 4096, 7168), (24576, 4096, 1536), (7168, 4096, 2048), (4096, 4096, 7168),
                                    (7168, 4096, 16384), (576, 4096, 7168)])
 def test_default_in_place_weight_grad_picks_compile_without_spills(m, n, k):
     """The weight-gradient picks that add into D by TMA reduce-add by default when C is D (one-wave tiles 128 wide,
-    dispatch.d_reduce_ok, commit 3537a2e; 576x4096x7168 with its split tail, commit badbb7e): the reduce, no stack."""
+    dispatch.d_reduce_ok; 576x4096x7168 with its split tail): the reduce, no stack."""
     from finegemm.kernels.sm90 import dispatch
 
     desc = GemmDesc("fp8_1d1d", m, n, k, out_fp32=True, with_c=True)

@@ -431,19 +431,17 @@ def test_views_tma_cannot_address_run_the_portable_kernel(rec, view):
     assert reference.calc_diff(d.double(), reference.fp8_gemm_nt(x, y)) < 1e-3
 
 
-def test_d_reduce_only_where_c_is_d_in_fp32_whole_k_and_measured(monkeypatch):
+def test_d_reduce_only_where_c_is_d_in_fp32_whole_k_and_measured():
     """``D_REDUCE`` (d += a @ b by TMA reduce-add) needs C to be D itself (same storage, shape, strides, FP32), no
-    split-K launch of its own (split-K summed in the kernel is fine: the last split adds the sum, commit badbb7e) and no
-    head split; by default only on tiles of <= 128 rows and 128 columns, but on any tile of a k-grouped
-    group (the measured gains, commits 3537a2e, d16ce47); FINEGEMM_PROBE_D_REDUCE=1 ("all") wherever it can run,
-    =0 ("off") never."""
+    split-K launch of its own (split-K summed in the kernel is fine: the last split adds the sum) and no head
+    split; only on tiles of <= 128 rows and 128 columns, but on any tile of a k-grouped group (the measured
+    gains, dispatch.d_reduce_ok)."""
     from finegemm.jit.device import H200
     from finegemm.jit.heuristics_sm90 import make_config
 
     desc = GemmDesc("fp8_1d1d", 64, 256, 512, out_fp32=True, with_c=True)
     d = torch.zeros(64, 256)
     tile = dataclasses.replace(make_config(desc, H200, 128, 128, sfa_tma=True, sfb_tma=True), pipe_mma=True)
-    assert dispatch.D_REDUCE_MODE == "rule"
     assert dispatch.d_reduce_ok(desc, tile, d, d)
     assert dispatch.d_reduce_ok(desc, make_config(desc, H200, 64, 128, sfa_tma=True, sfb_tma=True), d, d)
     wide_rows = make_config(desc, H200, 256, 128, small_epi=True, sfa_tma=True, sfb_tma=True)
@@ -468,8 +466,3 @@ def test_d_reduce_only_where_c_is_d_in_fp32_whole_k_and_measured(monkeypatch):
     dense = dataclasses.replace(desc, kind="fp8_1d2d")  # recipe (1, 128, 128): reads C as before
     assert not dispatch.d_reduce_ok(dense, tile, d, d)
     assert not dispatch.d_reduce_ok(dataclasses.replace(desc, head_splits=(128, 64, 128)), tile, d, d)
-    monkeypatch.setattr(dispatch, "D_REDUCE_MODE", "all")
-    assert dispatch.d_reduce_ok(desc, wide_rows, d, d) and dispatch.d_reduce_ok(desc, tile, d, d, k_group=True)
-    assert not dispatch.d_reduce_ok(desc, dataclasses.replace(tile, split_k=2), d, d)
-    monkeypatch.setattr(dispatch, "D_REDUCE_MODE", "off")
-    assert not dispatch.d_reduce_ok(desc, tile, d, d) and not dispatch.d_reduce_ok(desc, tile, d, d, k_group=True)

@@ -17,12 +17,10 @@ SHAPES = [(2112, 7168), (576, 7168), (24576, 1536), (32768, 512), (7168, 16384),
 
 
 @pytest.fixture
-def gemv_on(monkeypatch):
+def gemv_on():
     sm90_device()
-    from finegemm.jit import heuristics_sm90
     from finegemm.kernels.sm90 import dispatch_bf16
 
-    monkeypatch.setattr(heuristics_sm90, "GEMV_WANTED", True)
     return dispatch_bf16
 
 

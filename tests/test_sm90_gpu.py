@@ -250,8 +250,16 @@ def test_1d1d_in_place_accumulate_by_tma_reduce(m, n, k, variant, monkeypatch):
     (``D_REDUCE``, no C read in the kernel). Right against the reference, bitwise the separate-C call (C read by
     the kernel, D stored), rows past M and D outside the tile untouched."""
     dispatch, (a, sfa), (b, sfb), sfa_k, sfb_k, c, desc, cfg = _wgrad_case(m, n, k, variant)
-    monkeypatch.setattr(dispatch, "D_REDUCE_MODE", "all")  # every tile form, not only the default's 128-wide ones
+    _any_tile_reduces(dispatch, monkeypatch)  # every tile form, not only the dense calls' 128-wide ones
     _check_in_place(dispatch, desc, cfg, (a, sfa, sfa_k), (b, sfb, sfb_k), c, runs=1)
+
+
+def _any_tile_reduces(dispatch, monkeypatch):
+    """Every dense call whose C is D takes ``D_REDUCE`` wherever it can run, as the groups of a k-grouped call do
+    (:func:`dispatch.d_reduce_ok`'s ``k_group``)."""
+    d_reduce_ok = dispatch.d_reduce_ok
+    monkeypatch.setattr(dispatch, "d_reduce_ok", lambda desc, cfg, c, d, k_group=False: d_reduce_ok(desc, cfg, c, d,
+                                                                                                     True))
 
 
 def _check_in_place(dispatch, desc, cfg, a3, b3, c, runs):
@@ -400,7 +408,7 @@ def test_1d1d_in_place_split_k_by_tma_reduce(m, n, k, tile, tail, num_sms, monke
     bm, bn, split = tile
     cfg = dataclasses.replace(make_config(desc, device_facts(dev), bm, bn, split, sfa_tma=True, sfb_tma=True),
                               pipe_mma=True, splitk_fused=True, split_tail=tail, num_sms=num_sms)
-    monkeypatch.setattr(dispatch, "D_REDUCE_MODE", "all")  # 128x64 too, not only the default's 128-wide tiles
+    _any_tile_reduces(dispatch, monkeypatch)  # 128x64 too, not only the dense calls' 128-wide tiles
     _check_in_place(dispatch, desc, cfg, (a, sfa, sfa_k), (b, sfb, sfb_k), c, runs=2)
 
 

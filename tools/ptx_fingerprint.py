@@ -6,8 +6,8 @@ its tail, two column blocks, PDL chains, D_REDUCE, contiguous / masked / psum / 
 ``gemm_bf16`` (dense, split columns, grouped), and hashes each PTX's code: the text before the debug
 sections, without ``.loc`` / ``.file`` lines and ``$L__tmp`` labels, which move with source lines only.
 
-    python scripts/ptx_fingerprint.py --save before.json     # before the change
-    python scripts/ptx_fingerprint.py --compare before.json  # after it: exit 1 if any hash differs
+    python tools/ptx_fingerprint.py --save before.json     # before the change
+    python tools/ptx_fingerprint.py --compare before.json  # after it: exit 1 if any hash differs
 """
 
 from __future__ import annotations
@@ -43,7 +43,6 @@ def _variants() -> dict[str, tuple]:
     dense("1d2d-64x16", GemmDesc("fp8_1d2d", 64, 2112, 7168),
           make_config(GemmDesc("fp8_1d2d", 64, 2112, 7168), H200, 64, 16, sfa_tma=True))
     dense("1d2d-chain2", d, get_sm90_config(d, H200), chain=2)
-    dense("1d2d-trace", d, get_sm90_config(d, H200), trace=True)
     for m, n, k in ((4096, 4096, 7168), (2112, 4096, 7168), (4096, 2112, 7168), (77, 576, 7168)):
         w = GemmDesc("fp8_1d1d", m, n, k, out_fp32=True, with_c=True)
         dense(f"1d1d-{m}x{n}x{k}", w, get_sm90_config(w, H200), c_dtype="fp32")

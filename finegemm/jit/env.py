@@ -171,19 +171,6 @@ def apply_ptxas() -> str | None:
     return ptxas.apply(PTXAS.get())
 
 
-def probe_switch(name: str, default_on: bool, changed_means: str) -> bool:
-    """A probe switch ``FINEGEMM_PROBE_<name>`` (not a user setting: an A/B lever, read once at import): on by
-    default unless set to ``0`` (``default_on``), or off unless set to ``1``. Away from its default it warns,
-    saying what the kernels then do (``changed_means``)."""
-    value = os.environ.get(f"FINEGEMM_PROBE_{name}")
-    on = value != "0" if default_on else value == "1"
-    if on != default_on:
-        import warnings
-
-        warnings.warn(f"FINEGEMM_PROBE_{name}={value}: {changed_means} (a probe switch)", stacklevel=3)
-    return on
-
-
 def markdown_table(switches: tuple[EnvSwitch, ...] = ALL_SWITCHES) -> str:
     rows = ["| variable | default | meaning |", "| --- | --- | --- |"]
     rows += [f"| `{s.name}` | `{s.default or '(unset)'}` | {s.doc} |" for s in switches]

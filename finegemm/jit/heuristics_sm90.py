@@ -1,8 +1,8 @@
 """Config heuristic for the sm90 Gluon FP8 GEMM: a frozen :class:`GemmDesc` + :class:`DeviceFacts` in,
 a frozen :class:`Sm90Config` out. Pure functions, no device access, unit-tested on the CPU.
 
-Rules come from the v2, v3 and v4 config sweeps on the H200 (benchmarks/NOTES.md, benchmarks/results/
-sm90_v2_sweep.json, sm90_v3_sweep.json, sm90_v4_smallm_wgrad_sweep.json); each rule's docstring names
+Rules come from config sweeps on the H200 (benchmarks/results/sm90_v2_sweep.json, sm90_v3_sweep.json,
+sm90_v4_smallm_wgrad_sweep.json and later ones); each rule's docstring names
 the measurement behind it. Stages always fill the
 shared memory left beside the epilogue tile.
 """
@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 from ..kernels.sm90 import layouts
 from .device import DeviceFacts
-from .env import probe_switch
 from .heuristics import GemmDesc
 
 # Deeper rings than this never measured faster (one 64x128 stage is 24 KiB: 8 fit anyway).
@@ -97,7 +96,7 @@ class Sm90Config:
 def _split_for(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int) -> int:
     """Largest K split (1, 2, 4, 8) that keeps the work units within one wave and >= 12 K blocks each.
 
-    Measured on the H200 (benchmarks/NOTES.md, v2): at M <= 256 the N tiles alone leave SMs idle
+    Measured on the H200 (benchmarks/results/sm90_v2_sweep.json): at M <= 256 the N tiles alone leave SMs idle
     (e.g. 17 tiles for N=2112); splitting K fills them (64x2112x7168: 30.1 us -> 17.9 us with 4
     splits), but splits with fewer than ~12 K blocks lose to the reduction pass (64x7168x2048:
     s1 14.7 us, s2 16.3 us).
@@ -181,7 +180,7 @@ def _large_m_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Config:
         # ptxas 12.8 and 13.0; with C it does not), and v17 measured it about 2x slower than 192 rows without C
         # (229.2 against 109.3 us at 4096x2112x7168, 79.6 against 40.5 at 577x4096x7168): 192 rows unless 128
         # fill the SMs clearly better (with C, 128x128 tied 192 at 4096x4096x7168, 224.8 / 228.2 us, and lost
-        # at 4096x7168x16384, 850.4 / 784.7; benchmarks/NOTES.md v23)
+        # at 4096x7168x16384, 850.4 / 784.7)
         if fill_192 + 0.1 >= fill_128:
             return make_config(desc, facts, 192, bn, sfa_tma=True)
         bm = 128
@@ -194,49 +193,34 @@ def _large_m_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Config:
 
 # The weight-gradient rule's 64-row tiles (where they fill the SMs clearly better than 128 rows) yield to 128 rows
 # with the last round split in the kernel (split_tail) where the 128-row grid has at least this many whole rounds.
-# H100, in place (C is D, NOTES v28, results/d-reduce-tiles-h100-2026-12-06-7aca7be.json, us): 2112x4096x7168
+# H100, in place (C is D, results/d-reduce-tiles-h100-2026-12-06-7aca7be.json, us): 2112x4096x7168
 # 128x128 split 4 158.2-158.4 against the 64-row pick's 163.0-163.9; at 576x4096x7168 (one whole round) a tie
 # (58.5 / 59.0), so it keeps 64 rows. With a separate C the 128-row split tail reads C in its epilogue (C by TMA
 # spills there) and is 3 % slower at 2112x4096x7168 (171.7 against 166.4): the in-place accumulate is the
 # weight-gradient's usual form (DeepGEMM's c = d, the FP8 training layers).
 WGRAD_TAIL_MIN_ROUNDS = 2
 
-# The weight-gradient rule's 256-row tiles (K >= 4096), off since v28: the 128-row pipelined tile, which takes the
-# in-place accumulate (D_REDUCE) when C is D, measured faster on an H100 (gpu_pending.sh 66, harness kernel us,
-# 256 / 128 rows, two rounds: 4096x4096x7168 280.7-283.5 / 269.8-270.0, 7168x4096x16384 1045.9-1047.3 /
-# 1001.5-1016.9; k-grouped 4 / 8 x 4096 x 7168 ~3 % faster, the other cases within noise). The H200 sweep of v6
-# (before C by TMA, D_REDUCE and ptxas 13) had 256 rows ahead at 7168x4096x16384 (990.5 / 1063.1), so
-# FINEGEMM_PROBE_WGRAD_128=0 brings them back for the A/B on that card. Read at import.
-WGRAD_128_WANTED = probe_switch("WGRAD_128", True, "recipe (1, 1, 128) GEMMs at K >= 4096 take 256-row tiles "
-                                                   "where their last round is as full (the rule before NOTES v28)")
-
 
 def _weight_grad_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Config:
-    """Recipe (1, 1, 128) at M > 256: the v5 sweep's rule (benchmarks/results/sm90_v5_wgrad_sweep.json,
-    H200, the 7 weight-gradient shapes with C, 8 configs each).
+    """Recipe (1, 1, 128) at M > 256 (the weight gradient; H200 sweep benchmarks/results/sm90_v5_wgrad_sweep.json,
+    the 7 weight-gradient shapes with C, 8 configs each, unless stated).
 
-    - K >= 4096: both scale vectors by TMA in the ring (per-token and per-channel, read from shared
-      memory at each promotion), 1.2-1.5x faster than the v4 global loads (4096x4096x7168: 417.2 ->
-      283.9 us at 128 rows, 271.1 at 256; 7168x4096x16384: 1358.2 -> 1021.8 / 995.6); 256 rows (two
-      waves a warpgroup, shared D staging) unless its last tile round is clearly emptier (wave
-      efficiency more than 5 points below 128 rows): 2112x4096x7168 keeps 128 rows (171.5 vs 198.8 us).
-      Since v28 only under ``FINEGEMM_PROBE_WGRAD_128=0`` (:data:`WGRAD_128_WANTED`): 128 rows, pipelined.
-    - K < 4096 keeps the v4 plain schedule (global scale loads, 128x128): with the proxy fence the ring
-      needs (gemm_1d2d._release) the 128-row ring config lost there in the harness run at 1c92099
-      (24576x4096x1536: 569.4 us vs 549.0 plain; 7168x4096x2048: 219.0 vs 215.9), and at K <= 1024 a
-      tile's whole K fits the ring anyway (32768x4096x512: 429.1 plain, 453.5 ring).
-    - v6 (results/sm90_v6_pipe_sweep.json, PIPE_MMA as K-block pairs, which ptxas no longer serializes):
-      wherever 128-row tiles run, they run pipelined with both scale vectors in the ring (the fenced
-      release): 2112x4096x7168 184.4 us (206.9 unpipelined), 24576x4096x1536 534.7 (580.2 plain),
-      7168x4096x2048 200.0 (226.6); at K <= 1024 as 128x64 (32768x4096x512: 410.2 vs 464.1 at 128x128,
-      430.2 plain). The 256-row picks stay (7168x4096x16384: 990.5 vs 1063.1 for 128x128 pipelined).
-    - 64-row tiles (one math warpgroup, pipelined) where their last tile round is clearly fuller than
-      128 rows' (10 points) and no emptier than 256 rows': results/wgrad-tile-probe-h200-2026-12-03-
-      007e9ca.json, C by TMA: 2112x4096x7168 (1056 tiles: 8 full rounds) 169.0 us against 178.8 for
-      128 rows and 200.3 for 256; 576x4096x7168 66.6 against 70.1 (256) and 73.3 (128). At equal
-      efficiency 64 rows lose (4096x4096x7168 325.3 vs 274.0; 7168x4096x2048 196.6 vs 182.5). Since v28 they
-      yield to 128 rows with a split tail where that grid has :data:`WGRAD_TAIL_MIN_ROUNDS` whole rounds
-      (2112x4096x7168).
+    - K > 1024: both scale vectors by TMA in the ring (per-token and per-channel, read from shared memory at each
+      promotion), 1.2-1.5x faster than global scale loads (4096x4096x7168: 417.2 -> 283.9 us at 128 rows;
+      7168x4096x16384: 1358.2 -> 1021.8), and PIPE_MMA as K-block pairs (results/sm90_v6_pipe_sweep.json:
+      2112x4096x7168 184.4 us against 206.9 unpipelined, 24576x4096x1536 534.7 against 580.2 plain,
+      7168x4096x2048 200.0 against 226.6).
+    - 128 rows rather than 256 at K >= 4096: the 128-row pipelined tile, which takes the in-place accumulate
+      (D_REDUCE) when C is D, measured faster on an H100 (kernel us, 256 / 128 rows, two rounds: 4096x4096x7168
+      280.7-283.5 / 269.8-270.0, 7168x4096x16384 1045.9-1047.3 / 1001.5-1016.9; k-grouped 4 / 8 x 4096 x 7168
+      ~3 % faster).
+    - K <= 1024: 128x64 (32768x4096x512: 410.2 us against 464.1 at 128x128 and 430.2 with global scale loads).
+    - 64-row tiles (one math warpgroup, pipelined) where their last tile round is clearly fuller than 128 rows'
+      (10 points) and no emptier than 256 rows': results/wgrad-tile-probe-h200-2026-12-03-007e9ca.json, C by
+      TMA: 2112x4096x7168 (1056 tiles: 8 full rounds) 169.0 us against 178.8 for 128 rows; 576x4096x7168 66.6
+      against 73.3 (128). At equal efficiency 64 rows lose (4096x4096x7168 325.3 vs 274.0; 7168x4096x2048 196.6
+      vs 182.5). They yield to 128 rows with a split tail where that grid has :data:`WGRAD_TAIL_MIN_ROUNDS` whole
+      rounds (2112x4096x7168).
     """
     eff = {bm: _wave_efficiency(desc, facts, bm, bn) for bm in (64, 128, 256)}
     if desc.k > 1024 and eff[64] >= eff[128] + 0.1 and eff[64] >= eff[256]:
@@ -247,12 +231,6 @@ def _weight_grad_config(desc: GemmDesc, facts: DeviceFacts, bn: int) -> Sm90Conf
             return tailed
         cfg = _pipelined(make_config(desc, facts, 64, bn, sfa_tma=True, sfb_tma=True))
         return _with_split_tail(desc, facts, cfg)
-    bm = 128
-    if desc.k >= 4096 and eff[256] + 0.05 >= eff[128] and not WGRAD_128_WANTED:
-        bm = 256
-    if bm == 256:
-        cfg = make_config(desc, facts, bm, bn, small_epi=True, sfa_tma=True, sfb_tma=True)
-        return dataclasses.replace(cfg, pipe_mma=False)
     if desc.k <= 1024:
         bn = min(bn, 64)
     return _with_split_tail(desc, facts, _pipelined(make_config(desc, facts, 128, bn, sfa_tma=True, sfb_tma=True)))
@@ -289,7 +267,7 @@ def _with_split_tail(desc: GemmDesc, facts: DeviceFacts, cfg: Sm90Config) -> Sm9
         return cfg
     tailed = dataclasses.replace(cfg, split_k=SPLIT_TAIL_K, splitk_fused=True, split_tail=True)
     # C by TMA for the whole tiles at 64 rows only: at 128 rows (pipelined, per-channel scales) it spills 280
-    # bytes beside the split tiles' reduction (CPU compile, ptxas 12.8 and 13.0; benchmarks/NOTES.md v23)
+    # bytes beside the split tiles' reduction (CPU compile, ptxas 12.8 and 13.0)
     return dataclasses.replace(tailed, c_tma=desc.with_c and desc.out_fp32 and tailed.can_stage_c
                                and cfg.block_m == 64)
 
@@ -331,7 +309,7 @@ def _small_m_config(desc: GemmDesc, facts: DeviceFacts, bn_cap: int) -> Sm90Conf
 
 
 def get_sm90_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Config:
-    """Tiles by measured rules (v2 and v3 sweeps on the H200, benchmarks/NOTES.md).
+    """Tiles by measured rules (H200 sweeps: benchmarks/results/sm90_v2_sweep.json, sm90_v3_sweep.json).
 
     - BLOCK_N 128 won every DeepSeek-V3 shape (64 was 5-75 % slower at M=4096, within 2 % at M=64);
       narrower N only when N itself is narrow.
@@ -374,8 +352,7 @@ def make_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int
                 small_epi: bool = False, sfa_tma: bool = False, sfb_tma: bool = False) -> Sm90Config:
     """A config for explicit tiles: stages from the shared-memory budget, PIPE_MMA where registers allow. ``bn`` may
     be a width of two column blocks (:func:`column_blocks`, e.g. 192 or 96; dense 1d2d, BLOCK_M 64 / 128, no split-K;
-    pipelined where the same register count allows, e.g. 64x96): never picked by the rules until measured
-    (benchmarks/NOTES.md v22).
+    pipelined where the same register count allows, e.g. 64x96): never picked by the rules until measured.
 
     BLOCK_M 256 never pipelines (its two accumulator waves plus one partial already take 192 registers
     at BLOCK_N 128); ``small_epi`` (BLOCK_M 256 only) trades the D staging overlap for one more stage.
@@ -422,41 +399,41 @@ def make_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int
 BF16_BLOCK_K = 64  # one 128-byte swizzle row of bf16 per TMA box row; 4 x k16 WGMMAs per slice
 BF16_MAX_STAGES = 8
 # Ring stages a dense tile over all of K may take (split-K units and the grouped kernels keep BF16_MAX_STAGES):
-# only 64x64 (13) and 64x96 (10) fit more than 8. H100 (NOTES v26, results/sm90-bf16-stages{8,16}-m64-128-*, two
+# only 64x64 (13) and 64x96 (10) fit more than 8. H100 (results/sm90-bf16-stages{8,16}-m64-128-*, two
 # rounds, us, 8 / 13 stages, 64x64 whole K): 128x4096x7168 37.6 / 35.0 (cuBLAS 34.4: its 64x64 kernel runs 13),
 # 64x4096x7168 36.8 / 33.7, 128x2112x7168 29.1 / 24.9, 128x7168x16384 114.1 / 106.3, 128x24576x1536 44.1 / 40.8;
 # the picks that were 64x64 already tie (64x7168x16384 95.4 / 95.8). Split-K units gained nothing or lost
 # (128x7168x16384 64x64 split 4 127.2 / 138.8).
 BF16_MAX_STAGES_WHOLE_K = 16
-# Model constants (H200, leads until measured: benchmarks/NOTES.md "BF16 sm90"): dense bf16 rate of a
+# Model constants (H200, leads until measured: benchmarks/PERF.md, BF16): dense bf16 rate of a
 # whole chip (cuBLAS on random data), HBM bandwidth, what one SM streams at most with a deep ring, and
 # the fixed cost of the split-K reduction launch.
 BF16_CHIP_TFLOPS = 790.0
 BF16_HBM_GBPS = 4000.0
 BF16_SM_STREAM_GBPS = 110.0
 BF16_SPLITK_FIXED_US = 5.0
-# The reduction's fixed cost was 2.5 us until NOTES v26: cuBLAS's own split-K reduce kernel takes 2.0-6.1 us on
+# The reduction's fixed cost was once modelled at 2.5 us: cuBLAS's own split-K reduce kernel takes 2.0-6.1 us on
 # these shapes (results/cublas-bf16-kernels-h100-2026-12-06-3e186bc.json), and at 2.5 the model split where the
 # deep whole-K ring measured faster (H100, us, pick before / whole-K 64x64 at 13 stages: 64x4096x7168 64x64 split 2
 # 35.5 / 34.1, 128x4096x7168 64x128 split 2 37.8 / 33.9, 256x2112x7168 128x144 split 4 32.9 / 26.1).
 # Split-K is a candidate up to BF16_SPLIT_MAX_M rows, or up to 512 where 64x64 tiles would fill fewer than half the
-# SMs. At M = 192-512 with N >= 2112 every split lost to a whole-K tile (H100, NOTES v26, results/sm90-bf16-picks-v26-*:
+# SMs. At M = 192-512 with N >= 2112 every split lost to a whole-K tile (H100, results/sm90-bf16-picks-v26-*:
 # 333x7168x16384 128x192 split 8 254.1 / whole-K 142.8 us, 256x7168x16384 128x128 split 8 168.6 / 104.5,
 # 512x4096x7168 128x256 split 2 84.1 / 48.2, 192x2112x7168 64x256 split 4 31.1 / 26.4); at N = 576 (27-54 tiles
 # of 64x64) splits still win (192x576x7168 64x128 split 4 16.0 / 64x64 whole-K 19.9, 256x576x7168 16.8 / 20.0).
 BF16_SPLIT_MAX_M = 128
 # Fraction of the WGMMA peak a warpgroup reaches per tile shape (m64 nN per instruction; wider N
 # reads less shared memory per FLOP); 128-row tiles share each B slice between two warpgroups. (64, 256): the M = 4096
-# fit below (673 TFLOPS against 128x256's 806; 0.80 before NOTES v26).
+# fit below (673 TFLOPS against 128x256's 806; 0.80 before those runs).
 BF16_TILE_EFF = {(128, 256): 0.92, (128, 128): 0.82, (64, 256): 0.77, (128, 64): 0.62,
                   (64, 128): 0.70, (64, 64): 0.50,
                   # three math warpgroups (BLOCK_M 192): the FP8 kernel's 192x128 tile ran at 1.04x the per-MAC
                   # rate of its 128x128 one (v13); 192x64 measured far slower there. (The H100 fit below has 192x128
                   # at 0.82; 0.85 keeps the H200's measured 192x128 picks, e.g. 8192x576x7168 without split widths.)
                   (192, 128): 0.85, (192, 64): 0.55}
-# Widths that are not powers of two at M >= BF16_SPLIT_N_EFF_MIN_M (where they were measured: H100, NOTES v26,
+# Widths that are not powers of two at M >= BF16_SPLIT_N_EFF_MIN_M (where they were measured: H100,
 # results/sm90-bf16-tile-sweep-m4096-h100-2026-12-06-3e186bc.json; per tile, time = rounds x (fixed + K slices x
-# rate) fitted over the six (N, K) at M = 4096 by scripts/bf16_tile_fit.py; chip TFLOPS 128x192 818, 128x256 806,
+# rate) fitted over the six (N, K) at M = 4096; chip TFLOPS 128x192 818, 128x256 806,
 # 192x192 776, 128x160 741, 128x128 721, 192x128 717, 192x144 712, 128x144 684, 192x160 684, 64x256 673, 192x96 553,
 # 128x96 541; scaled so that 128x256 stays 0.92). Below it they take their first column block's figure: at M =
 # 256-333 (one or two rounds) 128x192 measured no faster than 128x128 / 192x128 (256x24576x1536 45.2 / 42.7 us,
@@ -508,14 +485,11 @@ class Sm90Bf16Config:
 
 
 # Tiles whose width is not a power of two (a second WGMMA and B box, gemm_bf16's BLOCK_N1), e.g. 4096x576 in 128
-# tiles of 128x144 (one round of 132 SMs, no column past N) instead of 110 of 192x128. H100 harness (NOTES v25,
-# events, off / on, 2 rounds): 4096x576x7168 66.6-68.2 -> 56.2-56.6 us, with C 68.5-70.9 -> 58.2-59.1. Candidates
-# of the rules unless FINEGEMM_PROBE_BF16_SPLIT_N=0 (read at import); explicit configs (make_bf16_config) take them
-# always.
+# tiles of 128x144 (one round of 132 SMs, no column past N) instead of 110 of 192x128. H100 harness
+# (events, off / on, 2 rounds): 4096x576x7168 66.6-68.2 -> 56.2-56.6 us, with C 68.5-70.9 -> 58.2-59.1. Candidates
+# of the rules and of explicit configs (make_bf16_config).
 BF16_SPLIT_N_WIDTHS = (96, 144, 160, 192)
 BF16_SPLIT_N_MARGIN = 0.92
-BF16_SPLIT_N_WANTED = probe_switch("BF16_SPLIT_N", True,
-                                   "the sm90 BF16 rules consider only tiles whose width is a power of two")
 
 
 def bf16_tile_eff(bm: int, bn: int, m: int = 0) -> float:
@@ -530,16 +504,14 @@ def bf16_tile_eff(bm: int, bn: int, m: int = 0) -> float:
 
 
 # C staged by TMA in the BF16 GEMM, which also lets the rules take 64x256 accumulators beside a bf16 C. H100
-# harness (NOTES v25, events, off / on, 2 rounds): 4096x7168x16384+c 1510-1556 -> 1192-1198 us, 4096x24576x1536+c
+# harness (events, off / on, 2 rounds): 4096x7168x16384+c 1510-1556 -> 1192-1198 us, 4096x24576x1536+c
 # 573-574 -> 480-481, 4096x4096x7168+c 390-397 -> 312, 4096x32768x512+c 375 -> 335, 4096x7168x2048+c 206-211 ->
 # 183, 128x32768x512+c 29.5-29.8 -> 27.2; at M = 1 the 64x256 picks it allows run 2-4 % slower than the 64x128 ones
-# before (1x4096x7168+c 35.2-35.6 -> 36.6-36.8, the no-C call's tile and time). On unless
-# FINEGEMM_PROBE_BF16_C_TMA=0; read at import.
-BF16_C_TMA_WANTED = probe_switch("BF16_C_TMA", True, "sm90 BF16 GEMMs read C from global memory in the epilogue")
+# before (1x4096x7168+c 35.2-35.6 -> 36.6-36.8, the no-C call's tile and time).
 
 
 # D staged in two halves (Sm90Bf16Config.d_halves) where the whole D tile leaves at most
-# BF16_D_HALVES_MAX_STAGES ring stages and the half tile frees one more. H100 (NOTES v27, events):
+# BF16_D_HALVES_MAX_STAGES ring stages and the half tile frees one more. H100 (events):
 # - FP32 out (the LM head at prefill), results/sm90-bf16-f32-out-halves-{off,all}-h100-2026-12-06-76cb214.json,
 #   us: 4096x129280x7168 128x256 at 2 stages 14184.5, in halves at 3 10348.6 (cuBLAS 10419-10519; the 128x128
 #   pick before 12901.4); 577x129280x7168 2309.4 / 1565.8 (cuBLAS 1457-1496; 128x128 2244.3); 192x128 at 3 / 4
@@ -551,8 +523,6 @@ BF16_C_TMA_WANTED = probe_switch("BF16_C_TMA", True, "sm90 BF16 GEMMs read C fro
 #   4096x7168x16384 1175.9-1181.1 / 1187.3-1187.4 (+0.5-1 %; 1190.7 and 1194.8 in two later runs with halves):
 #   BF16 D is staged whole from K > BF16_D_HALVES_BF16_MAX_K. (FP32 D keeps halves at any K: 128x256 in halves
 #   is what beats 128x128 there, 4096x7168x16384:f32 1313.8 / 1379.2.)
-# On unless FINEGEMM_PROBE_BF16_D_HALVES=0 (read at import).
-BF16_D_HALVES_WANTED = probe_switch("BF16_D_HALVES", True, "sm90 BF16 tiles stage the whole D tile")
 BF16_D_HALVES_MAX_STAGES = 3
 BF16_D_HALVES_BF16_MAX_K = 8192
 # Up to K = BF16_D_HALVES_SHORT_K the 4-stage tiles take halves too (192x128 and 64x256 -> 5 stages). H100
@@ -569,8 +539,8 @@ BF16_D_HALVES_SHORT_K_MAX_STAGES = 4
 
 def bf16_c_staged(desc: GemmDesc, split: int = 1) -> bool:
     """Whether the BF16 kernel stages ``desc``'s C by TMA (:attr:`Sm90Bf16Config.c_tma`): a C of D's dtype and
-    layout (``desc.c_like_d``), added in the GEMM itself (no split-K), and :data:`BF16_C_TMA_WANTED`."""
-    return BF16_C_TMA_WANTED and desc.with_c and desc.c_like_d and split == 1
+    layout (``desc.c_like_d``), added in the GEMM itself (no split-K)."""
+    return desc.with_c and desc.c_like_d and split == 1
 
 
 def bf16_stage_bytes(block_m: int, block_n: int) -> int:
@@ -646,9 +616,9 @@ def _bf16_candidates(desc: GemmDesc, facts: DeviceFacts):
         # 57.3 / 62.9, 333x7168x16384 145.1 / 239.3, 333x7168x2048 29.2 / 32.4, the fastest of the four tiles timed
         # (128x128, 64x128, 128x256 in halves) on all seven; FP32 C beside it is untimed
         if bm == 192 and (desc.m <= 256 or _rows_inside(desc.m, 192) < 0.85
-                          or (desc.out_fp32 and (desc.with_c or not BF16_D_HALVES_WANTED))):
+                          or (desc.out_fp32 and desc.with_c)):
             continue
-        for bn in (64, 128, 256) + (BF16_SPLIT_N_WIDTHS if BF16_SPLIT_N_WANTED else ()):
+        for bn in (64, 128, 256) + BF16_SPLIT_N_WIDTHS:
             if bn > 64 and bn // 2 >= desc.n:
                 continue  # a narrower tile covers N
             # Widths that are not powers of two (two WGMMAs a K slice): at 192 rows no C read from global memory
@@ -676,7 +646,7 @@ def _bf16_candidates(desc: GemmDesc, facts: DeviceFacts):
             # measured one; 64x256 FP32 is untimed).
             if bn == 256 and desc.with_c and (desc.out_fp32 or not bf16_c_staged(desc)):
                 continue
-            if bn == 256 and desc.out_fp32 and not (bm == 128 and BF16_D_HALVES_WANTED):
+            if bn == 256 and desc.out_fp32 and bm != 128:
                 continue
             if bm == 192 and bn == 256:
                 continue
@@ -689,7 +659,7 @@ def _bf16_candidates(desc: GemmDesc, facts: DeviceFacts):
 def get_sm90_bf16_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Bf16Config:
     """The candidate (BLOCK_M in 64/128, BLOCK_N in 64/128/256, split-K 1-8) with the least
     :func:`bf16_estimate_us`; ties go to the earlier (smaller-M, no-split) candidate. A width that is not a power
-    of two (:data:`BF16_SPLIT_N_WANTED`) must be predicted :data:`BF16_SPLIT_N_MARGIN` faster than the best other."""
+    of two (:data:`BF16_SPLIT_N_WIDTHS`) must be predicted :data:`BF16_SPLIT_N_MARGIN` faster than the best other."""
     def estimate(c):
         return bf16_estimate_us(desc, facts, *c)
 
@@ -706,17 +676,17 @@ def get_sm90_bf16_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90Bf16Config:
 def make_bf16_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split: int = 1) -> Sm90Bf16Config:
     """A BF16 config for explicit tiles: stages fill the shared memory left beside the D tile (up to
     :data:`BF16_MAX_STAGES_WHOLE_K` without split-K, :data:`BF16_MAX_STAGES` with it); C staged by TMA
-    where :func:`bf16_c_staged` says so; ``bn`` a width :func:`column_blocks` takes. With
-    :data:`BF16_D_HALVES_WANTED`, D staged in halves (``d_halves``) where the whole tile leaves at most
-    :data:`BF16_D_HALVES_MAX_STAGES` stages (:data:`BF16_D_HALVES_SHORT_K_MAX_STAGES` up to
-    :data:`BF16_D_HALVES_SHORT_K` beyond :data:`BF16_D_HALVES_SHORT_K_MIN_M` rows) and halves add one (a bf16 D only
-    up to :data:`BF16_D_HALVES_BF16_MAX_K`)."""
+    where :func:`bf16_c_staged` says so; ``bn`` a width :func:`column_blocks` takes. D staged in halves
+    (``d_halves``) where the whole tile leaves at most :data:`BF16_D_HALVES_MAX_STAGES` stages
+    (:data:`BF16_D_HALVES_SHORT_K_MAX_STAGES` up to :data:`BF16_D_HALVES_SHORT_K` beyond
+    :data:`BF16_D_HALVES_SHORT_K_MIN_M` rows) and halves add one (a bf16 D only up to
+    :data:`BF16_D_HALVES_BF16_MAX_K`)."""
     d_fp32 = desc.out_fp32 or split > 1
     _, bn1 = column_blocks(bn)  # raises for a width the kernel cannot run
     cap = BF16_MAX_STAGES_WHOLE_K if split == 1 else BF16_MAX_STAGES
     c_tma = bf16_c_staged(desc, split)
     halves_up_to = 0
-    if (BF16_D_HALVES_WANTED and not c_tma and bn >= 128 and bn1 == 0
+    if (not c_tma and bn >= 128 and bn1 == 0
             and (d_fp32 or desc.k <= BF16_D_HALVES_BF16_MAX_K)):
         short_k = desc.k <= BF16_D_HALVES_SHORT_K and desc.m > BF16_D_HALVES_SHORT_K_MIN_M
         halves_up_to = max(BF16_D_HALVES_MAX_STAGES, BF16_D_HALVES_SHORT_K_MAX_STAGES if short_k else 0)
@@ -732,10 +702,9 @@ def make_bf16_config(desc: GemmDesc, facts: DeviceFacts, bm: int, bn: int, split
 # us against 438 (the HBM floor 436). H100 (results/gemv-probe-h100-2026-12-06-9aedee3.json, us, cuBLAS /
 # tensor-core pick / GEMV): faster than both on all 16 harness one-row cases, 1.02-1.39x cuBLAS (1x129280x7168
 # 641.2 / 621.3 / 591.5, 1x7168x16384 95.4 / 96.2 / 90.3, 1x7168x2048 19.6 / 21.4 / 19.3, 1x256x7168 10.8 /
-# 11.5 / 7.8). On unless FINEGEMM_PROBE_BF16_GEMV=0 (read at import); scripts/gemv_probe.py times it.
-GEMV_WANTED = probe_switch("BF16_GEMV", True, "one-row sm90 BF16 GEMMs run the tensor-core kernel")
+# 11.5 / 7.8).
 GEMV_NUM_WARPS = 4
-# (block_n, block_k) by K: H100 probe (results/gemv-probe-h100-2026-12-06-d16ce47.json, us, cuBLAS / 4x1024 /
+# (block_n, block_k) by K: H100 (results/gemv-probe-h100-2026-12-06-d16ce47.json, us, cuBLAS / 4x1024 /
 # 32x256 / 16x512): from K = 2048 narrow blocks of long slices (many programs, no split at large N) were best or
 # near it (1x2112x7168 21.3 / 18.6 / 21.7 / 20.6, 1x7168x16384 95.3 / 89.7 / 91.1 / 93.3, 1x7168x2048 19.0 / 18.9 /
 # 20.4 / 20.7); below it a 1024 slice runs half masked (1x24576x1536 39.7 / 41.9 / 38.5 / 38.1, 1x32768x512 21.5 /
@@ -780,9 +749,8 @@ def make_gemv_config(desc: GemmDesc, facts: DeviceFacts, block_n: int, block_k: 
 
 
 def get_sm90_gemv_config(desc: GemmDesc, facts: DeviceFacts) -> Sm90GemvConfig | None:
-    """The GEMV config for ``desc`` where the rules take the GEMV kernel (:data:`GEMV_WANTED` and
-    :func:`gemv_fits`), else None."""
-    if not (GEMV_WANTED and gemv_fits(desc)):
+    """The GEMV config for ``desc`` where the GEMV kernel takes it (:func:`gemv_fits`), else None."""
+    if not gemv_fits(desc):
         return None
     return make_gemv_config(desc, facts, *gemv_blocks(desc.k))
 

@@ -53,10 +53,10 @@ GROUPED_BLOCK_N = (64, 128, 256)
 # Memory rate (TB/s) the grouped kernel reached per tile when B streamed from HBM at K >= 4096 (H200 sweep,
 # 2026-12-03: 16 x 64 and 4 x 256 rows at 4096 x 7168, memory-bound runs; 128x64 bounded from below by a
 # compute-bound run). Stages: as many as fit (8 / 8 / 8 / 6 / 4 / 3). That sweep ran under the masked walk bug
-# (every group's tiles started at CTA 0, NOTES v19), which held the multi-group rates down; (128, 128) is the
+# (every group's tiles started at CTA 0), which held the multi-group rates down; (128, 128) is the
 # H100's after the fix (4 x 256 x (4096, 7168): 108.8 us = 2.37 TB/s, the measured best, which the old 1.65
-# priced out; benchmarks/results/bf16-grouped-sweep-masked-h100-2026-12-05-f03df06.json, NOTES v20). The others
-# wait for an H200 sweep after the fix (`scripts/gpu_pending.sh 30`): on the H100 the 64-row tiles stream at
+# priced out; benchmarks/results/bf16-grouped-sweep-masked-h100-2026-12-05-f03df06.json). The others
+# wait for an H200 sweep after the fix: on the H100 the 64-row tiles stream at
 # 2.7-2.8 TB/s alike, but raising them alone moves picks to 128x256, which measured slower.
 GROUPED_HBM_TBPS = {(64, 64): 2.7, (64, 128): 2.1, (128, 64): 2.1, (128, 128): 2.4, (64, 256): 1.5,
                     (128, 256): 0.9}
@@ -67,7 +67,7 @@ SHORT_K_SPEEDUP = 1.4
 # Contiguous tiles walk GROUP_M 16 M blocks per N sweep (measured faster at K=2048, equal at K=7168)
 CONTIGUOUS_GROUP_M = 16
 # The grouped tiles keep BF16_MAX_STAGES: at up to 13 stages (the dense whole-K cap) the masked sweep measured no
-# gain (H100, NOTES v27, results/bf16-grouped-masked-deep{0,1}-h100-2026-12-06-76cb214.json, us, 8 / 13 stages at
+# gain (H100, results/bf16-grouped-masked-deep{0,1}-h100-2026-12-06-76cb214.json, us, 8 / 13 stages at
 # 64x64: 16 x 64 x (4096, 7168) 328.5 / 335.2, 4 x 256 166.1 / 176.5, 2 x 512 170.8 / 188.9; never the pick there).
 
 

@@ -7,7 +7,7 @@ functions, no device access, unit-tested on the CPU (tests/test_heuristics_sm90_
 The grouped kernel form (``GROUPING`` 1/2 of ``fp8_gemm_kernel``) takes BLOCK_M 64 or 128 (one 64-row
 wave per math warpgroup) or 256 (two, one partial), no split-K (its static asserts), so the choice is BLOCK_M,
 BLOCK_N, whether the per-token scales ride in the ring (SFA_TMA), PIPE_MMA and the stage count.
-Rules carried over from the dense sweeps (benchmarks/NOTES.md v2/v3), then confirmed by the grouped
+Rules carried over from the dense sweeps, then confirmed by the grouped
 sweep (results/grouped-sm90-sweep-h200-2026-12-03-e189e71.json: the pick was the fastest of 4-6
 configs on all 9 issue shapes):
 
@@ -39,7 +39,7 @@ configs on all 9 issue shapes):
   72.7), above 128x128 pipelined (2 x 512 58.0 -> 55.2, 1 x 1024 54.9 -> 54.6). At K = 2048 the plain
   128x128 tile stays (4 x 256 x (7168, 2048) 38.1 vs 38.4 pipelined and 43.6 for 64x128 pipelined).
 - Masked 256-row tiles (``_masked_math_256``) from 256 rows a group, where the 256-row tiles of all groups
-  fill at least :data:`MASKED_256_MIN_FILL` of the SMs. Until the group walk fix (benchmarks/NOTES.md v19) every
+  fill at least :data:`MASKED_256_MIN_FILL` of the SMs. Until the group walk fix every
   group's tiles started at CTA 0, so these tiles ran on one group's worth of CTAs and "lost badly" (4 x 256 x
   (4096, 7168) 165.3 us on the H200); the rules above this one were swept under that bug too, and the masked
   256-row rule was only where one group fills the SMs (1 x 1024 x (4096, 7168) 49.3 vs 54.7 us). After the fix

@@ -4,9 +4,9 @@ Triton 3.6 bundles ptxas 12.8. From 12.9 on, ptxas interleaves the yield bits of
 other one yields, its operand-reuse bits cleared), which lets the warp scheduler issue the other math
 warpgroup's instructions between the promotion's FFMAs. DeepGEMM relied on a cubin patch of exactly that
 pattern until NVCC did it, and is built by the toolkit's own (newer) ptxas. The sm90 FP8 kernels at 192 and 256
-rows get the pattern from ptxas 13.0 and not from the bundled 12.8 (CPU compile, benchmarks/NOTES.md v20).
+rows get the pattern from ptxas 13.0 and not from the bundled 12.8 (CPU compile).
 
-Measured (H100 and H200, benchmarks/NOTES.md v21), the interleave alone changes nothing; together with ptxas
+Measured (H100 and H200), the interleave alone changes nothing; together with ptxas
 ``--register-usage-level=10`` (DeepGEMM's JIT flag, :func:`fp8_gemm_options`) it takes 5-7 % off the largest
 256-row M = 4096 shapes. So finegemm compiles with a newer ptxas when it finds one.
 
@@ -143,15 +143,15 @@ def fp8_gemm_options(per_channel: bool = False) -> str | None:
     :data:`MIN_VERSION` or later and the kernel runs recipe (1, 128, 128). ``per_channel`` (recipe (1, 1, 128),
     the weight-gradient and k-grouped kernels): the user's options alone.
 
-    H100 and H200, dense suite, two rounds each (benchmarks/NOTES.md v21): ptxas 13.0 at level 10 takes 5-6 % off
+    H100 and H200, dense suite, two rounds each: ptxas 13.0 at level 10 takes 5-6 % off
     the two largest 256-row M = 4096 shapes, 2-4 % off the other M = 4096 ones and the contiguous grouped ones;
     13.0 alone, or level 10 under the bundled 12.8, does not (12.8 at level 10 is 4 % slower at 4096 x 2112 x
     7168). Level 10 hoists the scale loads of the next K block above the current block's WGMMAs; the other kernel
     families measured no gain, so they keep ptxas's default.
 
-    Recipe (1, 1, 128) keeps the default level too: the weight-grad suite measured level 10 neutral (0.994x,
-    v21), and on the CPU, ptxas 13.0 at level 7 and above spills 40-56 bytes in the 128x64 pipelined tile the rules
-    pick at K = 512 (32768x4096x512), which level 5 does not (benchmarks/NOTES.md v23). Its per-channel scales
+    Recipe (1, 1, 128) keeps the default level too: the weight-grad suite measured level 10 neutral (0.994x),
+    and on the CPU, ptxas 13.0 at level 7 and above spills 40-56 bytes in the 128x64 pipelined tile the rules
+    pick at K = 512 (32768x4096x512), which level 5 does not. Its per-channel scales
     come from the ring, so the weight-scale load that level 10 hoists does not exist there.
     """
     user = os.environ.get("PTXAS_OPTIONS") or None

@@ -42,12 +42,12 @@ def c_tma_effective(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32") -
 
 
 def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32", pdl: bool = True,
-                    trace: bool = False, chain: int = 0, d_reduce: bool = False):
+                    chain: int = 0, d_reduce: bool = False):
     """The compiled kernel (``triton.compiler.CompiledKernel``) for ``desc`` under ``config``; ``pdl``: with
     programmatic dependent launch, as the dense dispatch launches it by default (``FINEGEMM_PDL``);
-    ``trace``: the timing-probe variant (``TRACE``, never dispatched); ``chain``: ``PDL_CHAIN`` (with ``pdl``:
-    1 the first link of a chain, 2 a later one, as the k-grouped launches run); ``d_reduce``: C is D, added by
-    TMA reduce-add (``D_REDUCE``, as the dispatch launches ``desc.with_c`` calls whose C is D: no C read)."""
+    ``chain``: ``PDL_CHAIN`` (with ``pdl``: 1 the first link of a chain, 2 a later one, as the k-grouped launches
+    run); ``d_reduce``: C is D, added by TMA reduce-add (``D_REDUCE``, as the dispatch launches ``desc.with_c``
+    calls whose C is D: no C read)."""
     if d_reduce:
         desc = dataclasses.replace(desc, with_c=False)
     bm, split = config.block_m, config.split_k
@@ -95,12 +95,7 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32", p
     constexprs["PDL_CHAIN"] = chain
     constexprs["B_PREFETCH"] = config.b_prefetch
     constexprs["HEAD_SPLITS"] = desc.head_splits or (0, 0, 0)
-    constexprs["TRACE"] = trace
     constexprs["D_REDUCE"] = d_reduce
-    if trace:
-        sig["trace_ptr"] = "*i64"
-    else:
-        constexprs["trace_ptr"] = None
     if fused:
         sig["ws_ptr"], sig["cnt_ptr"] = "*fp32", "*i32"
     else:
@@ -186,7 +181,7 @@ def yield_bits(kernel, opcodes: tuple[str, ...] = ("FFMA",)) -> list[int]:
     """The yield bit (bit 45 of the high word of each 128-bit instruction, with the stall count and scoreboards in
     the control field above bit 41) of every instruction of ``kernel``'s SASS whose opcode starts with one of
     ``opcodes``, in program order. ptxas >= 12.9 alternates it over the promotion's FFMA runs at 192/256-row tiles,
-    Triton 3.6's bundled 12.8 leaves it uniform (benchmarks/NOTES.md v20; scripts/sass_yield_bits.py)."""
+    Triton 3.6's bundled 12.8 leaves it uniform."""
     lines = sass(kernel).splitlines()
     instruction = re.compile(r"\s+/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)[^;]*;"
                              r"\s*/\* 0x[0-9a-f]{16} \*/")
@@ -209,9 +204,9 @@ def wgmma_serialization(kernel) -> list[str]:
     """ptxas's "wgmma.mma_async instructions are serialized" notes (C7510-C7520) for the kernel's PTX.
 
     ptxas inserts a full WGMMA wait after every instruction of the function when it cannot prove an
-    in-flight accumulator untouched, e.g. when a loop copies the registers of a WGMMA still running
-    (benchmarks/NOTES.md v6); the cubin then has one ``WARPGROUP.DEPBAR`` per QGMMA, and the kernel
-    loses its overlap without any error. Triton does not show ptxas's info lines, so this reruns it.
+    in-flight accumulator untouched, e.g. when a loop copies the registers of a WGMMA still running; the cubin then
+    has one ``WARPGROUP.DEPBAR`` per QGMMA, and the kernel loses its overlap without any error. Triton does not show
+    ptxas's info lines, so this reruns it.
     """
     with tempfile.TemporaryDirectory() as tmp:
         ptx = os.path.join(tmp, "k.ptx")
@@ -296,20 +291,6 @@ def barrier_inits(kernel) -> list[tuple[int, int]]:
                if src in base}
     return [(offsets[reg], int(count))
             for reg, count in re.findall(r"mbarrier\.init\.shared::cta\.b64 \[(%r\d+)\], (\d+);", ptx)]
-
-
-def empty_barrier_offset(desc: GemmDesc, config: Sm90Config) -> int:
-    """Byte offset from ``global_smem`` of the dense FP8 kernel's first empty ring barrier under ``config`` (what
-    ``FINEGEMM_PROBE_EMPTY_SMEM`` must hold for that variant, scripts/warp_release_probe.py). ``ring_barriers``
-    initializes full[i] then empty[i] for each stage before any other barrier; the switch moves nothing (inline
-    PTX allocates no shared memory)."""
-    kernel = compile_variant(desc, config)
-    inits = barrier_inits(kernel)[:2 * config.stages]
-    empty = [offset for offset, _ in inits[1::2]]
-    wg = gemm_1d2d.num_math_warpgroups(config.block_m)
-    assert len(empty) == config.stages and all(count in (wg, 4 * wg) for _, count in inits[1::2]), inits
-    assert empty == [empty[0] + 8 * i for i in range(config.stages)], empty
-    return empty[0]
 
 
 def lowered_arg_names(kernel) -> list[str]:

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-import warnings
 from typing import Any
 
 import torch
@@ -31,7 +29,7 @@ from .transpose import operand_workspace, transpose_launch
 SUPPORTED_KINDS = ("fp8_1d2d", "fp8_1d1d")
 # FP8 WGMMA reads both operands K-major: with this on, an MN-major A or B (fp8_gemm_nn / tn / tt) is first copied
 # K-major into a per-stream workspace (one transposing launch each, .transpose) and the nt kernel runs, instead of
-# the portable kernel. Off until its GPU tests and timing have run on the H200 (benchmarks/NOTES.md v14).
+# the portable kernel. Off: its GPU tests and timing have not run on the H200.
 MN_MAJOR_VIA_TRANSPOSE = False
 
 _GL_DTYPES = {
@@ -128,33 +126,24 @@ def c_tma_ok(config: Sm90Config, c: torch.Tensor | None, d: torch.Tensor) -> boo
             and tma_row_major(c))
 
 
-# The in-place accumulate by TMA reduce-add (NOTES v21, measured in v24): when C is D the tile is added into D by
-# the TMA instead of C being read and D stored. H100, scripts/d_reduce_probe.py, three rounds, bitwise equal to the
-# separate-C call: one-wave tiles 128 wide gain (24576x4096x1536 at 128x128 501 -> 460 us, 7168x4096x2048 187 ->
-# 172, 2112x4096x7168 at 64x128 176 -> 172); 256-row tiles lose (7168x4096x16384 1026-1082 -> 1088-1120,
-# 4096x4096x7168 +1-2 %; without a C read they keep a 32-byte stack) and so does 128x64 at K = 512
-# (32768x4096x512 418 -> 556). So by default only tiles of <= 128 rows and 128 columns take it, except in the
-# groups of a k-grouped call, where it gained on every tile the groups run (NOTES v25; H100 harness k-grouped suite,
-# kernel us off / everywhere, 3 rounds: G = 16 7168x2048 1328-1377 -> 1240-1253, G = 8 7168x2048 1166-1177 ->
-# 1085-1100, G = 16 4096x7168 2776-2964 -> 2702-2724, G = 4 4096x7168 (256 rows) 2182-2373 -> 2188-2395: a tie).
-# FINEGEMM_PROBE_D_REDUCE=1 takes it wherever it can run, =0 never (read at import).
-D_REDUCE_MODE = {"1": "all", "0": "off"}.get(os.environ.get("FINEGEMM_PROBE_D_REDUCE", ""), "rule")
-if D_REDUCE_MODE != "rule":
-    warnings.warn(f"FINEGEMM_PROBE_D_REDUCE={os.environ['FINEGEMM_PROBE_D_REDUCE']}: sm90 FP8 GEMMs whose C is D "
-                  f"{'add into D by TMA reduce-add wherever they can' if D_REDUCE_MODE == 'all' else 'read C'} "
-                  "(a probe switch)", stacklevel=2)
-
-
+# The in-place accumulate by TMA reduce-add: when C is D the tile is added into D by the TMA instead of C being read
+# and D stored. H100, three rounds, bitwise equal to the separate-C call: one-wave tiles 128 wide gain
+# (24576x4096x1536 at 128x128 501 -> 460 us, 7168x4096x2048 187 -> 172, 2112x4096x7168 at 64x128 176 -> 172);
+# 256-row tiles lose (7168x4096x16384 1026-1082 -> 1088-1120, 4096x4096x7168 +1-2 %; without a C read they keep a
+# 32-byte stack) and so does 128x64 at K = 512 (32768x4096x512 418 -> 556). So only tiles of <= 128 rows and 128
+# columns take it, except in the groups of a k-grouped call, where it gained on every tile the groups run (H100
+# harness k-grouped suite, kernel us without / with, 3 rounds: G = 16 7168x2048 1328-1377 -> 1240-1253, G = 8
+# 7168x2048 1166-1177 -> 1085-1100, G = 16 4096x7168 2776-2964 -> 2702-2724, G = 4 4096x7168 (256 rows) 2182-2373
+# -> 2188-2395: a tie).
 def d_reduce_ok(desc: GemmDesc, config: Sm90Config, c: torch.Tensor | None, d: torch.Tensor,
                 k_group: bool = False) -> bool:
     """Whether ``d = c + a @ b`` runs as ``d += a @ b`` by TMA reduce-add (the kernel's ``D_REDUCE``): C is D
     (same storage, strides and dtype, FP32), the whole K in one launch (no split-K, or split-K summed in the kernel:
     the split that arrives last adds the sum) and plain columns, recipe (1, 1, 128) (the weight-gradient and
     k-grouped accumulate: at 256 rows recipe (1, 128, 128) without a C read spills 104 bytes in its K loop,
-    benchmarks/NOTES.md v23); a tile of <= 128 rows and 128 columns (the measured gain, :data:`D_REDUCE_MODE`), or
-    any tile in one group of a k-grouped call (``k_group``)."""
-    if D_REDUCE_MODE == "off" or (D_REDUCE_MODE == "rule" and not k_group and (config.block_m > 128
-                                                                               or config.block_n != 128)):
+    CPU compile); a tile of <= 128 rows and 128 columns (the measured gain, above), or any tile in one group of
+    a k-grouped call (``k_group``)."""
+    if not k_group and (config.block_m > 128 or config.block_n != 128):
         return False
     return (c is not None and (config.split_k == 1 or config.splitk_fused) and not desc.head_splits
             and desc.kind == "fp8_1d1d"

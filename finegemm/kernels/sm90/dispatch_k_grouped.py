@@ -213,15 +213,16 @@ def _group_config(desc: GemmDesc, config: KGroupedConfig) -> Any:
 
 def fp8_group_config(desc: GemmDesc, facts: DeviceFacts) -> Any:
     """The dense 1d1d config of one group (FP32 D with C, K = ``desc.k``): the dense weight-gradient rule
-    (``heuristics_sm90``; C staged by TMA, 256-row tiles only from K = 4096).
+    (``heuristics_sm90``; C staged by TMA; 64- or 128-row tiles, 128 rows also from K = 4096 since the in-place
+    accumulate by TMA reduce-add made them faster there on the H100).
 
     History (H200, nt, c = d): before C was staged by TMA, 256-row tiles won from K > 1024 (results/
     k_grouped_sweep_h200_2026-12-03.json: G = 16 4096x7168, K 1536-2688, 3130 us against 3472 for 128
     rows pipelined), and this rule picked them there. C by TMA gains ~12 % on 128-row pipelined tiles at
     K = 2048 (4096x7168x2048 209.2 -> 183.4 us) and ~2 % on 256-row ones (first wave only), whose margin
     at K ~ 2048 was by then ~3 % the other way (f591c04 sweep: 3094 us 128 rows vs 3173), so below K = 4096
-    the dense rule's 128-row tiles run; from 4096 both rules take 256 rows (G = 4 4096x7168, K 6272-7808:
-    1804 vs 2312 us).
+    the dense rule's 128-row tiles ran; from 4096 both rules took 256 rows then (G = 4 4096x7168, K 6272-7808:
+    1804 vs 2312 us), before the in-place accumulate.
     """
     return dispatch.get_config(desc, facts)
 

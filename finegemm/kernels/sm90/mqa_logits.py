@@ -99,7 +99,7 @@ def weighted_relu(acc, sf, w, SF_AFTER_SUM: gl.constexpr):
     sum, through ``relu(x * sf) = sf * (x + sign(sf) * |x|) / 2`` (exact for either sign of ``sf``): one
     FFMA a score (``|x|`` is an operand modifier) where the default spends an FMUL and a half-rate FMNMX.
     (A per-tile branch to ``relu(x) * w`` when all 64 scales are >= 0 measured slower: its cross-warp
-    minimum costs more than the FFMA, NOTES v7 outcomes.)"""
+    minimum costs more than the FFMA.)"""
     if SF_AFTER_SUM:
         sgn = gl.where(sf >= 0.0, 1.0, -1.0)
         s = gl.fma(gl.abs(acc), sgn[:, None], acc) * w[None, :]

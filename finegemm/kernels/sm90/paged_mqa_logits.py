@@ -34,10 +34,10 @@ A second form, :func:`paged_mqa_logits_ws_kernel` (``launch(..., ws=True)``), ru
 warp-specialized: four math warpgroups, warpgroup ``j`` taking tile ``j`` of every item of the slot from its
 own ring of key tiles, each ring filled by its own producer warp (page lookups, TMA) as far ahead as the ring
 allows; the query rows sit in a two-stage ring shared by the four. The math warps then run only the wait,
-the WGMMA, the release and the epilogue. H100 A/B (benchmarks/NOTES.md v17): 3-18 % faster than the four-CTA
-form where HBM is not the limit (keys L2-resident), up to 8 % slower where it is. H200 harness (v19): 8-14 %
+the WGMMA, the release and the epilogue. H100 A/B: 3-18 % faster than the four-CTA
+form where HBM is not the limit (keys L2-resident), up to 8 % slower where it is. H200 harness: 8-14 %
 faster at 128 rows on calls of >= 2^23 keys (batch x max_context_len), a tie or 4-6 % slower on smaller ones;
-at 3 key-tile slots instead of what fits (H100, v25) 1-5 % faster again, and ahead from 2^21 keys.
+at 3 key-tile slots instead of what fits (H100) 1-5 % faster again, and ahead from 2^21 keys.
 It is :func:`launch`'s default there (:func:`ws_wanted`); :data:`WARP_SPECIALIZED` forces either form.
 """
 
@@ -507,7 +507,7 @@ def ws_supported(rows: int) -> bool:
 
 # batch x max_context_len (keys a call may score, per query row) from which the ws form is the default at 128 rows
 WS_MIN_KEYS = 1 << 21
-# Key-tile slots a math warpgroup of the ws form takes at most. H100 (NOTES v25; probe, 3 / 4 / 5 / what fits, 5 at
+# Key-tile slots a math warpgroup of the ws form takes at most. H100 (3 / 4 / 5 / what fits, 5 at
 # 128 rows and 6 below, on 9 cases of 32-128 rows, 2-32 M keys): 3 the fastest on all nine, 1-5 % under what fits
 # (b256 n1 h64 ctx8192 113 / 118 / 122 / 119 us, b4096 n2 h64 ctx8192 1603 / 1618 / 1646 / 1648); harness
 # paged-mqa at 128 rows, kernel us: b256 n2 h64 ctx65536 bf16 844 -> 804, b4096 n2 h64 ctx8192 1651 -> 1618. Deeper
@@ -518,14 +518,14 @@ WS_RING_STAGES = 3
 def ws_wanted(rows: int, batch: int, max_context_len: int) -> bool:
     """Whether :func:`launch` takes the warp-specialized form by default: at 128 query rows with at least
     :data:`WS_MIN_KEYS` keys in the call (``batch x max_context_len``, what the host knows without a sync), where
-    the four-CTA form is bound by each CTA's serial tile chain rather than by HBM (H200 ncu, NOTES v16: DRAM 62 %,
-    tensor 40 %). H200 harness, kernel us four-CTA / ws (NOTES v19): b4096 n2 h64 ctx8192 1539.0 / 1352.6,
+    the four-CTA form is bound by each CTA's serial tile chain rather than by HBM (H200 ncu: DRAM 62 %,
+    tensor 40 %). H200 harness, kernel us four-CTA / ws: b4096 n2 h64 ctx8192 1539.0 / 1352.6,
     b256 n2 h64 ctx65536 725.5 / 670.5 (bf16) and 714.9 / 648.8 (fp32); below the threshold the ws form ties or
     loses: b256 ctx8192 101.6 / 101.8, b256 ctx2048 32.3 / 34.3, b32 ctx2048 10.1 / 10.5, b8 ctx8192 9.6 / 10.1.
-    At 3 key-tile slots (:data:`WS_RING_STAGES`, NOTES v25, H100) b256 ctx8192 (2^21 keys) gains too: 122.9 /
+    At 3 key-tile slots (:data:`WS_RING_STAGES`, H100) b256 ctx8192 (2^21 keys) gains too: 122.9 /
     119.6, so the threshold moved to 2^21. At 32 and 64 rows the four-CTA form won on the H200 (ws 0.86-1.02x at
     6 slots) and stays; at 3 slots the H100 has ws 1-4 % ahead there (b4096 n1 h32 ctx8192 1584 / 1552): an H200
-    run decides (gpu_pending.sh 50)."""
+    run decides."""
     return rows == 128 and batch * max_context_len >= WS_MIN_KEYS
 
 
@@ -572,7 +572,7 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, conte
     ``[B, max_blocks]``, ``stride(1) == 1``; schedule_meta int32 ``[num_slots + 1, 2]`` contiguous; out
     fp32/bf16 ``[B * next_n, max_context_len]``, ``stride(1) == 1``. ``subs`` (four-CTA form) and ``ws_stages``
     (warp-specialized form, at most :func:`ws_max_kv_stages`) override the CTAs a slot and the key-tile slots a
-    warpgroup (0: the rule), for probes; ``ws`` forces a form (None: :func:`ws_wanted`).
+    warpgroup (0: the rule), for measurements; ``ws`` forces a form (None: :func:`ws_wanted`).
     """
     batch, next_n, heads, head_dim = q.shape
     num_blocks, block_kv = kv_cache.shape[0], kv_cache.shape[1]

@@ -38,10 +38,10 @@ from .dispatch import _sm90_bf16_grouped_module, _sm90_grouped_module, check_dev
 from .plan_cache import dispatch_state, new_cache, plan_and_key, tensor_key
 
 EXPRESSIONS = ("bmk,bnk->mn", "bhr,hdr->bhd", "bhd,hdr->bhr", "bhd,bhr->hdr")
-# The per-head expressions on the sm90 grouped kernels (GROUPING 3 of kernels/sm90/gemm_bf16.py, and of the gemm_1d2d package
-# for fp8_einsum's bhr,hdr->bhd; A and D read and written in place) instead of the batched Triton kernel, where
-# head_batched_wanted says so. None: that measured rule; True / False force the head-batched plans on / off (tests,
-# the baselines of results/einsum-bench-h200-2026-12-05-ea2067b.json).
+# The per-head expressions on the sm90 grouped kernels (GROUPING 3 of kernels/sm90/gemm_bf16.py, and of the
+# gemm_1d2d package for fp8_einsum's bhr,hdr->bhd; A and D read and written in place) instead of the batched
+# Triton kernel, where head_batched_wanted says so. None: that measured rule; True / False force the head-batched
+# plans on / off (tests, the baselines of results/einsum-bench-h200-2026-12-05-ea2067b.json).
 HEAD_BATCHED_SM90: bool | None = None
 # Tokens a head from which bhr,hdr->bhd (BF16 and FP8) takes the head-batched kernel: H200, 128 heads, r = 512,
 # d = 128, us Triton / head-batched (results/einsum-bench-h200-2026-12-05-ea2067b.json): FP8 13.6 / 15.9 at 128

@@ -16,13 +16,13 @@ import tempfile
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon._runtime import GluonASTSource
 
 from ...jit import ptxas
 from ...jit.heuristics import GemmDesc
 from ...jit.heuristics_sm90 import Sm90Config
 from ...jit.interpret import restore_language
 from . import gemm_1d2d, layouts
+from .gluon_compat import GluonASTSource
 
 TARGET = GPUTarget("cuda", 90, 32)
 # fp8_gemm_kernel's m-grouped constexprs at their dense (GROUPING 0) defaults
@@ -223,9 +223,12 @@ def wgmma_serialization(kernel) -> list[str]:
     return [line.strip() for line in (run.stdout + run.stderr).splitlines() if "are serialized" in line]
 
 
+# A TMA tensor load into shared memory: Triton 3.6 and 3.7 name the destination ``shared::cluster``, 3.8 and later
+# ``shared::cta`` (PTX ISA 8.6); the same instruction for a kernel launched without a cluster.
+TMA_LOAD_PTX = r"cp\.async\.bulk\.tensor\.2d\.shared::(?:cluster|cta)\.global"
 PTX_MUST_CONTAIN = {
     "wgmma e4m3": r"wgmma\.mma_async\.sync\.aligned\.m64n\d+k32\.f32\.e4m3\.e4m3",
-    "TMA load": r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global",
+    "TMA load": TMA_LOAD_PTX,
     "TMA store": r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta",
     "mbarrier": r"mbarrier\.try_wait",
     "setmaxnreg": r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32",
@@ -363,7 +366,7 @@ def compile_bf16_variant(desc: GemmDesc, config, c_dtype: str = "fp32"):
 
 BF16_PTX_MUST_CONTAIN = {
     "wgmma bf16": r"wgmma\.mma_async\.sync\.aligned\.m64n\d+k16\.f32\.bf16\.bf16",
-    "TMA load": r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global",
+    "TMA load": TMA_LOAD_PTX,
     "TMA store": r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta",
     "mbarrier": r"mbarrier\.try_wait",
     "setmaxnreg": r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32",

@@ -68,8 +68,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.language.extra.cuda import gdc_wait
 
+from . import gluon_compat
 from .l2_prefetch import prefetch_tile_l2, tensor_map_param
-from .tma_reduce import async_reduce_add_shared_to_global
 
 BLOCK_K: tl.constexpr = tl.constexpr(128)
 # B's tensor map as fp8_gemm_kernel's lowered parameter (a_desc takes 0-4): for the L2 prefetch's inline PTX
@@ -243,7 +243,7 @@ def _ring_row(bufs, s):
     :func:`_ring_scale` reads (which spells it out: routing it through here reorders that kernel's code enough for
     ptxas to spill 272 bytes in the 1d1d split-tail pick, tests/test_sm90_compile.py)."""
     flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
-    return bufs.index(s)._reinterpret(bufs.dtype, [bufs.shape[2]], flat)
+    return gluon_compat.reinterpret(bufs.index(s), bufs.dtype, [bufs.shape[2]], flat)
 
 
 @gluon.jit
@@ -257,7 +257,7 @@ def _copy_scale_row(bufs, s, ptr, stride_k, krow, off, LIMIT):
     idx = off + gl.arange(0, SIZE, layout=layout)
     ptrs = ptr + krow * stride_k + idx
     mask = idx < LIMIT
-    async_copy.async_copy_global_to_shared(_ring_row(bufs, s), ptrs, mask=mask)
+    gluon_compat.cp_async_load(_ring_row(bufs, s), ptrs, mask=mask)
 
 
 @gluon.jit
@@ -325,15 +325,15 @@ def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars,
                         sfa_dst = sfa_bufs.index(s)
                     else:
                         sfa_dst = sfa_bufs.index(s).slice(i * A_ROWS, A_ROWS, dim=1)
-                    tma.async_copy_global_to_shared(sfa_desc, [krow, off_m + i * A_ROWS], bar, sfa_dst)
+                    gluon_compat.async_load(sfa_desc, [krow, off_m + i * A_ROWS], bar, sfa_dst)
             if SFB_BOX:
-                tma.async_copy_global_to_shared(sfb_desc, [krow, off_n], bar, sfb_bufs.index(s))
+                gluon_compat.async_load(sfb_desc, [krow, off_n], bar, sfb_bufs.index(s))
             for i in gl.static_range(BOXES):
-                tma.async_copy_global_to_shared(a_desc, [off_m + i * A_ROWS, kb * BLOCK_K], bar,
-                                                a_bufs.index(s * BOXES + i))
-            tma.async_copy_global_to_shared(b_desc, [off_n, kb * BLOCK_K], bar, b_bufs.index(s))
+                gluon_compat.async_load(a_desc, [off_m + i * A_ROWS, kb * BLOCK_K], bar,
+                                        a_bufs.index(s * BOXES + i))
+            gluon_compat.async_load(b_desc, [off_n, kb * BLOCK_K], bar, b_bufs.index(s))
             if BLOCK_N1 > 0:
-                tma.async_copy_global_to_shared(b1_desc, [off_n + BLOCK_N, kb * BLOCK_K], bar, b1_bufs.index(s))
+                gluon_compat.async_load(b1_desc, [off_n + BLOCK_N, kb * BLOCK_K], bar, b1_bufs.index(s))
             if B_PREFETCH > 0:
                 if kk + B_PREFETCH < kb_count:
                     prefetch_tile_l2((kb + B_PREFETCH) * BLOCK_K, off_n, B_TENSOR_MAP)
@@ -449,11 +449,11 @@ def _load_tile(a_desc, b_desc, sfa_desc, a_bufs, b_bufs, sfa_bufs, full_bars, em
         if SFA_TMA:
             mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes + sfa_desc.block_type.nbytes)
             krow = kb // 4 if SF_PACKED else kb
-            tma.async_copy_global_to_shared(sfa_desc, [sfa_row0 + krow, sfa_col], bar, sfa_bufs.index(s))
+            gluon_compat.async_load(sfa_desc, [sfa_row0 + krow, sfa_col], bar, sfa_bufs.index(s))
         else:
             mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(a_desc, [a_row, a_k0 + kb * BLOCK_K], bar, a_bufs.index(s))
-        tma.async_copy_global_to_shared(b_desc, [b_row, kb * BLOCK_K], bar, b_bufs.index(s))
+        gluon_compat.async_load(a_desc, [a_row, a_k0 + kb * BLOCK_K], bar, a_bufs.index(s))
+        gluon_compat.async_load(b_desc, [b_row, kb * BLOCK_K], bar, b_bufs.index(s))
         if B_PREFETCH > 0:
             if kb + B_PREFETCH < kb_count:
                 prefetch_tile_l2((kb + B_PREFETCH) * BLOCK_K, b_row, B_TENSOR_MAP)
@@ -575,7 +575,7 @@ def _ring_scale(sf_bufs, s, kb, start: gl.constexpr, layout: gl.constexpr, PACKE
     stage, no swizzle), read as flat rows; packed UE8M0 words hold K blocks ``4 * (kb // 4) + [0, 4)``.
     """
     flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
-    row = sf_bufs.index(s)._reinterpret(sf_bufs.dtype, [sf_bufs.shape[2]], flat)
+    row = gluon_compat.reinterpret(sf_bufs.index(s), sf_bufs.dtype, [sf_bufs.shape[2]], flat)
     if size == sf_bufs.shape[2]:
         v = row.load(layout)
     else:
@@ -879,14 +879,14 @@ def _store_wave(acc, d_desc, d_sub, c_ptr, rows, cols, row_mask, col_mask, strid
         c = gl.load(c_ptrs, mask=row_mask[:, None] & col_mask[None, :], other=0.0)
         acc = acc + c.to(gl.float32)
     tma.store_wait(PENDING)
-    gl.thread_barrier()
+    gluon_compat.thread_barrier()
     d_sub.store(acc.to(d_desc.dtype))
     fence_async_shared()
-    gl.thread_barrier()
+    gluon_compat.thread_barrier()
     if REDUCE:
-        async_reduce_add_shared_to_global(d_desc, [out_row, off_n], d_sub)
+        gluon_compat.async_reduce_add(d_desc, [out_row, off_n], d_sub)
     else:
-        tma.async_copy_shared_to_global(d_desc, [out_row, off_n], d_sub)
+        gluon_compat.async_store(d_desc, [out_row, off_n], d_sub)
 
 
 @gluon.jit
@@ -904,7 +904,7 @@ def _splitk_fused_epilogue(acc, ws_tile, cnt_ptr, slot, split, local, d_desc, d_
     counter to 0; the others store nothing more.
     """
     gl.store(ws_tile + split * PLANE + local, acc)
-    gl.thread_barrier()
+    gluon_compat.thread_barrier()
     arrived = gl.atomic_add(cnt_ptr + slot, 1, sem="acq_rel", scope="gpu")
     if arrived == SPLIT_K - 1:
         # L2 reads (.cg): the other splits' partials were written by other SMs
@@ -926,14 +926,14 @@ def _prefetch_c(c_desc, c_bar, d_sub, off_row, off_n, c1_desc=None, d1_sub=None,
     Rows past M arrive as zeros (and are never stored).
     """
     tma.store_wait(0)
-    gl.thread_barrier()
+    gluon_compat.thread_barrier()
     if c1_desc is None:
         mbarrier.expect(c_bar, c_desc.block_type.nbytes)
     else:
         mbarrier.expect(c_bar, c_desc.block_type.nbytes + c1_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(c_desc, [off_row, off_n], c_bar, d_sub)
+    gluon_compat.async_load(c_desc, [off_row, off_n], c_bar, d_sub)
     if c1_desc is not None:
-        tma.async_copy_global_to_shared(c1_desc, [off_row, off_n1], c_bar, d1_sub)
+        gluon_compat.async_load(c1_desc, [off_row, off_n1], c_bar, d1_sub)
 
 
 # Units a CTA may record with ``TRACE`` (the last slot holds the partition's entry time).
@@ -1379,12 +1379,12 @@ def _store_masked_wave_staged(acc, d_desc, d_sub, d_ptr, first_row, valid_rows, 
     CHUNK: gl.constexpr = 16
     rows_layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 // TPW_N, TPW_N], [4, 1], [1, 0])
     tma.store_wait(PENDING)
-    gl.thread_barrier()
+    gluon_compat.thread_barrier()
     d_sub.store(acc.to(d_desc.dtype))
     fence_async_shared()
-    gl.thread_barrier()
+    gluon_compat.thread_barrier()
     if first_row + 64 <= valid_rows:
-        tma.async_copy_shared_to_global(d_desc, [out_row, off_n], d_sub)
+        gluon_compat.async_store(d_desc, [out_row, off_n], d_sub)
     elif first_row < valid_rows:
         cols = off_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, rows_layout))
         for c in gl.static_range(64 // CHUNK):
@@ -1392,7 +1392,7 @@ def _store_masked_wave_staged(acc, d_desc, d_sub, d_ptr, first_row, valid_rows, 
             v = d_sub.slice(c * CHUNK, CHUNK, dim=0).load(rows_layout)
             ptrs = d_ptr + (out_row + r).to(gl.int64)[:, None] * N + cols[None, :]
             gl.store(ptrs, v, mask=(first_row + r < valid_rows)[:, None] & (cols < N)[None, :])
-        gl.thread_barrier()  # every thread's reads of d_sub before anyone rewrites it
+        gluon_compat.thread_barrier()  # every thread's reads of d_sub before anyone rewrites it
 
 
 @gluon.jit

@@ -15,6 +15,7 @@ import tempfile
 
 import triton
 from triton.backends.compiler import GPUTarget
+from triton.backends.nvidia.compiler import get_ptxas
 from triton.experimental.gluon import language as gl
 
 from ...jit import ptxas
@@ -200,8 +201,12 @@ def yield_bits(kernel, opcodes: tuple[str, ...] = ("FFMA",)) -> list[int]:
 
 
 def _nvidia_tool(name: str) -> str:
-    """The NVIDIA tool ``name`` (ptxas, cuobjdump) Triton itself uses: its bundled one unless ``TRITON_<NAME>_PATH``
-    names another. For ptxas this matters: the PTX's version follows the ptxas Triton compiles with."""
+    """The NVIDIA tool ``name`` (ptxas, cuobjdump) Triton itself uses for ``TARGET``: its bundled one unless
+    ``TRITON_<NAME>_PATH`` names another. For ptxas this matters: the PTX's version follows the ptxas Triton
+    compiles with, and that is ``get_ptxas(arch)``'s pick, not always ``knobs.nvidia.ptxas`` (Triton 3.9 assembles
+    sm_90 with its ``ptxas-blackwell``)."""
+    if name == "ptxas":
+        return get_ptxas(TARGET.arch).path
     return getattr(triton.knobs.nvidia, name).path
 
 
@@ -223,7 +228,7 @@ def wgmma_serialization(kernel) -> list[str]:
     return [line.strip() for line in (run.stdout + run.stderr).splitlines() if "are serialized" in line]
 
 
-# A TMA tensor load into shared memory: Triton 3.6 and 3.7 name the destination ``shared::cluster``, 3.8 and later
+# A TMA tensor load into shared memory: Triton 3.6 names the destination ``shared::cluster``, 3.7 and later
 # ``shared::cta`` (PTX ISA 8.6); the same instruction for a kernel launched without a cluster.
 TMA_LOAD_PTX = r"cp\.async\.bulk\.tensor\.2d\.shared::(?:cluster|cta)\.global"
 PTX_MUST_CONTAIN = {

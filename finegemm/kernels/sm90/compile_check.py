@@ -23,7 +23,7 @@ from ...jit.heuristics import GemmDesc
 from ...jit.heuristics_sm90 import Sm90Config
 from ...jit.interpret import restore_language
 from . import gemm_1d2d, layouts
-from .gluon_compat import GluonASTSource
+from .gluon_compat import ast_source
 
 TARGET = GPUTarget("cuda", 90, 32)
 # fp8_gemm_kernel's m-grouped constexprs at their dense (GROUPING 0) defaults
@@ -115,7 +115,7 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32", p
         constexprs["b1_desc"] = constexprs["d1_desc"] = None
     for name in constexprs:
         sig[name] = "constexpr"
-    src = GluonASTSource(gemm_1d2d.fp8_gemm_kernel, sig, constexprs)
+    src = ast_source(gemm_1d2d.fp8_gemm_kernel, sig, constexprs)
     restore_language()  # interpreted CPU tests earlier in this process may have left tl patched
     options = {"num_warps": config.num_warps, "launch_pdl": pdl,
                "ptx_options": ptxas.fp8_gemm_options(desc.kind == "fp8_1d1d")}
@@ -154,7 +154,7 @@ def compile_grouped_variant(desc: GemmDesc, config: Sm90Config, use_psum: bool =
         constexprs["GROUPING"] = 3
     for name in constexprs:
         sig[name] = "constexpr"
-    src = GluonASTSource(gemm_1d2d.fp8_gemm_kernel, sig, constexprs)
+    src = ast_source(gemm_1d2d.fp8_gemm_kernel, sig, constexprs)
     restore_language()
     return triton.compile(src, target=TARGET, options={"num_warps": config.num_warps,
                                                        "ptx_options": ptxas.fp8_gemm_options()})
@@ -364,7 +364,7 @@ def compile_bf16_variant(desc: GemmDesc, config, c_dtype: str = "fp32"):
     constexprs["BLOCK_N1"] = bn1
     for name in constexprs:
         sig[name] = "constexpr"
-    src = GluonASTSource(gemm_bf16.bf16_gemm_kernel, sig, constexprs)
+    src = ast_source(gemm_bf16.bf16_gemm_kernel, sig, constexprs)
     restore_language()  # interpreted CPU tests earlier in this process may have left tl patched
     return triton.compile(src, target=TARGET, options={"num_warps": config.num_warps})
 
@@ -396,6 +396,6 @@ def compile_bf16_grouped_variant(desc: GemmDesc, config, use_psum: bool = False,
                   else dispatch_bf16_grouped.kernel_meta(desc, config, use_psum))
     for name in constexprs:
         sig[name] = "constexpr"
-    src = GluonASTSource(gemm_bf16.bf16_grouped_gemm_kernel, sig, constexprs)
+    src = ast_source(gemm_bf16.bf16_grouped_gemm_kernel, sig, constexprs)
     restore_language()
     return triton.compile(src, target=TARGET, options={"num_warps": config.num_warps})

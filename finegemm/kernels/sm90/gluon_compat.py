@@ -12,11 +12,14 @@ only these names, so one kernel source compiles on every release; a kernel body 
 
 All of them lower to the same ops on every release (the TMA copies to ``ttng.async_tma_copy_*``, the barrier to
 ``gpu.barrier``, the reinterpret to ``ttg.memdesc_reinterpret``), so the PTX of a kernel does not depend on which
-spelling was found. ``GluonASTSource`` (the CPU compile entry of :mod:`.compile_check` and the compile tests) is
-re-exported from where every release keeps it.
+spelling was found. :func:`ast_source` is the CPU compile entry of :mod:`.compile_check`: ``GluonASTSource`` with
+every parameter the signature leaves out bound to its Python default as a constexpr (Triton 3.6 applied those
+defaults itself; 3.9 fails on the missing parameter with "'NoneType' object has no attribute '_unflatten_ir'").
 """
 
 from __future__ import annotations
+
+import inspect
 
 from triton._C.libtriton import ir
 from triton.experimental.gluon import language as gl
@@ -25,8 +28,8 @@ from triton.experimental.gluon.language._core import builtin
 from triton.experimental.gluon.language.nvidia.ampere import async_copy as _async_copy
 from triton.experimental.gluon.language.nvidia.hopper import tma as _tma
 
-__all__ = ["GluonASTSource", "async_load", "async_reduce_add", "async_store", "cp_async_load", "reinterpret",
-           "thread_barrier"]
+__all__ = ["GluonASTSource", "ast_source", "async_load", "async_reduce_add", "async_store", "cp_async_load",
+           "reinterpret", "thread_barrier"]
 
 
 def _first(owner, *names: str):
@@ -36,6 +39,17 @@ def _first(owner, *names: str):
         if hasattr(owner, name):
             return getattr(owner, name)
     raise ImportError(f"{owner.__name__} has none of {names}; this Triton release is not supported")
+
+
+def ast_source(kernel, signature: dict, constexprs: dict) -> GluonASTSource:
+    """``GluonASTSource(kernel, signature, constexprs)`` with each parameter of ``kernel`` (a ``gluon.jit``
+    function) that ``signature`` does not name added as a constexpr holding its default (``signature`` and
+    ``constexprs`` are extended in place)."""
+    for name, param in inspect.signature(kernel.fn).parameters.items():
+        if name not in signature and param.default is not inspect.Parameter.empty:
+            constexprs[name] = param.default
+            signature[name] = "constexpr"
+    return GluonASTSource(kernel, signature, constexprs)
 
 
 @builtin

@@ -23,6 +23,7 @@ from finegemm.jit.heuristics_sm90 import (
 from finegemm.kernels.sm90 import dispatch_bf16
 from finegemm.kernels.sm90.compile_check import (
     BF16_PTX_MUST_CONTAIN,
+    TMA_LOAD_PTX,
     assert_ptx_contains,
     compile_bf16_variant,
     lowered_arg_names,
@@ -322,7 +323,7 @@ def test_staged_c_compiles_without_spills_or_c_loads(shape, out_fp32, c_dtype):
     ptx = assert_ptx_contains(kernel, BF16_PTX_MUST_CONTAIN)
     wgs = cfg.block_m // 64
     blocks = 2 if cfg.column_blocks[1] else 1
-    loads = re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global", ptx)
+    loads = re.findall(TMA_LOAD_PTX, ptx)
     assert len(loads) == wgs + blocks + wgs * blocks, (len(loads), wgs)  # A per warpgroup, B, C per both
     assert not re.search(r"ld\.global(?!\.nc)", ptx), "C still read from global memory"
     usage = resource_usage(kernel)
@@ -330,7 +331,7 @@ def test_staged_c_compiles_without_spills_or_c_loads(shape, out_fp32, c_dtype):
     assert kernel.metadata.shared <= H200.smem_per_block
     # the global-load form of the same tile reads C with plain loads and no C box
     plain = compile_bf16_variant(desc, dataclasses.replace(cfg, c_tma=False), c_dtype)
-    assert len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global", plain.asm["ptx"])) == wgs + blocks
+    assert len(re.findall(TMA_LOAD_PTX, plain.asm["ptx"])) == wgs + blocks
 
 
 SPLIT_STAGED = [((4096, 576, 7168), 128, 144, False), ((333, 584, 1536), 128, 144, False),
@@ -348,7 +349,7 @@ def test_staged_c_on_split_width_tiles(shape, bm, bn, out_fp32):
     kernel = compile_bf16_variant(desc, cfg, "fp32" if out_fp32 else "bf16")
     ptx = assert_ptx_contains(kernel, BF16_PTX_MUST_CONTAIN)
     wgs = bm // 64
-    loads = re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global", ptx)
+    loads = re.findall(TMA_LOAD_PTX, ptx)
     assert len(loads) == wgs + 2 + 2 * wgs, len(loads)
     c_bytes = 64 * bn * (4 if out_fp32 else 2)  # one expect-tx for a warpgroup's two C boxes
     assert re.search(rf"mbarrier\.arrive\.expect_tx\.shared\.b64 _, \[%r\d+\], {c_bytes};", ptx), c_bytes

@@ -15,14 +15,15 @@ import tempfile
 
 import triton
 from triton.backends.compiler import GPUTarget
+from triton.backends.nvidia.compiler import get_ptxas
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon._runtime import GluonASTSource
 
 from ...jit import ptxas
 from ...jit.heuristics import GemmDesc
 from ...jit.heuristics_sm90 import Sm90Config
 from ...jit.interpret import restore_language
 from . import gemm_1d2d, layouts
+from .gluon_compat import ast_source
 
 TARGET = GPUTarget("cuda", 90, 32)
 # fp8_gemm_kernel's m-grouped constexprs at their dense (GROUPING 0) defaults
@@ -109,7 +110,7 @@ def compile_variant(desc: GemmDesc, config: Sm90Config, c_dtype: str = "fp32", p
         constexprs["b1_desc"] = constexprs["d1_desc"] = None
     for name in constexprs:
         sig[name] = "constexpr"
-    src = GluonASTSource(gemm_1d2d.fp8_gemm_kernel, sig, constexprs)
+    src = ast_source(gemm_1d2d.fp8_gemm_kernel, sig, constexprs)
     restore_language()  # interpreted CPU tests earlier in this process may have left tl patched
     options = {"num_warps": config.num_warps, "launch_pdl": pdl,
                "ptx_options": ptxas.fp8_gemm_options(desc.kind == "fp8_1d1d")}
@@ -148,7 +149,7 @@ def compile_grouped_variant(desc: GemmDesc, config: Sm90Config, use_psum: bool =
         constexprs["GROUPING"] = 3
     for name in constexprs:
         sig[name] = "constexpr"
-    src = GluonASTSource(gemm_1d2d.fp8_gemm_kernel, sig, constexprs)
+    src = ast_source(gemm_1d2d.fp8_gemm_kernel, sig, constexprs)
     restore_language()
     return triton.compile(src, target=TARGET, options={"num_warps": config.num_warps,
                                                        "ptx_options": ptxas.fp8_gemm_options()})
@@ -195,8 +196,12 @@ def yield_bits(kernel, opcodes: tuple[str, ...] = ("FFMA",)) -> list[int]:
 
 
 def _nvidia_tool(name: str) -> str:
-    """The NVIDIA tool ``name`` (ptxas, cuobjdump) Triton itself uses: its bundled one unless ``TRITON_<NAME>_PATH``
-    names another. For ptxas this matters: the PTX's version follows the ptxas Triton compiles with."""
+    """The NVIDIA tool ``name`` (ptxas, cuobjdump) Triton itself uses for ``TARGET``: its bundled one unless
+    ``TRITON_<NAME>_PATH`` names another. For ptxas this matters: the PTX's version follows the ptxas Triton
+    compiles with, and that is ``get_ptxas(arch)``'s pick, not always ``knobs.nvidia.ptxas`` (Triton 3.9 assembles
+    sm_90 with its ``ptxas-blackwell``)."""
+    if name == "ptxas":
+        return get_ptxas(TARGET.arch).path
     return getattr(triton.knobs.nvidia, name).path
 
 
@@ -218,9 +223,12 @@ def wgmma_serialization(kernel) -> list[str]:
     return [line.strip() for line in (run.stdout + run.stderr).splitlines() if "are serialized" in line]
 
 
+# A TMA tensor load into shared memory: Triton 3.6 names the destination ``shared::cluster``, 3.7 and later
+# ``shared::cta`` (PTX ISA 8.6); the same instruction for a kernel launched without a cluster.
+TMA_LOAD_PTX = r"cp\.async\.bulk\.tensor\.2d\.shared::(?:cluster|cta)\.global"
 PTX_MUST_CONTAIN = {
     "wgmma e4m3": r"wgmma\.mma_async\.sync\.aligned\.m64n\d+k32\.f32\.e4m3\.e4m3",
-    "TMA load": r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global",
+    "TMA load": TMA_LOAD_PTX,
     "TMA store": r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta",
     "mbarrier": r"mbarrier\.try_wait",
     "setmaxnreg": r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32",
@@ -337,14 +345,14 @@ def compile_bf16_variant(desc: GemmDesc, config, c_dtype: str = "fp32"):
     constexprs["BLOCK_N1"] = bn1
     for name in constexprs:
         sig[name] = "constexpr"
-    src = GluonASTSource(gemm_bf16.bf16_gemm_kernel, sig, constexprs)
+    src = ast_source(gemm_bf16.bf16_gemm_kernel, sig, constexprs)
     restore_language()  # interpreted CPU tests earlier in this process may have left tl patched
     return triton.compile(src, target=TARGET, options={"num_warps": config.num_warps})
 
 
 BF16_PTX_MUST_CONTAIN = {
     "wgmma bf16": r"wgmma\.mma_async\.sync\.aligned\.m64n\d+k16\.f32\.bf16\.bf16",
-    "TMA load": r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global",
+    "TMA load": TMA_LOAD_PTX,
     "TMA store": r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta",
     "mbarrier": r"mbarrier\.try_wait",
     "setmaxnreg": r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32",
@@ -369,6 +377,6 @@ def compile_bf16_grouped_variant(desc: GemmDesc, config, use_psum: bool = False,
                   else dispatch_bf16_grouped.kernel_meta(desc, config, use_psum))
     for name in constexprs:
         sig[name] = "constexpr"
-    src = GluonASTSource(gemm_bf16.bf16_grouped_gemm_kernel, sig, constexprs)
+    src = ast_source(gemm_bf16.bf16_grouped_gemm_kernel, sig, constexprs)
     restore_language()
     return triton.compile(src, target=TARGET, options={"num_warps": config.num_warps})

@@ -57,6 +57,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.language.extra.cuda import gdc_wait
 
+from . import gluon_compat
 from .gemm_1d2d import (
     _contiguous_group,
     _d_rows,
@@ -127,20 +128,20 @@ def _load_k_range(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars, it, kb0
         k = kb * BLOCK_K
         for wg in gl.static_range(NUM_WG):
             if A_MN_MAJOR:
-                tma.async_copy_global_to_shared(a_desc, [a_k0 + k, a_row + wg * 64], bar,
-                                                a_bufs.index(s * NUM_WG + wg))
+                gluon_compat.async_load(a_desc, [a_k0 + k, a_row + wg * 64], bar,
+                                        a_bufs.index(s * NUM_WG + wg))
             else:
-                tma.async_copy_global_to_shared(a_desc, [a_row + wg * 64, a_k0 + k], bar,
-                                                a_bufs.index(s * NUM_WG + wg))
+                gluon_compat.async_load(a_desc, [a_row + wg * 64, a_k0 + k], bar,
+                                        a_bufs.index(s * NUM_WG + wg))
         if B_MN_MAJOR:
-            tma.async_copy_global_to_shared(b_desc, [b_k0 + k, b_row], bar, b_bufs.index(s))
+            gluon_compat.async_load(b_desc, [b_k0 + k, b_row], bar, b_bufs.index(s))
         else:
-            tma.async_copy_global_to_shared(b_desc, [b_row, k], bar, b_bufs.index(s))
+            gluon_compat.async_load(b_desc, [b_row, k], bar, b_bufs.index(s))
         if SPLIT_N > 0:
             if B_MN_MAJOR:
-                tma.async_copy_global_to_shared(b1_desc, [b_k0 + k, b_row + SPLIT_N], bar, b1_bufs.index(s))
+                gluon_compat.async_load(b1_desc, [b_k0 + k, b_row + SPLIT_N], bar, b1_bufs.index(s))
             else:
-                tma.async_copy_global_to_shared(b1_desc, [b_row + SPLIT_N, k], bar, b1_bufs.index(s))
+                gluon_compat.async_load(b1_desc, [b_row + SPLIT_N, k], bar, b1_bufs.index(s))
         if B_PREFETCH > 0:
             if kb + B_PREFETCH < kb1:
                 k_ahead = (kb + B_PREFETCH) * BLOCK_K
@@ -308,7 +309,7 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr
                     rows1 = off_m + WG * 64 + gl.arange(0, 64, layout=gl.SliceLayout(1, acc1.type.layout))
                     acc1 = _add_c(acc1, c_ptr, rows1, off_n + BLOCK_N, M, N, stride_cm, stride_cn, BLOCK_N1)
         tma.store_wait(0)
-        gl.thread_barrier()
+        gluon_compat.thread_barrier()
         if D_HALVES:
             _store_halves(acc, d_desc, d_sub, out_row, off_n, BLOCK_N)
         else:
@@ -316,10 +317,10 @@ def _math_partition(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem, c_ptr
             if BLOCK_N1 > 0:
                 d1_sub.store(acc1.to(d1_desc.dtype))
             fence_async_shared()
-            gl.thread_barrier()
-            tma.async_copy_shared_to_global(d_desc, [out_row, off_n], d_sub)
+            gluon_compat.thread_barrier()
+            gluon_compat.async_store(d_desc, [out_row, off_n], d_sub)
             if BLOCK_N1 > 0:
-                tma.async_copy_shared_to_global(d1_desc, [out_row, off_n + BLOCK_N], d1_sub)
+                gluon_compat.async_store(d1_desc, [out_row, off_n + BLOCK_N], d1_sub)
     tma.store_wait(0)
 
 
@@ -333,14 +334,14 @@ def _store_halves(acc, d_desc, d_sub, out_row, off_n, BLOCK_N: gl.constexpr):
     lo, hi = gl.split(acc.reshape([64, 2, HALF]).permute(0, 2, 1))
     d_sub.store(lo.to(d_desc.dtype))
     fence_async_shared()
-    gl.thread_barrier()
-    tma.async_copy_shared_to_global(d_desc, [out_row, off_n], d_sub)
+    gluon_compat.thread_barrier()
+    gluon_compat.async_store(d_desc, [out_row, off_n], d_sub)
     tma.store_wait(0)
-    gl.thread_barrier()
+    gluon_compat.thread_barrier()
     d_sub.store(hi.to(d_desc.dtype))
     fence_async_shared()
-    gl.thread_barrier()
-    tma.async_copy_shared_to_global(d_desc, [out_row, off_n + HALF], d_sub)
+    gluon_compat.thread_barrier()
+    gluon_compat.async_store(d_desc, [out_row, off_n + HALF], d_sub)
 
 
 @gluon.jit

@@ -40,13 +40,12 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared,
     mbarrier,
-    tma,
     warpgroup_mma,
     warpgroup_mma_wait,
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from . import launcher
+from . import gluon_compat, launcher
 
 BLOCK_KV = 64
 STAGES = 4
@@ -275,8 +274,8 @@ def _refill(kv_desc, kv_smem, bars, i, c_begin, n, STAGES_: gl.constexpr):
     if nxt < n:
         s = i % STAGES_
         mbarrier.expect(bars.index(s), kv_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(kv_desc, [(c_begin + nxt) * kv_desc.block_type.shape[0], 0], bars.index(s),
-                                        kv_smem.index(s))
+        gluon_compat.async_load(kv_desc, [(c_begin + nxt) * kv_desc.block_type.shape[0], 0], bars.index(s),
+                                kv_smem.index(s))
 
 
 @gluon.jit
@@ -343,11 +342,11 @@ def mqa_logits_kernel(q_desc, kv_desc, kv_sf_ptr, w_ptr, start_ptr, end_ptr, out
     q_bar = bars.index(STAGES_)
     if n > 0:
         mbarrier.expect(q_bar, q_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(q_desc, [pid_q * ROWS, 0], q_bar, q_smem)
+        gluon_compat.async_load(q_desc, [pid_q * ROWS, 0], q_bar, q_smem)
         for p in gl.static_range(STAGES_):
             if p < n:
                 mbarrier.expect(bars.index(p), kv_desc.block_type.nbytes)
-                tma.async_copy_global_to_shared(kv_desc, [(c_begin + p) * BKV, 0], bars.index(p), kv_smem.index(p))
+                gluon_compat.async_load(kv_desc, [(c_begin + p) * BKV, 0], bars.index(p), kv_smem.index(p))
         # the weight of every (query, head) column, and which query each column belongs to
         r = gl.arange(0, ROWS, layout=col_layout)
         col_q = r // HEADS

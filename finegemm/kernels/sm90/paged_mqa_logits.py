@@ -49,14 +49,13 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared,
     mbarrier,
-    tma,
     warpgroup_mma,
     warpgroup_mma_wait,
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from ..portable.paged_mqa_logits import SPLIT_KV
-from . import launcher
+from . import gluon_compat, launcher
 from .mqa_logits import _acc_layout, _add, alloc_ring, weighted_relu
 
 BLOCK_KV = 64  # keys per WGMMA tile (the M of the instruction)
@@ -142,7 +141,7 @@ def _load_query(q_desc, q_bar, q_smem, w_ptr, b, col_t, r, stride_ws, NEXT_N: gl
     """Start the TMA load of sequence ``b``'s ``[NEXT_N * HEADS, D]`` query rows into ``q_smem`` (completing
     ``q_bar``) and return their weights, column ``r`` scoring token ``col_t`` with head ``r % HEADS``."""
     mbarrier.expect(q_bar, q_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(q_desc, [b * (NEXT_N * HEADS), 0], q_bar, q_smem)
+    gluon_compat.async_load(q_desc, [b * (NEXT_N * HEADS), 0], q_bar, q_smem)
     return gl.load(w_ptr + (b.to(gl.int64) * NEXT_N + col_t) * stride_ws + (r % HEADS))
 
 
@@ -162,8 +161,8 @@ def _load_tile(kv_desc, sf_desc, kv_dst, sf_dst, bar, key, page, rows_per_page, 
     D: gl.constexpr = kv_desc.block_type.shape[1]
     row = page * rows_per_page
     mbarrier.expect(bar, kv_desc.block_type.nbytes + sf_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(sf_desc, [row + PAGE + (key % PAGE) * 4 // D, 0], bar, sf_dst)
-    tma.async_copy_global_to_shared(kv_desc, [row + key % PAGE, 0], bar, kv_dst)
+    gluon_compat.async_load(sf_desc, [row + PAGE + (key % PAGE) * 4 // D, 0], bar, sf_dst)
+    gluon_compat.async_load(kv_desc, [row + key % PAGE, 0], bar, kv_dst)
 
 
 @gluon.jit
@@ -274,7 +273,7 @@ def paged_mqa_logits_kernel(q_desc, kv_desc, sf_desc, w_ptr, ctx_ptr, table_ptr,
             # the next item's page for slot j, looked up while the WGMMA runs
             next_page = _tile_page(table_ptr, nb, ns, j, stride_table, num_blocks, BKV, PAGE)
             # keys past the context hold any scale: their logits are masked (_tile_logits)
-            sf = sf_smem.index(j)._reinterpret(gl.float32, [BKV], flat).load(row_layout)
+            sf = gluon_compat.reinterpret(sf_smem.index(j), gl.float32, [BKV], flat).load(row_layout)
             acc = warpgroup_mma_wait(0, deps=(acc,))
             # slot j is free: the next item's tile j
             _fill_slot(kv_desc, sf_desc, kv_smem, sf_smem, bars, j, j < nn_tiles, ns, next_page, rows_per_page, PAGE)
@@ -348,8 +347,8 @@ def _ws_load_partition(q_desc, kv_desc, sf_desc, q_smem, kv_smem, sf_smem, q_ful
                 qs = q_it % 2
                 mbarrier.wait(q_empty.index(qs), ((q_it // 2) & 1) ^ 1)
                 mbarrier.expect(q_full.index(qs), q_desc.block_type.nbytes)
-                tma.async_copy_global_to_shared(q_desc, [b * (NEXT_N * HEADS), 0], q_full.index(qs),
-                                                q_smem.index(qs))
+                gluon_compat.async_load(q_desc, [b * (NEXT_N * HEADS), 0], q_full.index(qs),
+                                        q_smem.index(qs))
                 q_it += 1
                 q_b = b
         key = s * _SPLIT + WG * BKV
@@ -407,7 +406,7 @@ def _ws_math_partition(q_smem, kv_smem, sf_smem, q_full, q_empty, kv_full, kv_em
             nb, ns, nitems, nkeys, nok = _walk(b, s, items, keys, batch, b_stop, s_stop, ctx_ptr, stride_ctx_b,
                                                stride_ctx_t, key_cap, NEXT_N, CTX_2D)
             # keys past the context hold any scale: their logits are masked (_tile_logits)
-            sf = sf_smem.index(slot)._reinterpret(gl.float32, [BKV], flat).load(row_layout)
+            sf = gluon_compat.reinterpret(sf_smem.index(slot), gl.float32, [BKV], flat).load(row_layout)
             acc = warpgroup_mma_wait(0, deps=(acc,))
             fence_async_shared()  # the scale reads (generic proxy) before the producer's next TMA write
             mbarrier.arrive(kv_empty.index(slot), count=1)

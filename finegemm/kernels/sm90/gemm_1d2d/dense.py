@@ -77,7 +77,7 @@ def _dense_math(a_bufs, b_bufs, full_bars, empty_bars, d_desc, d_smem,
     """The dense math partition (GROUPING 0): persistent (tile, k-split) units.
 
     ``D_REDUCE`` (C is D, FP32, whole K or split-K summed in the kernel; ``HAS_C`` is then off): each wave's tile
-    (a split tile's sum, by the split that arrives last) is added into D by a TMA reduce-add (:mod:`.tma_reduce`)
+    (a split tile's sum, by the split that arrives last) is added into D by a TMA reduce-add (:mod:`.gluon_compat`)
     instead of C being read and D stored: no C load on the critical path.
 
     ``C_TMA`` (with C, no split-K, FP32 C and D): the C rows of each tile's first wave are loaded by TMA into

@@ -16,7 +16,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.language.extra.cuda import gdc_wait
 
-from ..tma_reduce import async_reduce_add_shared_to_global
+from .. import gluon_compat
 
 
 @gluon.jit
@@ -49,14 +49,14 @@ def _store_wave(acc, d_desc, d_sub, c_ptr, rows, cols, row_mask, col_mask, strid
         c = gl.load(c_ptrs, mask=row_mask[:, None] & col_mask[None, :], other=0.0)
         acc = acc + c.to(gl.float32)
     tma.store_wait(PENDING)
-    gl.thread_barrier()
+    gluon_compat.thread_barrier()
     d_sub.store(acc.to(d_desc.dtype))
     fence_async_shared()
-    gl.thread_barrier()
+    gluon_compat.thread_barrier()
     if REDUCE:
-        async_reduce_add_shared_to_global(d_desc, [out_row, off_n], d_sub)
+        gluon_compat.async_reduce_add(d_desc, [out_row, off_n], d_sub)
     else:
-        tma.async_copy_shared_to_global(d_desc, [out_row, off_n], d_sub)
+        gluon_compat.async_store(d_desc, [out_row, off_n], d_sub)
 
 
 @gluon.jit
@@ -74,7 +74,7 @@ def _splitk_fused_epilogue(acc, ws_tile, cnt_ptr, slot, split, local, d_desc, d_
     counter to 0; the others store nothing more.
     """
     gl.store(ws_tile + split * PLANE + local, acc)
-    gl.thread_barrier()
+    gluon_compat.thread_barrier()
     arrived = gl.atomic_add(cnt_ptr + slot, 1, sem="acq_rel", scope="gpu")
     if arrived == SPLIT_K - 1:
         # L2 reads (.cg): the other splits' partials were written by other SMs
@@ -96,14 +96,14 @@ def _prefetch_c(c_desc, c_bar, d_sub, off_row, off_n, c1_desc=None, d1_sub=None,
     Rows past M arrive as zeros (and are never stored).
     """
     tma.store_wait(0)
-    gl.thread_barrier()
+    gluon_compat.thread_barrier()
     if c1_desc is None:
         mbarrier.expect(c_bar, c_desc.block_type.nbytes)
     else:
         mbarrier.expect(c_bar, c_desc.block_type.nbytes + c1_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(c_desc, [off_row, off_n], c_bar, d_sub)
+    gluon_compat.async_load(c_desc, [off_row, off_n], c_bar, d_sub)
     if c1_desc is not None:
-        tma.async_copy_global_to_shared(c1_desc, [off_row, off_n1], c_bar, d1_sub)
+        gluon_compat.async_load(c1_desc, [off_row, off_n1], c_bar, d1_sub)
 
 
 @gluon.jit
@@ -137,12 +137,12 @@ def _store_masked_wave_staged(acc, d_desc, d_sub, d_ptr, first_row, valid_rows, 
     CHUNK: gl.constexpr = 16
     rows_layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 // TPW_N, TPW_N], [4, 1], [1, 0])
     tma.store_wait(PENDING)
-    gl.thread_barrier()
+    gluon_compat.thread_barrier()
     d_sub.store(acc.to(d_desc.dtype))
     fence_async_shared()
-    gl.thread_barrier()
+    gluon_compat.thread_barrier()
     if first_row + 64 <= valid_rows:
-        tma.async_copy_shared_to_global(d_desc, [out_row, off_n], d_sub)
+        gluon_compat.async_store(d_desc, [out_row, off_n], d_sub)
     elif first_row < valid_rows:
         cols = off_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, rows_layout))
         for c in gl.static_range(64 // CHUNK):
@@ -150,7 +150,7 @@ def _store_masked_wave_staged(acc, d_desc, d_sub, d_ptr, first_row, valid_rows, 
             v = d_sub.slice(c * CHUNK, CHUNK, dim=0).load(rows_layout)
             ptrs = d_ptr + (out_row + r).to(gl.int64)[:, None] * N + cols[None, :]
             gl.store(ptrs, v, mask=(first_row + r < valid_rows)[:, None] & (cols < N)[None, :])
-        gl.thread_barrier()  # every thread's reads of d_sub before anyone rewrites it
+        gluon_compat.thread_barrier()  # every thread's reads of d_sub before anyone rewrites it
 
 
 @triton.jit

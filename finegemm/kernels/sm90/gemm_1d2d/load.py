@@ -9,9 +9,9 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.experimental.gluon.language.nvidia.hopper import (
     mbarrier,
-    tma,
 )
 
+from .. import gluon_compat
 from ..l2_prefetch import prefetch_tile_l2, tensor_map_param
 from .schedule import (
     BLOCK_K,
@@ -58,7 +58,7 @@ def _ring_row(bufs, s):
     :func:`_ring_scale` reads (which spells it out: routing it through here reorders that kernel's code enough for
     ptxas to spill 272 bytes in the 1d1d split-tail pick, tests/test_sm90_compile.py)."""
     flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
-    return bufs.index(s)._reinterpret(bufs.dtype, [bufs.shape[2]], flat)
+    return gluon_compat.reinterpret(bufs.index(s), bufs.dtype, [bufs.shape[2]], flat)
 
 
 @gluon.jit
@@ -72,7 +72,7 @@ def _copy_scale_row(bufs, s, ptr, stride_k, krow, off, LIMIT):
     idx = off + gl.arange(0, SIZE, layout=layout)
     ptrs = ptr + krow * stride_k + idx
     mask = idx < LIMIT
-    async_copy.async_copy_global_to_shared(_ring_row(bufs, s), ptrs, mask=mask)
+    gluon_compat.cp_async_load(_ring_row(bufs, s), ptrs, mask=mask)
 
 
 @gluon.jit
@@ -137,13 +137,13 @@ def _dense_load_partition(a_desc, b_desc, a_bufs, b_bufs, full_bars, empty_bars,
                         sfa_dst = sfa_bufs.index(s)
                     else:
                         sfa_dst = sfa_bufs.index(s).slice(i * A_ROWS, A_ROWS, dim=1)
-                    tma.async_copy_global_to_shared(sfa_desc, [krow, off_m + i * A_ROWS], bar, sfa_dst)
+                    gluon_compat.async_load(sfa_desc, [krow, off_m + i * A_ROWS], bar, sfa_dst)
             for i in gl.static_range(BOXES):
-                tma.async_copy_global_to_shared(a_desc, [off_m + i * A_ROWS, kb * BLOCK_K], bar,
-                                                a_bufs.index(s * BOXES + i))
-            tma.async_copy_global_to_shared(b_desc, [off_n, kb * BLOCK_K], bar, b_bufs.index(s))
+                gluon_compat.async_load(a_desc, [off_m + i * A_ROWS, kb * BLOCK_K], bar,
+                                        a_bufs.index(s * BOXES + i))
+            gluon_compat.async_load(b_desc, [off_n, kb * BLOCK_K], bar, b_bufs.index(s))
             if BLOCK_N1 > 0:
-                tma.async_copy_global_to_shared(b1_desc, [off_n + BLOCK_N, kb * BLOCK_K], bar, b1_bufs.index(s))
+                gluon_compat.async_load(b1_desc, [off_n + BLOCK_N, kb * BLOCK_K], bar, b1_bufs.index(s))
             if B_PREFETCH > 0:
                 if kk + B_PREFETCH < kb_count:
                     prefetch_tile_l2((kb + B_PREFETCH) * BLOCK_K, off_n, B_TENSOR_MAP)
@@ -165,11 +165,11 @@ def _load_tile(a_desc, b_desc, sfa_desc, a_bufs, b_bufs, sfa_bufs, full_bars, em
         if SFA_TMA:
             mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes + sfa_desc.block_type.nbytes)
             krow = kb // 4 if SF_PACKED else kb
-            tma.async_copy_global_to_shared(sfa_desc, [sfa_row0 + krow, sfa_col], bar, sfa_bufs.index(s))
+            gluon_compat.async_load(sfa_desc, [sfa_row0 + krow, sfa_col], bar, sfa_bufs.index(s))
         else:
             mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(a_desc, [a_row, a_k0 + kb * BLOCK_K], bar, a_bufs.index(s))
-        tma.async_copy_global_to_shared(b_desc, [b_row, kb * BLOCK_K], bar, b_bufs.index(s))
+        gluon_compat.async_load(a_desc, [a_row, a_k0 + kb * BLOCK_K], bar, a_bufs.index(s))
+        gluon_compat.async_load(b_desc, [b_row, kb * BLOCK_K], bar, b_bufs.index(s))
         if B_PREFETCH > 0:
             if kb + B_PREFETCH < kb_count:
                 prefetch_tile_l2((kb + B_PREFETCH) * BLOCK_K, b_row, B_TENSOR_MAP)

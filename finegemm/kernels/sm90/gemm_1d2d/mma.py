@@ -13,6 +13,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
+from .. import gluon_compat
 from .epilogue import _prefetch_c
 
 
@@ -79,7 +80,7 @@ def _ring_scale(sf_bufs, s, kb, start: gl.constexpr, layout: gl.constexpr, PACKE
     stage, no swizzle), read as flat rows; packed UE8M0 words hold K blocks ``4 * (kb // 4) + [0, 4)``.
     """
     flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
-    row = sf_bufs.index(s)._reinterpret(sf_bufs.dtype, [sf_bufs.shape[2]], flat)
+    row = gluon_compat.reinterpret(sf_bufs.index(s), sf_bufs.dtype, [sf_bufs.shape[2]], flat)
     if size == sf_bufs.shape[2]:
         v = row.load(layout)
     else:

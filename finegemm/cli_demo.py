@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import platform
 import subprocess
 import time
@@ -33,9 +32,9 @@ def _ptxas_line() -> str:
     """The ptxas kernels compile with, its version, and the FP8 GEMM kernels' extra options under it."""
     from .jit import ptxas
 
-    path = os.environ.get("TRITON_PTXAS_PATH")
+    path = ptxas.in_use()
     version = ptxas.version_at(path)
-    where = path or "Triton's bundled"
+    where = f"{path} ({ptxas.sm90_variable()})" if path else "Triton's bundled"
     release = f"{version[0]}.{version[1]}" if version else "version unknown"
     return f"{where} ({release}); FP8 GEMM ptxas options: {ptxas.fp8_gemm_options() or '(none)'}"
 

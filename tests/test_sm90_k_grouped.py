@@ -67,7 +67,7 @@ def test_unsupported_reasons(desc, needle):
 
 
 def test_triton_release_is_no_reason_of_the_kernel_module(monkeypatch):
-    # every tested release runs the sm90 path; an untested one is api/dispatch.py's call (tests/test_dispatch_releases.py)
+    # every tested release runs the sm90 path; an untested one is api/dispatch.py's call
     # through kg: a top-level ``import triton`` here would come before finegemm picks the interpreter
     for version in ("3.7.1", "3.99.0"):
         monkeypatch.setattr(kg.launcher.triton, "__version__", version)

@@ -116,7 +116,6 @@ def test_fp8_gemm_options_add_level_10_only_under_an_interleaving_ptxas(fakes, m
 def test_the_dense_and_grouped_launches_carry_the_fp8_options(monkeypatch):
     """The per-launch ``ptx_options`` reach the FP8 GEMM kernels' compile (CPU: the compile_check path, which
     passes the same function's value) and change the SASS: level 10 is not a no-op."""
-    import triton
 
     from finegemm.jit.device import H200
     from finegemm.jit.heuristics import GemmDesc

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import platform
 import subprocess
 import time
@@ -33,11 +32,34 @@ def _ptxas_line() -> str:
     """The ptxas kernels compile with, its version, and the FP8 GEMM kernels' extra options under it."""
     from .jit import ptxas
 
-    path = os.environ.get("TRITON_PTXAS_PATH")
+    path = ptxas.in_use()
     version = ptxas.version_at(path)
-    where = path or "Triton's bundled"
+    where = f"{path} ({ptxas.sm90_variable()})" if path else "Triton's bundled"
     release = f"{version[0]}.{version[1]}" if version else "version unknown"
     return f"{where} ({release}); FP8 GEMM ptxas options: {ptxas.fp8_gemm_options() or '(none)'}"
+
+
+def _triton_line(version: str) -> str:
+    """The Triton version and whether CI tests it (jit/releases.py)."""
+    from .jit import releases
+
+    tested = ", ".join(releases.TESTED)
+    if releases.is_tested(releases.release_of(version)):
+        return f"{version} (tested: {tested})"
+    return f"{version} (NOT among the tested releases: {tested})"
+
+
+def _hopper_line(facts) -> str:
+    """Whether this process takes the sm90 kernels: on only on an sm_90 device whose Triton compiles them."""
+    from .api.dispatch import hopper_path_reason
+    from .jit import releases
+
+    if not facts.is_sm90:
+        return f"off (device {facts.name} is not sm_90)"
+    if releases.is_tested():
+        return "on"
+    reason = hopper_path_reason()
+    return "on (untested Triton: the probe kernel compiled)" if reason is None else f"off ({reason})"
 
 
 def default_device() -> torch.device:
@@ -56,7 +78,7 @@ def info() -> int:
         ("finegemm", f"{__version__} (commit {git_commit()})"),
         ("python", platform.python_version()),
         ("torch", f"{torch.__version__} (CUDA {torch.version.cuda})"),
-        ("triton", triton.__version__),
+        ("triton", _triton_line(triton.__version__)),
         ("device", f"{facts.name}, {facts.num_sms} SMs, {facts.smem_per_block // 1024} KiB smem/block, "
                    f"capability {facts.capability}"),
     ]
@@ -67,6 +89,7 @@ def info() -> int:
         lines.append(("backend (4096x7168x2048 FP8)", f"unavailable: {exc}"))
     reason = sm90_unsupported_reason(desc, facts)
     lines.append(("sm90 fast path", "available" if reason is None else f"not used: {reason}"))
+    lines.append(("Hopper path", _hopper_line(facts)))
     lines.append(("cache dir", env.apply_cache_dir()))
     lines.append(("ptxas", _ptxas_line()))
     for switch in env.ALL_SWITCHES:

@@ -47,7 +47,8 @@ def test_info_names_the_ptxas_its_version_and_the_fp8_options(tmp_path):
         path.chmod(path.stat().st_mode | stat.S_IEXEC)
         fakes[release] = str(path)
     for release, options in (("13.0", "--register-usage-level=10"), ("12.8", "(none)")):
-        env = {k: v for k, v in os.environ.items() if k not in ("TRITON_PTXAS_PATH", "PTXAS_OPTIONS")}
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("TRITON_PTXAS_PATH", "TRITON_PTXAS_BLACKWELL_PATH", "PTXAS_OPTIONS")}
         env["FINEGEMM_PTXAS"] = fakes[release]
         out = subprocess.run([sys.executable, "-m", "finegemm", "info"], capture_output=True, text=True, timeout=300,
                              env=env)

@@ -2,14 +2,17 @@
 the C launcher, and every fallback to ``kernel[grid](...)``.
 
 Triton's own objects are used where they can be without a GPU (``CompiledKernel``, ``CudaLauncher``
-and ``wrap_handle_tensordesc`` of the installed 3.6), with the generated C function, the tensor-map
-encoder and torch's device/stream queries replaced by recorders. The GPU side (bit-identical results,
-CUDA graphs, streams) is tests/test_sm90_launcher_gpu.py.
+and ``wrap_handle_tensordesc`` of the installed release, 3.6 to 3.9), with the C launch function, the
+tensor-map encoder and torch's device/stream queries replaced by recorders; what the raw mode hands the
+C function is checked against the argument format in the release's own driver source. The GPU side
+(bit-identical results, CUDA graphs, streams) is tests/test_sm90_launcher_gpu.py.
 """
 
 from __future__ import annotations
 
 import inspect
+import os
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -21,7 +24,8 @@ from triton.compiler.compiler import CompiledKernel  # noqa: E402
 
 from finegemm.kernels.sm90 import launcher  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not triton.__version__.startswith("3.6."), reason="launcher targets Triton 3.6")
+ABI = launcher.launch_abi()
+pytestmark = pytest.mark.skipif(ABI is None, reason=f"Triton {triton.__version__}: no known launch ABI")
 
 SIGNATURE = {"a_desc": "tensordesc<fp8e4nv[64, 128]>", "sfa_ptr": "*fp32", "c_ptr": "*bf16", "M": "i32",
              "N": "constexpr", "BLOCK": "constexpr"}
@@ -71,6 +75,22 @@ class FakeKernel:
         return run
 
 
+ANNOTATIONS = ["annotations"]
+KERNEL_SIGNATURE = b"packed signature"
+
+
+def _call(grid3, stream, kernel_args) -> tuple:
+    """What the raw mode must hand the release's C launch function (see test_raw_call_matches_the_c_format)."""
+    if ABI.shared_launcher:
+        return (*grid3, stream, 0xF00, False, False, (4, 1, 1024), None, None, None, None, None,
+                ANNOTATIONS, KERNEL_SIGNATURE, tuple(kernel_args))
+    return (*grid3, stream, 0xF00, False, False, None, None, (4, 1, 1024), None, None, None, *kernel_args)
+
+
+def _kernel_part(call: tuple) -> tuple:
+    return call[15] if ABI.shared_launcher else call[13:]
+
+
 def _compiled(signature=SIGNATURE, desc_meta=DESC_META, scratch=0, wrap=True):
     c_launch = CLaunch()
     run = object.__new__(nv_driver.CudaLauncher)
@@ -82,12 +102,14 @@ def _compiled(signature=SIGNATURE, desc_meta=DESC_META, scratch=0, wrap=True):
     run.profile_scratch_align = 1
     run.launch_cooperative_grid = False
     run.launch_pdl = False
+    run.arg_annotations = ANNOTATIONS  # 3.7+: built from the expanded signature by the C extension
+    run.kernel_signature = KERNEL_SIGNATURE
     compiled = object.__new__(CompiledKernel)
     compiled.src = SimpleNamespace(signature=dict(signature))
     compiled.metadata = SimpleNamespace(tensordesc_meta=desc_meta)
     compiled.function = 0xF00
     compiled.packed_metadata = (4, 1, 1024)
-    compiled.module = object()
+    compiled.module = None  # nothing loaded: CompiledKernel.__del__ (3.8+) has nothing to unload
     compiled._run = run
     return compiled, c_launch
 
@@ -99,7 +121,7 @@ def cuda(monkeypatch):
     monkeypatch.setattr(launcher, "_cuda_fns", lambda: (lambda: state.device, lambda i: state.streams[i]))
     monkeypatch.setattr(launcher, "_is_c_function", lambda fn: isinstance(fn, CLaunch))
 
-    def encode(arg, meta):
+    def encode(arg, meta, *base_args):  # 3.8+ pass the launch's base arguments too
         state.encoded.append(arg)
         return [("tensormap", arg.base.ptr), *arg.shape, *arg.strides]
 
@@ -122,10 +144,80 @@ def test_raw_mode_calls_the_c_launcher_with_prebuilt_arguments(cuda):
     replay()
     assert len(kernel.normal_launches) == 1 and len(c_launch.calls) == 2
     assert len(cuda.encoded) == 1  # the tensor map was encoded once, not per call
-    want = (17, 4, 1, 111, 0xF00, False, False, None, None, (4, 1, 1024), None, None, None,
-            ("tensormap", 0x1000), 64, 7168, 7168, 1,  # descriptor: map, shape, strides
-            0x2000, None, 64, 2112, 128)  # pointers as ints, None stays, scalar, constexprs
+    want = _call((17, 4, 1), 111, [("tensormap", 0x1000), 64, 7168, 7168, 1,  # descriptor: map, shape, strides
+                                   0x2000, None, 64, 2112, 128])  # pointers as ints, None stays, scalar, constexprs
     assert c_launch.calls[0] == want
+
+
+# The C format of each release's launch function, one unit per argument: 3.6 generates a module per kernel whose
+# format starts with driver.py's _BASE_ARGS_FORMAT; 3.7-3.9 parse one fixed format in driver.c's launchKernel.
+_UNIT = re.compile(r"\(i+\)|y\*|[iKpO]")
+
+
+def _c_format() -> list[str]:
+    if not ABI.shared_launcher:
+        return _UNIT.findall(nv_driver._BASE_ARGS_FORMAT)
+    source = open(os.path.join(os.path.dirname(nv_driver.__file__), "driver.c")).read()
+    body = source[source.index("static PyObject *launchKernel("):]
+    return _UNIT.findall(re.search(r'PyArg_ParseTuple\(args, "([^"]+)"', body).group(1))
+
+
+def _fits(unit: str, value) -> bool:
+    if unit in "iK":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if unit == "p":
+        return isinstance(value, bool)
+    if unit == "y*":
+        return isinstance(value, bytes)
+    if unit.startswith("("):
+        return isinstance(value, tuple) and len(value) == len(unit) - 2
+    return True  # O: any object
+
+
+def test_raw_call_matches_the_c_format(cuda):
+    """Each argument the raw mode passes fits its unit of the release's own C format (a shifted argument would
+    put the packed metadata where a pointer or a hook belongs)."""
+    compiled, c_launch = _compiled()
+    replay = launcher.launch(FakeKernel(compiled), (17, 4), *_args())
+    replay()
+    call, units = c_launch.calls[0], _c_format()
+    fixed = call if ABI.shared_launcher else call[:len(units)]
+    assert len(fixed) == len(units), (units, call)
+    assert [u for u, v in zip(units, fixed) if not _fits(u, v)] == []
+    metadata = units.index(next(u for u in units if u.startswith("(")), 3) if ABI.shared_launcher else 9
+    assert call[metadata] == compiled.packed_metadata  # 3.6: 'O' at 9; 3.7+: '(iii)' at 7
+
+
+def test_raw_order_matches_the_release_launcher():
+    """CudaLauncher.__call__ of the installed release hands its C function the arguments in the order raw mode
+    builds them (names read from its source)."""
+    source = inspect.getsource(nv_driver.CudaLauncher.__call__)
+    names = re.sub(r"\s+", "", re.search(r"self\.launch\(([^)]*)\)", source).group(1)).split(",")
+    if ABI.shared_launcher:
+        assert names == ["gridX", "gridY", "gridZ", "stream", "function", "self.launch_cooperative_grid",
+                         "self.launch_pdl", "kernel_metadata", "launch_metadata", "launch_enter_hook",
+                         "launch_exit_hook", "global_scratch", "profile_scratch", "self.arg_annotations",
+                         "self.kernel_signature", names[-1]]
+        assert names[-1] in ("args", "kernel_args")
+    else:  # *args: CompiledKernel.run's (packed metadata, launch metadata, hooks, kernel arguments)
+        assert names == ["gridX", "gridY", "gridZ", "stream", "function", "self.launch_cooperative_grid",
+                         "self.launch_pdl", "global_scratch", "profile_scratch", "*args"]
+
+
+def test_every_tested_release_has_a_launch_abi():
+    from finegemm.jit import releases
+
+    assert set(launcher.LAUNCH_ABIS) == set(releases.TESTED)
+    assert launcher.launch_abi() is launcher.LAUNCH_ABIS.get(releases.release_of(triton.__version__))
+
+
+def test_unknown_release_says_so_once(monkeypatch, capsys):
+    monkeypatch.setattr(triton, "__version__", "3.99.0")
+    monkeypatch.setenv("FINEGEMM_PRINT_CONFIGS", "1")
+    monkeypatch.setattr(launcher, "_unknown_release_noted", [])
+    assert launcher.launch_abi() is None and launcher.launch_abi() is None
+    err = capsys.readouterr().err
+    assert err.count("Triton 3.99.0") == 1 and "kernel[grid]" in err
 
 
 def test_replay_follows_the_current_stream(cuda):
@@ -148,7 +240,7 @@ def test_kernel_without_descriptors_uses_the_launch_function_itself(cuda):
     kernel.signature = inspect.signature(fn)
     replay = launcher.launch(kernel, (2, 3, 4), (FakeTensor(8), FakeTensor(16), 5), {"N": 1, "BLOCK": 2})
     replay()
-    assert replay.mode == "raw" and c_launch.calls[0][13:] == (8, 16, 5, 1, 2)
+    assert replay.mode == "raw" and _kernel_part(c_launch.calls[0]) == (8, 16, 5, 1, 2)
 
 
 @pytest.mark.parametrize("change", ["device", "enter_hook", "exit_hook", "pre_run_hook", "debug"])
@@ -186,7 +278,7 @@ def test_other_triton_version_replays_normally(cuda, monkeypatch):
     compiled, c_launch = _compiled()
     kernel = FakeKernel(compiled)
     args, kwargs = _args()
-    monkeypatch.setattr(triton, "__version__", "3.7.0")
+    monkeypatch.setattr(triton, "__version__", "3.99.0")
     replay = launcher.launch(kernel, (1,), args, kwargs)
     replay()
     assert replay.mode == "normal" and not c_launch.calls and len(kernel.normal_launches) == 2
@@ -232,7 +324,7 @@ def test_unknown_launch_wrapper_uses_bound_mode(cuda):
 def test_errors_while_building_a_replay_give_a_normal_one(cuda, monkeypatch):
     compiled, c_launch = _compiled()
 
-    def broken(arg, meta):
+    def broken(arg, meta, *base_args):
         raise RuntimeError("encoder changed")
 
     monkeypatch.setattr(nv_driver, "make_tensordesc_arg", broken)
@@ -276,7 +368,7 @@ def test_recording_replays_all_launches_on_one_stream(cuda):
     cuda.streams[0] = 444
     assert rec() is True
     assert l1.calls[0][:4] == (17, 1, 1, 444) and l2.calls[0][:4] == (64, 3, 1, 444)
-    assert l2.calls[0][13:] == (0x3000, 0x4000, 64, 2112, 256)
+    assert _kernel_part(l2.calls[0]) == (0x3000, 0x4000, 64, 2112, 256)
     assert [len(k.normal_launches) for k in kernels] == [1, 1]
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import Any
 
 import torch
 
-from ..jit import env
+from ..jit import env, releases
 from ..jit.cache import report_config
 from ..jit.device import DeviceFacts, device_facts
 from ..jit.heuristics import GemmDesc, get_portable_config
@@ -63,7 +64,7 @@ def sm90_mqa_module() -> Any | None:
         from ..kernels.sm90 import mqa_logits
     except ImportError:
         return None
-    return mqa_logits
+    return mqa_logits if hopper_path_reason() is None else None
 
 
 @functools.cache
@@ -73,7 +74,7 @@ def sm90_paged_mqa_module() -> Any | None:
         from ..kernels.sm90 import paged_mqa_logits
     except ImportError:
         return None
-    return paged_mqa_logits
+    return paged_mqa_logits if hopper_path_reason() is None else None
 
 
 @functools.cache
@@ -95,6 +96,47 @@ def _sm90_rules(desc: GemmDesc) -> Any | None:
     return _sm90_bf16_module() if desc.kind == "bf16" else _sm90_module()
 
 
+# The Hopper path on a Triton release CI does not test (jit/releases.py): tried, and given up for the process, with
+# one warning, when its probe compile fails. (The reason, once known; None: not probed yet.)
+_untested_release_reason: list[str | None] = []
+
+# The probe: the dense FP8 kernel, whose Gluon surface (TMA, WGMMA, mbarriers, warp specialization) the other sm90
+# kernels share, compiled for sm_90 at a DeepSeek-V3 shape (CPU-side; no GPU needed).
+PROBE_DESC = GemmDesc("fp8_1d2d", 4096, 7168, 2048)
+
+
+def _probe_compile() -> None:
+    """Compile the probe kernel for sm_90 with the installed Triton; raises what the compiler raises."""
+    from ..jit.device import H200
+    from ..kernels.sm90 import compile_check
+    from ..kernels.sm90.dispatch import get_config
+
+    compile_check.compile_variant(PROBE_DESC, get_config(PROBE_DESC, H200))
+
+
+def hopper_path_reason() -> str | None:
+    """Why this process does not take the sm90 kernels whatever the device (None: it takes them where they fit).
+
+    On a tested Triton release: None. On another: the sm90 kernels are tried once, by compiling a probe kernel the
+    first time they would be chosen; if it fails, a one-time warning names the Triton version and the portable
+    kernels run every later call."""
+    if releases.is_tested():
+        return None
+    if not _untested_release_reason:
+        version = releases.triton_version()
+        try:
+            _probe_compile()
+            reason = None
+        except Exception as exc:  # noqa: BLE001 - any compiler failure means: not on this release
+            summary = str(exc).strip().splitlines()
+            reason = (f"Triton {version} is not among the tested releases ({', '.join(releases.TESTED)}) and the "
+                      f"sm90 kernels do not compile with it ({type(exc).__name__}: {summary[-1] if summary else ''})")
+            warnings.warn(f"finegemm: {reason}; using the portable Triton kernels instead", RuntimeWarning,
+                          stacklevel=3)
+        _untested_release_reason.append(reason)
+    return _untested_release_reason[0]
+
+
 def sm90_unsupported_reason(desc: GemmDesc, facts: DeviceFacts) -> str | None:
     """Why the sm90 path cannot run ``desc`` on ``facts`` (None: it can)."""
     if not facts.is_sm90:
@@ -102,7 +144,7 @@ def sm90_unsupported_reason(desc: GemmDesc, facts: DeviceFacts) -> str | None:
     module = _sm90_rules(desc)
     if module is None:
         return "the sm90 Gluon kernels are not available with this Triton version"
-    return module.unsupported_reason(desc, facts)
+    return module.unsupported_reason(desc, facts) or hopper_path_reason()
 
 
 def check_device_usable(device: torch.device) -> None:

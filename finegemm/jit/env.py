@@ -89,9 +89,11 @@ PDL = EnvSwitch(
 PTXAS = EnvSwitch(
     "FINEGEMM_PTXAS",
     "auto",
-    "which ptxas compiles the kernels, applied at import unless TRITON_PTXAS_PATH is set (it then holds for every "
-    "Triton kernel of the process): auto, the newest ptxas >= 12.9 found (a CUDA toolkit's, or pip's "
-    "nvidia-cuda-nvcc-cu12) that the driver supports, else Triton's bundled one (12.8 with triton 3.6); empty, "
+    "which ptxas compiles the kernels, applied at import unless the variable the installed Triton reads for sm_90 "
+    "is set (TRITON_PTXAS_PATH; from triton 3.9 TRITON_PTXAS_BLACKWELL_PATH; it then holds for every Triton kernel "
+    "of the process): auto, the newest ptxas >= 12.9 found (a CUDA toolkit's, or pip's nvidia-cuda-nvcc-cu12) that "
+    "the driver supports and newer than Triton's bundled one (12.8 with triton 3.6 and 3.7, 12.9 with 3.8, 13.4 "
+    "with 3.9), else Triton's bundled one; empty, "
     "Triton's bundled one; or a path. Under ptxas >= 12.9 the FP8 GEMM kernels of recipe (1, 128, 128) also get "
     "ptxas --register-usage-level=10, as DeepGEMM's build does: 5-7 % at the largest M = 4096 shapes; recipe "
     "(1, 1, 128) keeps the default level (neutral there, and a spill at one tile; finegemm/jit/ptxas.py)",

@@ -10,8 +10,15 @@ Measured (H100 and H200), the interleave alone changes nothing; together with pt
 ``--register-usage-level=10`` (DeepGEMM's JIT flag, :func:`fp8_gemm_options`) it takes 5-7 % off the largest
 256-row M = 4096 shapes. So finegemm compiles with a newer ptxas when it finds one.
 
-``FINEGEMM_PTXAS`` picks, once at import and only when ``TRITON_PTXAS_PATH`` is unset (Triton reads that variable
-for every compile of the process, so the choice holds for every Triton kernel the process compiles):
+Which ptxas Triton runs for sm_90, and the variable that overrides it, depend on the release (each one's
+``backends/nvidia/compiler.py``, ``get_ptxas``, and ``knobs.nvidia``): 3.6, 3.7 and 3.8 run ``bin/ptxas`` (12.8,
+12.8, 12.9), overridden by ``TRITON_PTXAS_PATH``; 3.9 runs what it calls ``bin/ptxas-blackwell`` (13.4) for every
+arch from sm_90 on, overridden by ``TRITON_PTXAS_BLACKWELL_PATH`` (:func:`sm90_variable`). Options reach ptxas the
+same way on all four: the ``ptx_options`` compile option (default ``PTXAS_OPTIONS``), split on spaces and put
+before ``--gpu-name`` (3.7+ also always pass ``--regAllocOptLevel=2``).
+
+``FINEGEMM_PTXAS`` picks, once at import and only when that release's variable is unset (Triton reads it for every
+compile of the process, so the choice holds for every Triton kernel the process compiles):
 
 - ``auto`` (the default): the newest ptxas of at least :data:`MIN_VERSION` among ``$CUDA_HOME/bin``,
   ``$CUDA_PATH/bin``, ``/usr/local/cuda/bin``, the ``PATH`` and the ``nvidia-cuda-nvcc`` wheel, no newer than the
@@ -29,6 +36,29 @@ import shutil
 import subprocess
 
 MIN_VERSION = (12, 9)
+# the first release whose sm_90 compiles run bin/ptxas-blackwell (TRITON_PTXAS_BLACKWELL_PATH)
+BLACKWELL_PTXAS_FROM = (3, 9)
+
+
+def _triton_release() -> tuple[int, ...]:
+    from . import releases
+
+    return releases.release_key(releases.triton_release())
+
+
+def sm90_variable() -> str:
+    """The environment variable through which the installed Triton takes the ptxas it runs for sm_90."""
+    return "TRITON_PTXAS_BLACKWELL_PATH" if _triton_release() >= BLACKWELL_PTXAS_FROM else "TRITON_PTXAS_PATH"
+
+
+def _bundled_name() -> str:
+    """The file name of the ptxas the installed Triton bundles for sm_90."""
+    return "ptxas-blackwell" if _triton_release() >= BLACKWELL_PTXAS_FROM else "ptxas"
+
+
+def in_use() -> str | None:
+    """The ptxas the installed Triton runs for sm_90 by the user's or :func:`apply`'s choice; None: its bundled one."""
+    return os.environ.get(sm90_variable()) or None
 
 
 @functools.cache
@@ -101,25 +131,27 @@ def choose(setting: str, paths: list[str], driver: tuple[int, int] | None,
 
 
 def bundled_version() -> tuple[int, int] | None:
-    """The version of the ptxas Triton bundles (what it compiles with when ``TRITON_PTXAS_PATH`` is unset)."""
+    """The version of the ptxas Triton bundles for sm_90 (what it compiles with when :func:`sm90_variable` is
+    unset)."""
     import triton
 
-    return ptxas_version(os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas"))
+    return ptxas_version(os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", _bundled_name()))
 
 
 def version_at(path: str | None) -> tuple[int, int] | None:
-    """The version of the ptxas at ``path``, or with None (``TRITON_PTXAS_PATH`` unset) of Triton's bundled one."""
+    """The version of the ptxas at ``path``, or with None (:func:`sm90_variable` unset) of Triton's bundled one."""
     return ptxas_version(path) if path else bundled_version()
 
 
 def apply(setting: str) -> str | None:
-    """Set ``TRITON_PTXAS_PATH`` from ``setting`` unless the user set it; returns the ptxas in use by choice, or
-    None for Triton's default."""
-    if os.environ.get("TRITON_PTXAS_PATH"):
-        return os.environ["TRITON_PTXAS_PATH"]
+    """Set the variable the installed Triton reads for its sm_90 ptxas (:func:`sm90_variable`) from ``setting``
+    unless the user set it; returns the ptxas in use by choice, or None for Triton's default."""
+    variable = sm90_variable()
+    if os.environ.get(variable):
+        return os.environ[variable]
     chosen = choose(setting, candidates(), driver_cuda_version(), bundled_version()) if setting.strip() else None
     if chosen:
-        os.environ["TRITON_PTXAS_PATH"] = chosen
+        os.environ[variable] = chosen
     return chosen
 
 
@@ -157,4 +189,4 @@ def fp8_gemm_options(per_channel: bool = False) -> str | None:
     user = os.environ.get("PTXAS_OPTIONS") or None
     if per_channel:
         return user
-    return _fp8_gemm_options(os.environ.get("TRITON_PTXAS_PATH") or None, user)
+    return _fp8_gemm_options(in_use(), user)

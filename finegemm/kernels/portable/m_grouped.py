@@ -67,14 +67,18 @@ def _m_grouped_contiguous_kernel(
         group = tl.sum((aligned_ends <= row0).to(tl.int32), axis=0)
         in_range = group < NUM_GROUPS
         safe_group = tl.where(in_range, group, 0)
-        end = tl.load(layout_ptr + safe_group)
-        row_valid = m_mask & (rm < end) & in_range
+        # the tile's scalar in_range folded into the row bound, not &-ed onto the row mask: Triton 3.9's
+        # interpreter turns a block mask & a 0-d boolean into int32, which its loads refuse ("mask has
+        # unsupported dtype")
+        end = tl.where(in_range, tl.load(layout_ptr + safe_group), 0)
+        row_valid = m_mask & (rm < end)
     else:
         group = tl.load(layout_ptr + row0)
         in_range = (group >= 0) & (group < NUM_GROUPS)
         safe_group = tl.where(in_range, group, 0)
         ids = tl.load(layout_ptr + rm, mask=m_mask, other=-1)
-        row_valid = m_mask & (ids == group) & in_range
+        # a row of this tile's group is valid when that group is an expert (ids == group: the same test per row)
+        row_valid = m_mask & (ids == group) & (ids >= 0) & (ids < NUM_GROUPS)
     k_len = tl.where(in_range, K, 0)
 
     g64 = safe_group.to(tl.int64)

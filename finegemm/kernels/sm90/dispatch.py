@@ -43,9 +43,6 @@ _GL_DTYPES = {
 
 def unsupported_reason(desc: GemmDesc, facts: DeviceFacts) -> str | None:
     """None when the sm90 kernel runs ``desc``; else a short reason."""
-    reason = launcher.triton_version_reason()
-    if reason is not None:
-        return reason
     if desc.kind not in SUPPORTED_KINDS:
         return f"kind {desc.kind} has no sm90 kernel yet"
     if desc.layout != "normal":

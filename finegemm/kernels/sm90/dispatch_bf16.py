@@ -34,9 +34,6 @@ _GL_DTYPES = {torch.bfloat16: gl.bfloat16, torch.float32: gl.float32}
 def unsupported_reason(desc: GemmDesc, facts: DeviceFacts) -> str | None:
     """None when the sm90 BF16 kernels run ``desc`` (any M, N, K >= 1 with TMA-aligned rows; one-row GEMMs the GEMV
     takes at any alignment); else why not."""
-    reason = launcher.triton_version_reason()
-    if reason is not None:
-        return reason
     if desc.kind != "bf16":
         return f"kind {desc.kind} is not a BF16 GEMM"
     if desc.layout != "normal":

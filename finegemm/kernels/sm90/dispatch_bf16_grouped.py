@@ -42,9 +42,6 @@ from .dispatch_grouped import contiguous_alignment_reason, head_batched_reason, 
 
 def unsupported_reason(desc: GemmDesc, facts: DeviceFacts) -> str | None:
     """None when the sm90 grouped BF16 kernel runs ``desc`` (an m-grouped bf16 layout); else a short reason."""
-    reason = launcher.triton_version_reason()
-    if reason is not None:
-        return reason
     if desc.layout not in GROUPED_LAYOUTS:
         return f"layout {desc.layout} is not m-grouped"
     if desc.kind != "bf16":

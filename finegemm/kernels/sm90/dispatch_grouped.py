@@ -37,9 +37,6 @@ from .dispatch_bf16 import _tma_ready
 
 def unsupported_reason(desc: GemmDesc, facts: DeviceFacts) -> str | None:
     """None when the sm90 grouped kernel runs ``desc`` (an m-grouped layout); else a short reason."""
-    reason = launcher.triton_version_reason()
-    if reason is not None:
-        return reason
     if desc.layout not in GROUPED_LAYOUTS:
         return f"layout {desc.layout} is not m-grouped"
     if desc.kind != "fp8_1d2d":
@@ -242,9 +239,6 @@ HEAD_BLOCK_N = (128, 64)
 def head_batched_reason(m: int, n: int, k: int, heads: int, k_multiple: int) -> str | None:
     """Why the head-batched sm90 kernels cannot run ``heads`` groups of ``[m, k] x [n, k]^T`` (None: they can):
     every tile must stay inside its own head's columns of A (K a multiple of ``k_multiple``) and of D."""
-    reason = launcher.triton_version_reason()
-    if reason is not None:
-        return reason
     if k % k_multiple or n % HEAD_BLOCK_N[-1]:
         return (f"head-batched sm90 GEMM needs K % {k_multiple} == 0 and N % {HEAD_BLOCK_N[-1]} == 0 (a tile must not "
                 f"reach into the next head); got K={k}, N={n}")

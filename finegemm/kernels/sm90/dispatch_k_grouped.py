@@ -102,9 +102,6 @@ K_DYNAMIC_DEFAULT = True
 
 def unsupported_reason(desc: GemmDesc, facts: DeviceFacts) -> str | None:
     """None when the per-group sm90 launches run ``desc`` (a ``k_grouped`` desc: ``k`` is sum(ks)); else why not."""
-    reason = launcher.triton_version_reason()
-    if reason is not None:
-        return reason
     if desc.layout != "k_grouped":
         return f"layout {desc.layout} is not k-grouped"
     if desc.kind not in KINDS:

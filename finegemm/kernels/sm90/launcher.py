@@ -10,20 +10,28 @@ and, per pointer, ``data_ptr()`` plus ``cuPointerGetAttribute``.
 returns a :class:`Replay` of that exact launch. A replay is one of three modes, the fastest that the
 compiled kernel's structure allows (anything unexpected picks a slower one, never a wrong one):
 
-- ``"raw"``: the generated C launcher (``mod.launch`` of the ``__triton_launcher`` module) is called
-  with the argument tuple built once: tensor maps encoded once, pointers as plain ints, constexprs as
-  they were. Needs Triton 3.6 (the launcher's argument format is private), the NVIDIA backend and no
-  global/profile scratch.
+- ``"raw"``: Triton's C launch function is called with the argument tuple built once: tensor maps
+  encoded once, pointers as plain ints, constexprs as they were. Its argument format is private and
+  differs by release (:data:`LAUNCH_ABIS`, read from each release's ``backends/nvidia/driver.py`` and
+  ``driver.c``): 3.6 generates one C module per kernel (``__triton_launcher.launch``) taking the
+  kernel's arguments spread after 13 base ones; 3.7, 3.8 and 3.9 share one ``cuda_utils.launch`` taking
+  16 arguments, the last three the argument annotations, the packed signature and the kernel's
+  arguments as one sequence. Tensor descriptors are expanded by the release's own
+  ``wrap_handle_tensordesc``. Needs a release listed there, the NVIDIA backend and no global/profile
+  scratch or sanitizer instrumentation.
 - ``"bound"``: ``CompiledKernel.run`` with the bound arguments (no binder, no key; the launcher still
   encodes tensor maps and allocates scratch itself).
-- ``"normal"``: ``kernel[grid](*args, **meta)`` again (a different Triton version, a callable grid,
-  an object that is not a ``CompiledKernel``, ...).
+- ``"normal"``: ``kernel[grid](*args, **meta)`` again (a Triton release not in :data:`LAUNCH_ABIS`, a
+  callable grid, an object that is not a ``CompiledKernel``, ...): Triton's public launch, correct on
+  any release, tens of microseconds slower per call. With ``FINEGEMM_PRINT_CONFIGS=1`` an unknown
+  release says so once.
 
 Every replay reads the current CUDA device and that device's current stream, so ``torch.cuda.stream``
 contexts and CUDA-graph capture see the launch where the normal path would put it. A raw or bound
 replay launches through ``kernel[grid]`` instead whenever the normal path could behave differently:
 the current device is not the one of the first launch, a launch hook is registered (profilers such
-as proton), a pre-run hook was added, or ``knobs.runtime.debug`` / the instrumentation mode changed.
+as proton), a pre-run hook was added, or ``knobs.runtime.debug`` or a ``knobs.compilation`` setting of
+the compile key (the instrumentation mode; 3.9's ``fpsan_homomorphic_casts``) changed.
 
 The caller guarantees that the arguments are the same objects as at the first launch and that every
 tensor still has the data pointer, shape and strides it had (a :class:`Replay` keeps them alive);
@@ -32,27 +40,63 @@ dispatch.py keys its cache of replays on exactly that. Tensor *contents* may cha
 
 from __future__ import annotations
 
+import operator
+import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import triton
 
-__all__ = ["TESTED_TRITON", "Replay", "Recording", "launch", "launch_all", "record", "launch_normally",
-           "current_stream", "capturing", "stream_scratch", "OnStream", "replay_cached", "replay_or_record"]
+from ...jit import env, releases
 
-TESTED_TRITON = "3.6."  # the private launcher ABI used by raw/bound modes is read from this version
+__all__ = ["LAUNCH_ABIS", "LaunchAbi", "launch_abi", "Replay", "Recording", "launch", "launch_all", "record",
+           "launch_normally", "current_stream", "capturing", "stream_scratch", "OnStream", "replay_cached",
+           "replay_or_record"]
 
 
-def triton_version_reason() -> str | None:
-    """Why the sm90 kernels decline this Triton (their Gluon APIs and this launcher are 3.6's); None if 3.6."""
-    if not triton.__version__.startswith(TESTED_TRITON):
-        return f"sm90 kernels are tested with Triton {TESTED_TRITON}x, found {triton.__version__}"
-    return None
+@dataclass(frozen=True)
+class LaunchAbi:
+    """How one Triton release's NVIDIA launcher takes a launch (its ``driver.py``, ``driver.c`` and ``jit.py``)."""
 
-# The C launcher's leading arguments (driver.py's _BASE_ARGS_FORMAT): gridX, gridY, gridZ, stream,
-# function, cooperative, pdl, global scratch, profile scratch, kernel metadata, launch metadata, enter
-# hook, exit hook; then the kernel's arguments. Raw mode is used only while Triton still says so.
+    release: str
+    # False (3.6): a C module generated per kernel, ``launch(gridX, gridY, gridZ, stream, function, cooperative,
+    # pdl, global scratch, profile scratch, packed metadata, launch metadata, enter hook, exit hook, *args)``.
+    # True (3.7-3.9): one ``cuda_utils.launch(gridX, gridY, gridZ, stream, function, cooperative, pdl, packed
+    # metadata, launch metadata, enter hook, exit hook, global scratch, profile scratch, arg annotations, packed
+    # signature, args)`` for every kernel; ``args`` keeps the constexprs, which the annotations skip.
+    shared_launcher: bool
+    # the ``knobs.compilation`` settings JITFunction.run adds to its compile key: a change recompiles
+    key_knobs: tuple[str, ...] = ("instrumentation_mode",)
+
+
+LAUNCH_ABIS: dict[str, LaunchAbi] = {
+    "3.6": LaunchAbi("3.6", shared_launcher=False),
+    "3.7": LaunchAbi("3.7", shared_launcher=True),
+    "3.8": LaunchAbi("3.8", shared_launcher=True),
+    "3.9": LaunchAbi("3.9", shared_launcher=True, key_knobs=("instrumentation_mode", "fpsan_homomorphic_casts")),
+}
+assert set(LAUNCH_ABIS) == set(releases.TESTED), "every tested Triton release needs its launch ABI here"
+
+# 3.6's C launcher's leading arguments (its driver.py's _BASE_ARGS_FORMAT); raw mode only while 3.6 still says so
 _BASE_ARGS_FORMAT = "iiiKKppOOOOOO"
+_BASE_ARGS_36 = len(_BASE_ARGS_FORMAT)
+
+_unknown_release_noted: list[str] = []
+
+
+def launch_abi() -> LaunchAbi | None:
+    """The launch ABI of the installed Triton, or None for a release this module does not know: its launches then
+    go through ``kernel[grid](...)`` (said once with ``FINEGEMM_PRINT_CONFIGS=1``)."""
+    release = releases.release_of(triton.__version__)
+    abi = LAUNCH_ABIS.get(release)
+    if abi is None and release not in _unknown_release_noted:
+        _unknown_release_noted.append(release)
+        if env.flag(env.PRINT_CONFIGS):
+            print(f"[finegemm] Triton {triton.__version__}: its launcher ABI is not known to finegemm "
+                  f"(known: {', '.join(LAUNCH_ABIS)}); sm90 launches go through kernel[grid](...), which is "
+                  "correct but costs more host time per call", file=sys.stderr, flush=True)
+    return abi
 
 
 def _cuda_fns() -> tuple[Callable[[], int], Callable[[int], int]]:
@@ -198,13 +242,13 @@ class _FastReplay(Replay):
     """Shared part of the raw and bound modes: what every call checks before skipping ``kernel[grid]``.
 
     The checks are inlined in each ``__call__`` (a method call per check would cost as much as the
-    rest of the replay): same current device as the first launch, no launch hook registered (3.6
-    keeps them as ``HookChain`` objects, empty by default), no pre-run hook, same
-    ``knobs.runtime.debug`` and instrumentation mode (both part of Triton's compile key).
+    rest of the replay): same current device as the first launch, no launch hook registered (3.6-3.9
+    keep them as ``HookChain`` objects, empty by default), no pre-run hook, same
+    ``knobs.runtime.debug`` and ``knobs.compilation`` settings of the compile key (``abi.key_knobs``).
     """
 
     def __init__(self, kernel: Any, grid: tuple[int, ...], args: Sequence[Any], kwargs: Mapping[str, Any],
-                 compiled: Any, device: int) -> None:
+                 compiled: Any, device: int, abi: LaunchAbi) -> None:
         from triton import knobs
 
         super().__init__(kernel, grid, args, kwargs)  # the normal fallback keeps the caller's grid
@@ -220,7 +264,8 @@ class _FastReplay(Replay):
         if not isinstance(self._enter_calls, list) or not isinstance(self._exit_calls, list):
             raise TypeError("unexpected launch hook objects")  # launch() turns this into a normal replay
         self._debug = knobs.runtime.debug
-        self._instrumentation = knobs.compilation.instrumentation_mode
+        self._key_knobs = operator.attrgetter(*abi.key_knobs)  # one C call per replay, however many settings
+        self._key_values = self._key_knobs(knobs.compilation)
         self._pre_run_hooks = getattr(kernel, "pre_run_hooks", [])
         self._compiled = compiled
 
@@ -229,7 +274,7 @@ class _FastReplay(Replay):
         rt = self._rt
         return (device == self._device and not self._enter_calls and not self._exit_calls
                 and rt.launch_enter_hook is self._enter and rt.launch_exit_hook is self._exit
-                and rt.debug == self._debug and self._comp.instrumentation_mode == self._instrumentation
+                and rt.debug == self._debug and self._key_knobs(self._comp) == self._key_values
                 and not self._pre_run_hooks)
 
 
@@ -237,19 +282,18 @@ class _RawReplay(_FastReplay):
     mode = "raw"
 
     def __init__(self, kernel: Any, grid: tuple[int, ...], args: Sequence[Any], kwargs: Mapping[str, Any],
-                 compiled: Any, device: int, c_launch: Callable[..., Any], kernel_args: list[Any]) -> None:
-        super().__init__(kernel, grid, args, kwargs, compiled, device)
-        run = compiled.run
+                 compiled: Any, device: int, abi: LaunchAbi, c_launch: Callable[..., Any],
+                 kernel_args: list[Any]) -> None:
+        super().__init__(kernel, grid, args, kwargs, compiled, device, abi)
         self._c_launch = c_launch
-        self._tail = (compiled.function, run.launch_cooperative_grid, run.launch_pdl, None, None,
-                      compiled.packed_metadata, None, None, None, *kernel_args)
+        self._tail = _raw_tail(abi, compiled, kernel_args)
 
     def __call__(self) -> None:
         device = self._get_device()
         rt = self._rt
         if (device == self._device and not self._enter_calls and not self._exit_calls
                 and rt.launch_enter_hook is self._enter and rt.launch_exit_hook is self._exit
-                and rt.debug == self._debug and self._comp.instrumentation_mode == self._instrumentation
+                and rt.debug == self._debug and self._key_knobs(self._comp) == self._key_values
                 and not self._pre_run_hooks):
             self._c_launch(self._gx, self._gy, self._gz, self._get_stream(device), *self._tail)
         else:
@@ -260,8 +304,8 @@ class _BoundReplay(_FastReplay):
     mode = "bound"
 
     def __init__(self, kernel: Any, grid: tuple[int, ...], args: Sequence[Any], kwargs: Mapping[str, Any],
-                 compiled: Any, device: int, bound: list[Any]) -> None:
-        super().__init__(kernel, grid, args, kwargs, compiled, device)
+                 compiled: Any, device: int, abi: LaunchAbi, bound: list[Any]) -> None:
+        super().__init__(kernel, grid, args, kwargs, compiled, device, abi)
         self._bound = tuple(bound)
 
     def __call__(self) -> None:
@@ -303,9 +347,10 @@ def _is_c_function(fn: Any) -> bool:
 
 
 def _raw_launcher(run: Any) -> Callable[..., Any] | None:
-    """The generated C ``launch`` under ``CudaLauncher.launch``, or None.
+    """The C launch function under ``CudaLauncher.launch``, or None.
 
-    3.6 sets ``launch`` to the C function itself, or, for kernels with tensor-descriptor arguments, to
+    3.6-3.9 set ``launch`` to the C function itself (3.6: the kernel's generated ``__triton_launcher.launch``;
+    3.7+: the shared ``cuda_utils.launch``), or, for kernels with tensor-descriptor arguments, to their
     ``wrap_handle_tensordesc``'s closure ``inner`` around it (its free variable ``launcher``).
     """
     fn = getattr(run, "launch", None)
@@ -327,31 +372,48 @@ def _ptr(value: Any) -> Any:
     return value
 
 
-def _kernel_args(compiled: Any, bound: list[Any]) -> list[Any] | None:
-    """The C launcher's argument list after the base ones: tensor descriptors expanded and encoded once."""
+def _kernel_args(abi: LaunchAbi, compiled: Any, bound: list[Any]) -> list[Any] | None:
+    """The kernel's part of the C launcher's arguments: ``bound`` with every tensor descriptor expanded (tensor map
+    encoded once) by the release's own ``wrap_handle_tensordesc``, and CUDA tensors as plain pointers."""
     from triton.backends.nvidia import driver as nv_driver
 
-    types = list(compiled.src.signature.values())
-    desc_meta = getattr(compiled.metadata, "tensordesc_meta", None)
-    n_desc = sum(1 for t in types if isinstance(t, str) and t.startswith("tensordesc"))
-    if desc_meta and len(desc_meta) != n_desc:
-        return None
-    out: list[Any] = []
-    desc_index = 0
-    for ty, value in zip(types, bound):
-        if isinstance(ty, tuple):
-            if "tensordesc" in repr(ty):
-                return None  # descriptors inside tuples: not expanded by 3.6's wrapper either
-            out.append(value)
-        elif ty.startswith("tensordesc"):
-            meta = desc_meta[desc_index] if desc_meta else None
-            desc_index += 1
-            out.extend(_ptr(x) for x in nv_driver.make_tensordesc_arg(value, meta))
-        elif ty.startswith("*"):
-            out.append(_ptr(value))
-        else:
-            out.append(value)
-    return out
+    signature = dict(compiled.src.signature)
+    if any(isinstance(t, tuple) and "tensordesc" in repr(t) for t in signature.values()):
+        return None  # descriptors inside tuples: 3.6's wrapper does not expand them (3.8's does), keep it simple
+    seen: list[tuple] = []
+    wrap = nv_driver.wrap_handle_tensordesc(lambda *a: seen.append(a), signature,
+                                            getattr(compiled.metadata, "tensordesc_meta", None))
+    if abi.shared_launcher:
+        wrap(*[None] * 13, bound)  # (13 base arguments, the kernel's as one sequence)
+        expanded = list(seen[0][-1])
+    else:
+        wrap(*[None] * _BASE_ARGS_36, *bound)  # (13 base arguments, then the kernel's one by one)
+        expanded = list(seen[0][_BASE_ARGS_36:])
+    return [_ptr(v) for v in expanded]
+
+
+def _raw_tail(abi: LaunchAbi, compiled: Any, kernel_args: list[Any]) -> tuple:
+    """The C launcher's arguments after (gridX, gridY, gridZ, stream): no scratch, no launch metadata, no hooks
+    (``_FastReplay`` checks that the hooks are empty)."""
+    run = compiled.run
+    if abi.shared_launcher:
+        return (compiled.function, run.launch_cooperative_grid, run.launch_pdl, compiled.packed_metadata,
+                None, None, None, None, None, run.arg_annotations, run.kernel_signature, tuple(kernel_args))
+    return (compiled.function, run.launch_cooperative_grid, run.launch_pdl, None, None,
+            compiled.packed_metadata, None, None, None, *kernel_args)
+
+
+def _raw_ok(abi: LaunchAbi, run: Any) -> bool:
+    """Whether ``run`` (the CompiledKernel's ``CudaLauncher``) has the structure raw mode reads for ``abi``."""
+    from triton.backends.nvidia import driver as nv_driver
+
+    if (type(run).__name__ != "CudaLauncher" or getattr(run, "num_ctas", 0) < 1
+            or getattr(run, "global_scratch_size", 1) or getattr(run, "profile_scratch_size", 1)
+            or getattr(run, "gsan_enabled", False)):
+        return False
+    if abi.shared_launcher:
+        return isinstance(getattr(run, "kernel_signature", None), bytes) and hasattr(run, "arg_annotations")
+    return getattr(nv_driver, "_BASE_ARGS_FORMAT", None) == _BASE_ARGS_FORMAT
 
 
 def _replay_for(kernel: Any, grid: Any, args: Sequence[Any], kwargs: Mapping[str, Any], compiled: Any,
@@ -359,26 +421,19 @@ def _replay_for(kernel: Any, grid: Any, args: Sequence[Any], kwargs: Mapping[str
     """The fastest replay that ``compiled``'s structure allows (see the module docstring)."""
     from triton.compiler.compiler import CompiledKernel
 
-    if (not triton.__version__.startswith(TESTED_TRITON) or _grid3(grid) is None
-            or not isinstance(compiled, CompiledKernel)):
+    abi = launch_abi()
+    if abi is None or _grid3(grid) is None or not isinstance(compiled, CompiledKernel):
         return Replay(kernel, grid, args, kwargs)
     bound = _bind(kernel, compiled, args, kwargs)
     if bound is None:
         return Replay(kernel, grid, args, kwargs)
-    from triton.backends.nvidia import driver as nv_driver
-
     run = compiled.run
-    raw = None
-    raw_ok = (getattr(nv_driver, "_BASE_ARGS_FORMAT", None) == _BASE_ARGS_FORMAT
-              and type(run).__name__ == "CudaLauncher" and getattr(run, "num_ctas", 0) >= 1
-              and not getattr(run, "global_scratch_size", 1) and not getattr(run, "profile_scratch_size", 1))
-    if raw_ok:
-        raw = _raw_launcher(run)
+    raw = _raw_launcher(run) if _raw_ok(abi, run) else None
     if raw is not None:
-        kernel_args = _kernel_args(compiled, bound)
+        kernel_args = _kernel_args(abi, compiled, bound)
         if kernel_args is not None:
-            return _RawReplay(kernel, grid, args, kwargs, compiled, device, raw, kernel_args)
-    return _BoundReplay(kernel, grid, args, kwargs, compiled, device, bound)
+            return _RawReplay(kernel, grid, args, kwargs, compiled, device, abi, raw, kernel_args)
+    return _BoundReplay(kernel, grid, args, kwargs, compiled, device, abi, bound)
 
 
 def launch(kernel: Any, grid: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Replay:
@@ -431,7 +486,7 @@ class Recording:
         self._rt, self._comp = first._rt, first._comp
         self._enter, self._exit = first._enter, first._exit
         self._enter_calls, self._exit_calls = first._enter_calls, first._exit_calls
-        self._debug, self._instrumentation = first._debug, first._instrumentation
+        self._debug, self._key_knobs, self._key_values = first._debug, first._key_knobs, first._key_values
         self._pre_run_hooks = tuple(r._pre_run_hooks for r in raws)
         items = tuple((r._c_launch, r._gx, r._gy, r._gz, r._tail) for r in raws)
         if any(_holds_tensor(item[4]) for item in items):
@@ -450,7 +505,7 @@ class Recording:
         rt = self._rt
         if not (device == self._device and not self._enter_calls and not self._exit_calls
                 and rt.launch_enter_hook is self._enter and rt.launch_exit_hook is self._exit
-                and rt.debug == self._debug and self._comp.instrumentation_mode == self._instrumentation
+                and rt.debug == self._debug and self._key_knobs(self._comp) == self._key_values
                 and not any(self._pre_run_hooks)):
             return False
         stream = self._get_stream(device)

@@ -22,6 +22,7 @@ from ..layout import transform_sf_into_required_layout
 from . import torch_ops
 from .checks import (
     FP8_DTYPES,
+    OutputGuard,
     check_alpha,
     check_dim,
     check_dtype,
@@ -153,6 +154,8 @@ def fp8_gemm_nt(
             _remember(_FP8_PLANS, key[6:], plan)
         a_fp8, sfa = a
         b_fp8, sfb = b
+    # d must not overlap an input: key[:6] are the six data pointers, in the guard's order
+    plan.guard.check((a_fp8, sfa, b_fp8, sfb, d, c), key)
     if plan.sm90_direct:  # nothing to lay out, one sm90 launch (recorded for the hot path above)
         recording = _sm90_module().fp8_gemm(plan.desc, plan.config, a_fp8, sfa, b_fp8, sfb, d, c)
         if recording is not None and key is not None and not env.flag(env.DEBUG):
@@ -194,6 +197,7 @@ class _Plan:
     device: torch.device
     sfa_ready: bool = True  # scales already in the required layout (path B): passed as they are
     sfb_ready: bool = True
+    guard: OutputGuard | None = None  # d against the inputs, per call on the data pointers (checks.OutputGuard)
     sm90_direct: bool = field(init=False, repr=False)  # sm90, M > 0, K > 0, both scales ready
 
     def __post_init__(self) -> None:
@@ -244,14 +248,18 @@ def _plan_fp8(a, b, d, c, recipe, head_splits: tuple[int, int, int] | None = Non
     b_k_major = check_row_or_col_major("b[0]", b_fp8)
     sfa_ready = transform_sf_into_required_layout(sfa, m, k, recipe, is_sfa=True, name="a[1]") is sfa
     sfb_ready = transform_sf_into_required_layout(sfb, n, k, recipe, is_sfa=False, name="b[1]") is sfb
+    guard = OutputGuard(_FP8_NAMES, (a_fp8, sfa, b_fp8, sfb, d, c), 4, ("c",))
     if m == 0:
-        return _Plan(None, recipe, "none", None, device)
+        return _Plan(None, recipe, "none", None, device, guard=guard)
     desc = GemmDesc(
         "fp8_1d2d" if recipe == RECIPE_1D2D else "fp8_1d1d", m, n, k, a_k_major, b_k_major,
         d.dtype == torch.float32, c is not None, sfa.dtype == torch.int32, head_splits=head_splits,
     )
     backend, config = choose_backend(desc, device) if k > 0 else ("none", None)
-    return _Plan(desc, recipe, backend, config, device, sfa_ready, sfb_ready)
+    return _Plan(desc, recipe, backend, config, device, sfa_ready, sfb_ready, guard)
+
+
+_FP8_NAMES = ("a[0]", "a[1]", "b[0]", "b[1]", "d", "c")
 
 
 _FP8_NO_C_PLANS: dict[tuple, _Plan] = new_cache()
@@ -270,6 +278,7 @@ def fp8_gemm_nt_1d1d_no_c(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.T
                     lambda: _plan_fp8(a, b, d, None, RECIPE_1D1D, no_c=True))
     a_fp8, sfa = a
     b_fp8, sfb = b
+    plan.guard.check((a_fp8, sfa, b_fp8, sfb, d, None))
     _run_fp8(plan, a_fp8, sfa, b_fp8, sfb, d, None)
 
 
@@ -311,6 +320,7 @@ def fp8_gemm_nt_skip_head_mid(
                     lambda: (_key(a[0]), _key(a[1]), _key(b[0]), _key(b[1]), _key(d), head_splits, recipe,
                              dispatch_state()),
                     lambda: _plan_fp8(a, b, d, None, recipe, head_splits))
+    plan.guard.check((a[0], a[1], b[0], b[1], d, None))
     _run_fp8(plan, a[0], a[1], b[0], b[1], d, None)
 
 
@@ -406,6 +416,7 @@ def bf16_gemm_nt(
         plan = _plan_bf16(a, b, d, c)
         if key is not None:
             _remember(_BF16_PLANS, key[4:], plan)
+    plan.guard.check((a, b, d, c), key)  # key[:4]: the data pointers, in the guard's order
     if plan.desc is None:
         return
     if plan.desc.k == 0:
@@ -436,14 +447,15 @@ def _plan_bf16(a, b, d, c) -> _Plan:
     device = check_same_device([("a", a), ("b", b), ("d", d), ("c", c)])
     a_k_major = check_row_or_col_major("a", a)
     b_k_major = check_row_or_col_major("b", b)
+    guard = OutputGuard(("a", "b", "d", "c"), (a, b, d, c), 2, ("c",))
     if m == 0:
-        return _Plan(None, RECIPE_1D2D, "none", None, device)
+        return _Plan(None, RECIPE_1D2D, "none", None, device, guard=guard)
     # C a kernel may stage like D: D's dtype, row-major, rows that do not overlap (not a broadcast bias)
     c_like_d = (c is not None and c.dtype == d.dtype and c.stride(-1) == 1 and (m == 1 or c.stride(-2) >= n))
     desc = GemmDesc("bf16", m, n, k, a_k_major, b_k_major, d.dtype == torch.float32, c is not None,
                     c_like_d=c_like_d)
     backend, config = choose_backend(desc, device) if k > 0 else ("none", None)
-    return _Plan(desc, RECIPE_1D2D, backend, config, device)
+    return _Plan(desc, RECIPE_1D2D, backend, config, device, guard=guard)
 
 
 def bf16_gemm_nn(a, b, d, c=None, compiled_dims="nk", alpha=None) -> None:

@@ -47,7 +47,7 @@ the reason.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -64,6 +64,7 @@ from ..layout import (
 from . import torch_ops
 from .checks import (
     FP8_DTYPES,
+    OutputGuard,
     check_dim,
     check_dtype,
     check_output,
@@ -233,6 +234,13 @@ class _Plan:
     sfb_relayout: tuple | None = None
     ks: list[int] | None = None  # k-grouped: the validated per-group K
     copy_c: bool = False  # k-grouped with sum(ks) == 0 and a non-empty d: d = c
+    guard: OutputGuard | None = None  # d against the inputs, per call on the data pointers (checks.OutputGuard)
+
+
+def _guarded(plan: _Plan, tensors: tuple, extra: tuple[str, ...], may_be_out: tuple[str, ...] = ()) -> _Plan:
+    """``plan`` with the guard of ``tensors`` = (a, sfa, b, sfb, d, *extra), d the output."""
+    names = (*_names(tensors[1] is not None), "d", *extra)
+    return replace(plan, guard=OutputGuard(names, tensors, 4, may_be_out))
 
 
 # Host overhead per call on this CPU (python 3.11, torch 2.13), launches patched to no-ops, best of 5 x 4000
@@ -378,12 +386,14 @@ def _plan_contiguous(kind: str, a: torch.Tensor, sfa: torch.Tensor | None, b: to
     check_output("d", d, (m, n), (torch.bfloat16,))
     grouped_layout = _check_grouped_layout(grouped_layout, m, num_groups, use_psum_layout)
     device = _same_device(a, sfa, b, sfb, ("d", d), ("grouped_layout", grouped_layout))
-    return _m_grouped_plan(kind, "m_grouped_contiguous", a, sfa, b, sfb, expected_m, device)
+    return _guarded(_m_grouped_plan(kind, "m_grouped_contiguous", a, sfa, b, sfb, expected_m, device),
+                    (a, sfa, b, sfb, d, grouped_layout), ("grouped_layout",))
 
 
 def _run_contiguous(plan: _Plan, a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Tensor,
                     sfb: torch.Tensor | None, d: torch.Tensor, grouped_layout: torch.Tensor,
                     use_psum_layout: bool) -> None:
+    plan.guard.check((a, sfa, b, sfb, d, grouped_layout))
     if _reads_contents(plan.device):
         if use_psum_layout:
             _check_psum_layout_contents(grouped_layout, a.shape[0])
@@ -527,11 +537,13 @@ def _plan_masked(kind: str, a: torch.Tensor, sfa: torch.Tensor | None, b: torch.
     masked_m = _check_int32_vector("masked_m", masked_m, num_groups, "valid rows of each group, on the device")
     _check_positive_int("expected_m", expected_m)
     device = _same_device(a, sfa, b, sfb, ("d", d), ("masked_m", masked_m))
-    return _m_grouped_plan(kind, "m_grouped_masked", a, sfa, b, sfb, expected_m, device, d)
+    return _guarded(_m_grouped_plan(kind, "m_grouped_masked", a, sfa, b, sfb, expected_m, device, d),
+                    (a, sfa, b, sfb, d, masked_m), ("masked_m",))
 
 
 def _run_masked(plan: _Plan, a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Tensor, sfb: torch.Tensor | None,
                 d: torch.Tensor, masked_m: torch.Tensor, expected_m: int) -> None:
+    plan.guard.check((a, sfa, b, sfb, d, masked_m))
     if plan.desc is None:
         return
     sfa, sfb = _required_scales(plan, sfa, sfb)
@@ -685,8 +697,10 @@ def _plan_k_grouped(kind: str, a: torch.Tensor, sfa: torch.Tensor | None, b: tor
     # tn: a and b are [sum(ks), MN]; "row-major" there means MN-major, so K-major is the opposite.
     a_k_major = flat_k_major or not check_row_or_col_major(a_name, a)
     b_k_major = flat_k_major or not check_row_or_col_major(b_name, b)
+    guard = OutputGuard((a_name, sfa_name, b_name, sfb_name, "d", "c", "ks_tensor"), (a, sfa, b, sfb, d, c, ks_tensor),
+                        4, ("c",))
     if m == 0 or n == 0 or sum_k == 0:
-        return _Plan(None, "none", None, device, ks=ks, copy_c=m > 0 and n > 0)
+        return _Plan(None, "none", None, device, ks=ks, copy_c=m > 0 and n > 0, guard=guard)
     desc = GemmDesc(kind, m, n, sum_k, a_k_major, b_k_major, True, not no_c, False, layout="k_grouped",
                     num_groups=num_groups)
     backend, config = choose_backend(desc, device)
@@ -697,11 +711,12 @@ def _plan_k_grouped(kind: str, a: torch.Tensor, sfa: torch.Tensor | None, b: tor
         reason = _sm90_k_grouped_module().layout_reason(desc, a, b, c, d, flat_k_major)
         if reason is not None:
             backend, config = portable_instead(desc, device, reason)
-    return _Plan(desc, backend, config, device, ks=ks)
+    return _Plan(desc, backend, config, device, ks=ks, guard=guard)
 
 
 def _run_k_grouped(plan: _Plan, a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Tensor, sfb: torch.Tensor | None,
                    c: torch.Tensor | None, d: torch.Tensor, ks_tensor: torch.Tensor, flat_k_major: bool) -> None:
+    plan.guard.check((a, sfa, b, sfb, d, c, ks_tensor))
     if _reads_contents(plan.device):
         _check_ks_tensor_contents(ks_tensor, plan.ks)
     if plan.desc is None:

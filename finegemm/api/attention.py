@@ -44,7 +44,7 @@ from ..kernels.portable.paged_mqa_logits import (
     schedule_paged_mqa_logits,
 )
 from . import torch_ops
-from .checks import E4M3, check_dim, check_dtype, check_same_device, check_tensor, describe
+from .checks import E4M3, as_bool, as_int, check_dim, check_dtype, check_same_device, check_tensor, describe
 from .dispatch import BackendError, check_device_usable, sm90_mqa_module, sm90_paged_mqa_module
 from .plan_cache import dispatch_state, new_cache, plan_for, scalar_key, tensor_key
 
@@ -60,17 +60,11 @@ _ROW_ALIGN = 64  # logits rows start every 64 elements (256 B in fp32): aligned 
 
 
 def _check_int(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}; got {value}")
-    return value
+    return as_int(name, value, minimum)
 
 
 def _check_bool(name: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
-    return value
+    return as_bool(name, value)
 
 
 def _check_logits_dtype(logits_dtype: object) -> torch.dtype:

@@ -97,7 +97,7 @@ def merge_recipes(recipe: object, recipe_a: object, recipe_b: object) -> object:
     for name, value in (("recipe_a", recipe_a), ("recipe_b", recipe_b)):
         if not isinstance(value, (tuple, list)) or len(value) != 2:
             raise ValueError(f"{name} must be a pair (granularity along M or N, granularity along K); got {value!r}")
-        pairs.append(tuple(value))
+        pairs.append(int_tuple(name, value))
     (gran_m, gran_k), (gran_n, gran_k_b) = pairs
     if gran_k != gran_k_b:
         raise ValueError(f"recipe_a and recipe_b must share their K granularity; got {pairs[0]} and {pairs[1]}")
@@ -126,6 +126,13 @@ def as_int(name: str, value: object, minimum: int | None = None) -> int:
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be an int >= {minimum}; got {value}")
     return value
+
+
+def int_tuple(name: str, value: object) -> tuple[int, ...]:
+    """``value`` (a tuple or list of ints, e.g. a recipe) as a tuple of Python ints, or the named ``TypeError``."""
+    if not isinstance(value, (tuple, list)):
+        raise TypeError(f"{name} must be a tuple of ints; got {type(value).__name__} {value!r}")
+    return tuple(as_int(f"{name}[{i}]", v) for i, v in enumerate(value))
 
 
 def as_bool(name: str, value: object) -> bool:

@@ -33,7 +33,16 @@ from ..kernels.portable.batched import batched_launch
 from ..kernels.sm90 import launcher
 from ..layout import transform_sf_into_required_layout
 from . import torch_ops
-from .checks import E4M3, OutputGuard, check_dtype, check_output_memory, check_same_device, check_tensor, unpack_pair
+from .checks import (
+    E4M3,
+    OutputGuard,
+    check_dtype,
+    check_output_memory,
+    check_same_device,
+    check_tensor,
+    int_tuple,
+    unpack_pair,
+)
 from .dispatch import _sm90_bf16_grouped_module, _sm90_grouped_module, check_device_usable, debug_sync
 from .plan_cache import dispatch_state, new_cache, plan_and_key, tensor_key
 
@@ -89,7 +98,7 @@ def fp8_einsum(expr: str, a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.T
 
     def validate() -> _Plan:
         _check_expr("fp8_einsum", expr, FP8_EXPRESSIONS)
-        if not isinstance(recipe, (tuple, list)) or tuple(recipe) != FP8_RECIPE:
+        if int_tuple("recipe", recipe) != FP8_RECIPE:
             raise ValueError(f"fp8_einsum: recipe must be {FP8_RECIPE} (per-token a, per-block b); got {recipe!r}")
         check_dtype("a[0]", a_fp8, E4M3)
         check_dtype("b[0]", b_fp8, E4M3)

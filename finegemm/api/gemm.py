@@ -23,6 +23,7 @@ from . import torch_ops
 from .checks import (
     FP8_DTYPES,
     OutputGuard,
+    as_int,
     check_alpha,
     check_dim,
     check_dtype,
@@ -30,6 +31,7 @@ from .checks import (
     check_row_or_col_major,
     check_same_device,
     check_tensor,
+    int_tuple,
     merge_recipes,
     unpack_pair,
 )
@@ -60,7 +62,7 @@ def _infer_recipe(recipe: Recipe | None, sfb: torch.Tensor, n: int) -> Recipe:
             f"b[1] must hold per-block scales [ceil(N/128), K blocks] (recipe {RECIPE_1D2D}) or per-channel "
             f"scales [N, K blocks] (recipe {RECIPE_1D1D}) for N={n}; got shape {tuple(sfb.shape)} (pass recipe= "
             "to name the one meant)")
-    recipe = tuple(recipe)
+    recipe = int_tuple("recipe", recipe)
     if recipe not in (RECIPE_1D2D, RECIPE_1D1D):
         raise ValueError(f"recipe must be {RECIPE_1D2D} (per-block RHS scales) or {RECIPE_1D1D} "
                          f"(per-channel RHS scales); got {recipe}")
@@ -111,8 +113,8 @@ def fp8_gemm_nt(
             ``(1, 128)``), instead of it.
         alpha: DeepGEMM 2.8's product multiplier: None or 1 only.
 
-    Sizes: any M >= 0 (M = 0 returns at once), any N >= 1, any K >= 1 (partial last 128-blocks of K
-    and N are fine); the sm90 fast path takes K-major operands with K % 128 == 0 and rows of ``d``
+    Sizes: any M >= 0 and N >= 0 (M = 0 or N = 0 returns at once, as in DeepGEMM), any K >= 1 (partial last
+    128-blocks of K and N are fine); the sm90 fast path takes K-major operands with K % 128 == 0 and rows of ``d``
     16-byte aligned for its TMA store (N % 8 == 0 for bf16 ``d``, N % 4 == 0 for fp32 ``d``) and
     falls back to the portable kernels otherwise.
     """
@@ -249,7 +251,7 @@ def _plan_fp8(a, b, d, c, recipe, head_splits: tuple[int, int, int] | None = Non
     sfa_ready = transform_sf_into_required_layout(sfa, m, k, recipe, is_sfa=True, name="a[1]") is sfa
     sfb_ready = transform_sf_into_required_layout(sfb, n, k, recipe, is_sfa=False, name="b[1]") is sfb
     guard = OutputGuard(_FP8_NAMES, (a_fp8, sfa, b_fp8, sfb, d, c), 4, ("c",))
-    if m == 0:
+    if m == 0 or n == 0:
         return _Plan(None, recipe, "none", None, device, guard=guard)
     desc = GemmDesc(
         "fp8_1d2d" if recipe == RECIPE_1D2D else "fp8_1d1d", m, n, k, a_k_major, b_k_major,
@@ -328,10 +330,9 @@ _HEAD_PLANS: dict[tuple, _Plan] = new_cache()
 
 
 def _check_head_splits(head_splits: object) -> tuple[int, int, int]:
-    if (not isinstance(head_splits, (tuple, list)) or len(head_splits) != 3
-            or not all(isinstance(v, int) and not isinstance(v, bool) for v in head_splits)):
+    if not isinstance(head_splits, (tuple, list)) or len(head_splits) != 3:
         raise TypeError(f"head_splits must be three ints (left, mid, right); got {head_splits!r}")
-    left, mid, right = head_splits
+    left, mid, right = (as_int(f"head_splits[{i}]", v) for i, v in enumerate(head_splits))
     if left <= 0 or right <= 0 or mid < 0:
         raise ValueError("head_splits (left, mid, right) needs left > 0, right > 0 and mid >= 0; "
                          f"got {tuple(head_splits)}")
@@ -388,7 +389,8 @@ def bf16_gemm_nt(
     """``d = c + a @ b^T`` in FP32 accumulation.
 
     a: bf16 ``[M, K]``; b: bf16 ``[N, K]`` (each row- or column-major); d: bf16 or fp32 ``[M, N]``
-    row-major; c: optional bf16/fp32 ``[M, N]`` (may be ``d``). Any M >= 0, N >= 1, K >= 0.
+    row-major; c: optional bf16/fp32 ``[M, N]`` (may be ``d``). Any M >= 0, N >= 0, K >= 0 (M = 0 or N = 0: nothing
+    to do, as in DeepGEMM).
 
     On sm_90 the Gluon kernel (kernels/sm90/gemm_bf16.py) runs every layout whose rows TMA can
     address: K % 8 == 0 for a K-major operand, M % 8 == 0 / N % 8 == 0 for an MN-major A / B, and
@@ -448,7 +450,7 @@ def _plan_bf16(a, b, d, c) -> _Plan:
     a_k_major = check_row_or_col_major("a", a)
     b_k_major = check_row_or_col_major("b", b)
     guard = OutputGuard(("a", "b", "d", "c"), (a, b, d, c), 2, ("c",))
-    if m == 0:
+    if m == 0 or n == 0:
         return _Plan(None, RECIPE_1D2D, "none", None, device, guard=guard)
     # C a kernel may stage like D: D's dtype, row-major, rows that do not overlap (not a broadcast bias)
     c_like_d = (c is not None and c.dtype == d.dtype and c.stride(-1) == 1 and (m == 1 or c.stride(-2) >= n))

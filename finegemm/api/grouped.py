@@ -46,6 +46,7 @@ the reason.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -65,6 +66,8 @@ from . import torch_ops
 from .checks import (
     FP8_DTYPES,
     OutputGuard,
+    as_bool,
+    as_int,
     check_dim,
     check_dtype,
     check_output,
@@ -72,6 +75,7 @@ from .checks import (
     check_same_device,
     check_tensor,
     describe,
+    int_tuple,
     merge_recipes,
     unpack_pair,
 )
@@ -97,7 +101,7 @@ __all__ = [
 def _check_recipe(recipe: object, allowed: Recipe, op: str) -> Recipe:
     if recipe is None:
         return allowed
-    if not isinstance(recipe, (tuple, list)) or tuple(recipe) != allowed:
+    if int_tuple("recipe", recipe) != allowed:
         raise ValueError(f"{op} supports recipe {allowed} only; got {recipe!r}")
     return allowed
 
@@ -113,9 +117,7 @@ def _check_int32_vector(name: str, t: object, length: int, what: str) -> torch.T
 
 
 def _check_positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int; got {value!r}")
-    return value
+    return as_int(name, value, 1)
 
 
 def _reads_contents(device: torch.device) -> bool:
@@ -193,9 +195,7 @@ def _check_psum_layout_contents(layout: torch.Tensor, m: int) -> None:
 def _check_ks(ks: object, num_groups: int, sum_k_name: str | None = None, sum_k: int | None = None) -> list[int]:
     if isinstance(ks, torch.Tensor) or not isinstance(ks, Sequence):
         raise TypeError(f"ks must be a list of ints (each group's K, on the host); got {type(ks).__name__}")
-    ks = list(ks)
-    if any(isinstance(k, bool) or not isinstance(k, int) for k in ks):
-        raise TypeError(f"ks must hold Python ints; got {ks!r}")
+    ks = [as_int(f"ks[{g}]", k) for g, k in enumerate(ks)]
     if len(ks) != num_groups:
         raise ValueError(f"ks has {len(ks)} groups but d has {num_groups} ([G, M, N]); the group counts must match")
     align = get_k_alignment_for_k_grouped()
@@ -257,9 +257,9 @@ _K_GROUPED_PLANS = new_cache()
 
 def _ks_key(ks: object) -> tuple[int, ...]:
     """``ks`` as part of a plan key; a ``TypeError`` (no plan, validate) unless it is a list/tuple of ints."""
-    if type(ks) not in (list, tuple) or any(type(k) is not int for k in ks):
+    if type(ks) not in (list, tuple):
         raise TypeError("ks is not a list of ints")
-    return tuple(ks)
+    return tuple(map(operator.index, ks))  # numpy integers key as the ints they are; validation refuses bools
 
 
 _NO_KS = object()  # _lookup's default: the op takes no ks
@@ -379,6 +379,9 @@ def _check_grouped_layout(grouped_layout: object, m: int, num_groups: int, use_p
 def _plan_contiguous(kind: str, a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Tensor, sfb: torch.Tensor | None,
                      d: torch.Tensor, grouped_layout: object, use_psum_layout: bool, expected_m: int | None) -> _Plan:
     """Validate an m-grouped contiguous call whose operands passed their dtype checks."""
+    use_psum_layout = as_bool("use_psum_layout", use_psum_layout)
+    if expected_m is not None:
+        as_int("expected_m_for_psum_layout", expected_m, 0)
     a_name, _, b_name, _ = _names(sfa is not None)
     check_dim(a_name, a, 2, "[M_total, K]")
     m, k = a.shape
@@ -735,7 +738,7 @@ def _run_k_grouped(plan: _Plan, a: torch.Tensor, sfa: torch.Tensor | None, b: to
 
 
 def _no_psum_ks(use_psum_layout: object) -> None:
-    if use_psum_layout is not False:
+    if as_bool("use_psum_layout", use_psum_layout):
         raise ValueError(f"use_psum_layout must be False for the k-grouped GEMMs (ks and ks_tensor give each group's "
                          f"K); got {use_psum_layout!r}")
 

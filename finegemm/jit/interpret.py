@@ -8,7 +8,9 @@ anyway, so finegemm turns the interpreter on before its portable kernels are def
 
 from __future__ import annotations
 
+import functools
 import os
+import threading
 
 import torch
 
@@ -17,7 +19,33 @@ def enable_interpreter_without_gpu() -> bool:
     if "TRITON_INTERPRET" not in os.environ and not torch.cuda.is_available():
         os.environ["TRITON_INTERPRET"] = "1"
     snapshot_language()
+    if interpreting():
+        serialize_interpreted_launches()
     return interpreting()
+
+
+# Triton's interpreter is not thread-safe: a launch keeps its grid position in one process-wide builder and
+# patches triton.language while it runs, so two threads launching at once read each other's program ids (4
+# threads x 40 fp8_gemm_nt calls: ~60 InterpreterError "x >= grid_dim[0]" before this lock). Every interpreted
+# launch in the process therefore holds this lock; calls from several threads are correct, one launch at a time.
+INTERPRETER_LOCK = threading.RLock()
+
+
+def serialize_interpreted_launches() -> None:
+    """Make ``InterpretedFunction.run`` (every interpreted ``kernel[grid](...)``) hold :data:`INTERPRETER_LOCK`."""
+    from triton.runtime import interpreter
+
+    run = interpreter.InterpretedFunction.run
+    if getattr(run, "_finegemm_locked", False):
+        return
+
+    @functools.wraps(run)
+    def locked_run(self, *args, **kwargs):
+        with INTERPRETER_LOCK:
+            return run(self, *args, **kwargs)
+
+    locked_run._finegemm_locked = True
+    interpreter.InterpretedFunction.run = locked_run
 
 
 def interpreting() -> bool:

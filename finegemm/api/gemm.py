@@ -5,6 +5,13 @@ and B ``[N, K]`` (both K-major). A ``t`` for A means A is passed as ``[K, M]``; 
 is passed as ``[K, N]``; their scales are transposed alike (``[SFK, M]``, ``[SFK, SFN]``). The
 ``nn``/``tn``/``tt`` names transpose views and call the one ``nt`` path; any of them accepts
 row- or column-major storage for each operand.
+
+Non-finite values (every op of this module and of api/grouped.py and api/einsum.py, every backend, the CPU
+interpreter included): ``d[m, n]`` is NaN when anything its sum reads is NaN: an element of row ``m`` of A or of
+row ``n`` of B (e4m3 0x7F / 0xFF, e5m2 exponent 31 with a mantissa), one of their scales, or ``c[m, n]``; so a NaN
+operand element poisons its whole row (A) or column (B) of ``d``, a NaN per-block scale the 128 columns of its
+block. An Inf (e5m2 operands, FP32 scales, ``c``) gives Inf or NaN (Inf - Inf, Inf * 0) wherever it is read,
+never a finite value. Nothing is clamped or skipped; ``calc_diff`` of such a result is NaN.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from finegemm.reference import mqa as mqa_ref
 
 M, N, K = 8, 160, 256  # N: two per-block scale rows, the second partial
 NAN_E4M3 = 0x7F
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]  # on a GPU: both backends' kernels, same contract
 
 
 def _poke(t: torch.Tensor, index: tuple, value: float) -> None:
@@ -29,10 +30,10 @@ def _poke(t: torch.Tensor, index: tuple, value: float) -> None:
         t[index] = value
 
 
-def _fp8_operands(recipe):
+def _fp8_operands(recipe, device):
     gen = torch.Generator().manual_seed(3)
-    a = finegemm.per_token_cast_to_fp8(torch.randn(M, K, generator=gen))
-    b_bf = torch.randn(N, K, generator=gen)
+    a = finegemm.per_token_cast_to_fp8(torch.randn(M, K, generator=gen).to(device))
+    b_bf = torch.randn(N, K, generator=gen).to(device)
     b = finegemm.per_block_cast_to_fp8(b_bf) if recipe == (1, 128, 128) else finegemm.per_token_cast_to_fp8(b_bf)
     return a, b
 
@@ -40,16 +41,17 @@ def _fp8_operands(recipe):
 @pytest.mark.parametrize("value", [float("nan"), float("inf")])
 @pytest.mark.parametrize("where", ["a[0]", "a[1]", "b[0]", "b[1]", "c"])
 @pytest.mark.parametrize("recipe", [(1, 128, 128), (1, 1, 128)])
-def test_fp8_gemm_non_finite_where_the_reference_is(recipe, where, value):
+@pytest.mark.parametrize("device", DEVICES)
+def test_fp8_gemm_non_finite_where_the_reference_is(device, recipe, where, value):
     if where.endswith("[0]") and value == float("inf"):
         pytest.skip("e4m3 has no Inf")
-    a, b = _fp8_operands(recipe)
-    c = torch.randn(M, N)
+    a, b = _fp8_operands(recipe, device)
+    c = torch.randn(M, N).to(device)
     target = {"a[0]": (a[0], (2, 130)), "a[1]": (a[1], (5, 1)), "b[0]": (b[0], (150, 7)),
               "b[1]": (b[1], (1, 0)), "c": (c, (3, 40))}[where]
     _poke(*target, value)
     use_c = c if recipe == (1, 1, 128) or where == "c" else None
-    d = torch.zeros(M, N, dtype=torch.float32 if use_c is not None else torch.bfloat16)
+    d = torch.zeros(M, N, dtype=torch.float32 if use_c is not None else torch.bfloat16, device=device)
     finegemm.fp8_gemm_nt(a, b, d, c=use_c, recipe=recipe)
     want = reference.fp8_gemm_nt(a, b, use_c, recipe)
     bad = ~torch.isfinite(want)
@@ -70,7 +72,7 @@ def test_bf16_gemm_nan(where):
     assert torch.equal(torch.isnan(d), torch.isnan(want)) and torch.isnan(d).any()
 
 
-def _mqa_inputs():
+def _mqa_inputs(device):
     gen = torch.Generator().manual_seed(5)
     s, h, dim, s_kv = 4, 16, 32, 80
     q = torch.randn(s, h, dim, generator=gen).to(torch.float8_e4m3fn)
@@ -78,12 +80,14 @@ def _mqa_inputs():
     weights = torch.randn(s, h, generator=gen)
     st = torch.tensor([0, 5, 10, 0], dtype=torch.int32)
     en = torch.tensor([80, 60, 70, 30], dtype=torch.int32)
-    return q, kv, weights, st, en
+    return tuple(x.to(device) for x in (q, *kv, weights, st, en))
 
 
 @pytest.mark.parametrize("where", ["q", "kv[0]", "kv[1]", "weights", "weights inf", "kv[1] inf"])
-def test_mqa_logits_non_finite(where):
-    q, kv, weights, st, en = _mqa_inputs()
+@pytest.mark.parametrize("device", DEVICES)
+def test_mqa_logits_non_finite(device, where):
+    q, kv_fp8, kv_sf, weights, st, en = _mqa_inputs(device)
+    kv = (kv_fp8, kv_sf)
     value = float("inf") if where.endswith("inf") else float("nan")
     target = {"q": (q, (1, 3, 7)), "kv[0]": (kv[0], (20, 4)), "kv[1]": (kv[1], (25,)),
               "weights": (weights, (2, 9)), "weights inf": (weights, (2, 9)), "kv[1] inf": (kv[1], (25,))}

@@ -381,7 +381,7 @@ def _plan_contiguous(kind: str, a: torch.Tensor, sfa: torch.Tensor | None, b: to
     """Validate an m-grouped contiguous call whose operands passed their dtype checks."""
     use_psum_layout = as_bool("use_psum_layout", use_psum_layout)
     if expected_m is not None:
-        as_int("expected_m_for_psum_layout", expected_m, 0)
+        expected_m = as_int("expected_m_for_psum_layout", expected_m, 0)
     a_name, _, b_name, _ = _names(sfa is not None)
     check_dim(a_name, a, 2, "[M_total, K]")
     m, k = a.shape
@@ -538,7 +538,7 @@ def _plan_masked(kind: str, a: torch.Tensor, sfa: torch.Tensor | None, b: torch.
     _, n = _check_grouped_b(b_name, b, k, a_name, num_groups)
     check_output("d", d, (num_groups, max_m, n), (torch.bfloat16,))
     masked_m = _check_int32_vector("masked_m", masked_m, num_groups, "valid rows of each group, on the device")
-    _check_positive_int("expected_m", expected_m)
+    expected_m = _check_positive_int("expected_m", expected_m)  # a Python int in the desc (numpy ints accepted)
     device = _same_device(a, sfa, b, sfb, ("d", d), ("masked_m", masked_m))
     return _guarded(_m_grouped_plan(kind, "m_grouped_masked", a, sfa, b, sfb, expected_m, device, d),
                     (a, sfa, b, sfb, d, masked_m), ("masked_m",))

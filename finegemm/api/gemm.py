@@ -16,6 +16,7 @@ never a finite value. Nothing is clamped or skipped; ``calc_diff`` of such a res
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +31,6 @@ from . import torch_ops
 from .checks import (
     FP8_DTYPES,
     OutputGuard,
-    as_int,
     check_alpha,
     check_dim,
     check_dtype,
@@ -337,9 +337,10 @@ _HEAD_PLANS: dict[tuple, _Plan] = new_cache()
 
 
 def _check_head_splits(head_splits: object) -> tuple[int, int, int]:
-    if not isinstance(head_splits, (tuple, list)) or len(head_splits) != 3:
+    if (not isinstance(head_splits, (tuple, list)) or len(head_splits) != 3
+            or not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in head_splits)):
         raise TypeError(f"head_splits must be three ints (left, mid, right); got {head_splits!r}")
-    left, mid, right = (as_int(f"head_splits[{i}]", v) for i, v in enumerate(head_splits))
+    left, mid, right = map(int, head_splits)
     if left <= 0 or right <= 0 or mid < 0:
         raise ValueError("head_splits (left, mid, right) needs left > 0, right > 0 and mid >= 0; "
                          f"got {tuple(head_splits)}")

@@ -26,6 +26,7 @@ experts' tokens are its groups along K).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -161,7 +162,7 @@ def fp8_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
             raise ValueError(f"bias must have shape ({weight.shape[0]},); got {tuple(bias.shape)}")
     check_same_device([("x", x), ("weight", weight), ("bias", bias)])
     lead = x.shape[:-1]
-    y, _, _ = _FP8Linear.apply(x.reshape(-1, x.shape[-1]), weight, use_ue8m0)
+    y, _, _ = _FP8Linear.apply(x.reshape(math.prod(lead), x.shape[-1]), weight, use_ue8m0)
     y = y.reshape(*lead, weight.shape[0])
     return y if bias is None else y + bias.to(y.dtype)
 

@@ -1,4 +1,4 @@
-"""``python -m finegemm info | demo | check``: environment report, a quick end-to-end run, a correctness sweep."""
+"""``python -m finegemm info | demo``: environment report, a quick end-to-end run (``check``: finegemm/selftest.py)."""
 
 from __future__ import annotations
 
@@ -174,32 +174,3 @@ def demo(shape: tuple[int, int, int] | None = None) -> int:
     _print_rows(rows)
     print(f"({time.perf_counter() - started:.1f} s in all{'' if device.type == 'cuda' else ', CPU interpreter'})")
     return 0 if all(r.diff < b for r, _, b in rows) else 1
-
-
-def check() -> int:
-    """Correctness sweep over every layout and recipe at awkward sizes (small on a CPU)."""
-    from . import fp8_gemm_nn, fp8_gemm_nt, fp8_gemm_tn, fp8_gemm_tt
-
-    device = default_device()
-    shapes = [(1, 2112, 7168), (77, 576, 2048), (333, 2112, 1536)] if device.type == "cuda" else [(5, 130, 256)]
-    funcs = {"nt": fp8_gemm_nt, "nn": fp8_gemm_nn, "tn": fp8_gemm_tn, "tt": fp8_gemm_tt}
-    failures = 0
-    for m, n, k in shapes:
-        for layout, fn in funcs.items():
-            for recipe in ((1, 128, 128), (1, 1, 128)):
-                gen = torch.Generator(device="cpu").manual_seed(m + n + k)
-                a = per_token_cast_to_fp8(torch.randn((m, k), generator=gen).to(device))
-                b_bf = torch.randn((n, k), generator=gen).to(device)
-                b = per_block_cast_to_fp8(b_bf) if recipe[1] == 128 else per_token_cast_to_fp8(b_bf)
-                c = torch.randn((m, n), generator=gen).to(device) if recipe[1] == 1 else None
-                ref = reference.fp8_gemm_nt(a, b, c, recipe)
-                a_in = (a[0].T, a[1].T) if layout[0] == "t" else a
-                b_in = (b[0].T, b[1].T) if layout[1] == "n" else b
-                d = torch.full((m, n), float("nan"), dtype=torch.float32 if c is not None else torch.bfloat16,
-                               device=device)
-                fn(a_in, b_in, d, c=c, recipe=recipe)
-                diff = reference.calc_diff(d, ref)
-                ok = diff < 1e-3
-                failures += not ok
-                print(f"fp8_gemm_{layout} recipe={recipe} {m}x{n}x{k}: calc_diff {diff:.2e} {'ok' if ok else 'FAIL'}")
-    return 1 if failures else 0

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import torch
 
+from .api.checks import as_bool, as_int, check_tensor
 from .jit.device import get_num_sms, set_num_sms
 from .quant import pack_ue8m0
 
@@ -66,6 +67,8 @@ def _ceil_div(a: int, b: int) -> int:
 
 def get_tma_aligned_size(x: int, element_size: int) -> int:
     """Round ``x`` elements of ``element_size`` bytes up so that they span a multiple of 16 bytes."""
+    x = as_int("get_tma_aligned_size: x", x, 0)
+    element_size = as_int("get_tma_aligned_size: element_size", element_size)
     if element_size <= 0 or TMA_ALIGNMENT_BYTES % element_size != 0:
         raise ValueError(f"get_tma_aligned_size: element_size must divide 16, got {element_size}")
     alignment = TMA_ALIGNMENT_BYTES // element_size
@@ -86,11 +89,11 @@ def set_mk_alignment_for_contiguous_layout(alignment: int) -> None:
     less: the sm90 kernels take 64 (64-row tiles) and up; 16 and 32 run on the portable kernels. Plans and
     recorded launches made under the old value are dropped (their tiles were chosen for it).
     """
-    if isinstance(alignment, bool) or not isinstance(alignment, int) or alignment not in MK_ALIGNMENTS:
+    if as_int("set_mk_alignment_for_contiguous_layout: alignment", alignment) not in MK_ALIGNMENTS:
         raise ValueError(f"set_mk_alignment_for_contiguous_layout: alignment must be one of {MK_ALIGNMENTS}, "
                          f"got {alignment!r}")
     global _mk_alignment
-    _mk_alignment = alignment
+    _mk_alignment = int(alignment)
     from .runtime import forget_plans_and_launches
 
     forget_plans_and_launches()
@@ -102,9 +105,8 @@ def get_theoretical_mk_alignment_for_contiguous_layout(expected_m: int | None = 
     experts when ``num_groups`` is given, as vLLM passes them): 64 below :data:`SMALL_EXPERT_ROWS` rows an
     expert, where padding to 128 costs more than 64-row tiles lose, else 128. Without ``expected_m``: 128."""
     for name, value in (("expected_m", expected_m), ("num_groups", num_groups)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-            raise ValueError(f"get_theoretical_mk_alignment_for_contiguous_layout: {name} must be a non-negative "
-                             f"int or None, got {value!r}")
+        if value is not None:
+            as_int(f"get_theoretical_mk_alignment_for_contiguous_layout: {name}", value, 0)
     if expected_m is None:
         return MK_ALIGNMENT_FOR_CONTIGUOUS_LAYOUT
     rows = _ceil_div(expected_m, num_groups) if num_groups else expected_m
@@ -147,7 +149,7 @@ def get_mn_major_tma_aligned_tensor(sf: torch.Tensor) -> torch.Tensor:
     size-1 dims included (one scale column, K <= 128, still gets stride ``A``: DeepGEMM's layout tests demand it).
     Returns ``sf`` itself when it has those strides already; otherwise a new tensor (same dtype).
     """
-    if sf.dim() not in (2, 3):
+    if check_tensor("sf", sf).dim() not in (2, 3):
         raise ValueError(f"get_mn_major_tma_aligned_tensor: sf must be 2-D or 3-D, got shape {tuple(sf.shape)}")
     strides = _mn_major_strides(tuple(sf.shape), sf.element_size())
     if tuple(sf.stride()) == strides:
@@ -166,7 +168,7 @@ def get_mn_major_tma_aligned_packed_ue8m0_tensor(sf: torch.Tensor,
     if psum_layout is not None:
         raise ValueError("get_mn_major_tma_aligned_packed_ue8m0_tensor: psum_layout (SM100's per-group packing) must "
                          "be None here")
-    if sf.dtype != torch.float32:
+    if check_tensor("sf", sf).dtype != torch.float32:
         raise TypeError(f"get_mn_major_tma_aligned_packed_ue8m0_tensor: sf must be float32, got {sf.dtype}")
     return get_mn_major_tma_aligned_tensor(pack_ue8m0(sf))
 
@@ -233,6 +235,10 @@ def _describe(t: torch.Tensor) -> str:
 def _granularity(recipe: tuple[int, ...], is_sfa: bool | None) -> tuple[int, int]:
     """(gran_mn, gran_k) of one operand's scales from ``(gran_m, gran_n, gran_k)`` and ``is_sfa``, or from DeepGEMM
     2.8's one-operand form ``(gran_mn, gran_k)`` with ``is_sfa`` None."""
+    if not isinstance(recipe, (tuple, list)):
+        raise TypeError(f"recipe must be a tuple (gran_m, gran_n, gran_k) or (gran_mn, gran_k) of ints; got "
+                        f"{type(recipe).__name__} {recipe!r}")
+    recipe = tuple(as_int(f"recipe[{i}]", g) for i, g in enumerate(recipe))
     if len(recipe) == 2:
         if is_sfa is not None:
             raise ValueError(f"recipe {recipe} names one operand's (gran_mn, gran_k): pass is_sfa=None with it")
@@ -292,11 +298,18 @@ def transform_sf_into_required_layout(
         name: how error messages call the tensor.
 
     Raises:
-        TypeError: ``sf`` is not fp32 or int32.
+        TypeError: ``sf`` is not a fp32 or int32 tensor; ``mn``, ``k``, ``num_groups`` not ints (numpy integers
+            count); ``is_sfa`` not a bool or None; ``recipe`` not a tuple of ints.
         ValueError: wrong shape, or an int32 tensor not in the required layout (packed scales are
             never re-laid out: pack them with :func:`get_mn_major_tma_aligned_packed_ue8m0_tensor`).
     """
-    del disable_ue8m0_cast
+    check_tensor(name, sf)
+    mn, k = as_int("mn", mn, 0), as_int("k", k, 0)
+    if num_groups is not None:
+        num_groups = as_int("num_groups", num_groups, 0)
+    if is_sfa is not None:
+        is_sfa = as_bool("is_sfa", is_sfa)
+    as_bool("disable_ue8m0_cast", disable_ue8m0_cast)
     if psum_layout is not None:
         raise ValueError(f"{name}: psum_layout (SM100's per-group UE8M0 packing) must be None on this path")
     gran_mn, gran_k = _granularity(recipe, is_sfa)

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import torch
 
+from .api.checks import as_bool, as_int, check_tensor
+
 FP8_E4M3_MAX = 448.0
 BLOCK = 128
 AMAX_FLOOR = 1e-4
@@ -43,24 +45,33 @@ def _ceil_div(a: int, b: int) -> int:
 
 
 def ceil_div(x: int, y: int) -> int:
-    """``ceil(x / y)`` for ints (DeepGEMM's ``ceil_div``)."""
-    return _ceil_div(x, y)
+    """``ceil(x / y)`` for ints (DeepGEMM's ``ceil_div``); ``y >= 1``."""
+    return _ceil_div(as_int("x", x), as_int("y", y, 1))
 
 
 def align(x: int, y: int) -> int:
-    """``x`` rounded up to a multiple of ``y`` (DeepGEMM's ``align``)."""
-    return _ceil_div(x, y) * y
+    """``x`` rounded up to a multiple of ``y`` (DeepGEMM's ``align``); ``y >= 1``."""
+    return ceil_div(x, y) * y
 
 
 def _check_gran(fn: str, gran_k: int) -> int:
-    if isinstance(gran_k, bool) or not isinstance(gran_k, int) or gran_k <= 0:
-        raise ValueError(f"{fn}: gran_k must be a positive int, got {gran_k!r}")
-    return gran_k
+    return as_int(f"{fn}: gran_k", gran_k, 1)
+
+
+def _check_cast_args(fn: str, x: object, use_ue8m0: object, shape: str | None = "[M, K]") -> torch.Tensor:
+    """``x`` a floating tensor (2-D ``shape`` unless None) and ``use_ue8m0`` a bool, or the named error."""
+    check_tensor(f"{fn}: x", x)
+    if not (x.is_floating_point() and x.element_size() > 1):
+        raise TypeError(f"{fn}: x must be a bf16, fp16 or fp32 (or fp64) tensor; got dtype {x.dtype}")
+    if shape is not None and x.dim() != 2:
+        raise ValueError(f"{fn}: x must be 2-D {shape}, got shape {tuple(x.shape)}")
+    as_bool(f"{fn}: use_ue8m0", use_ue8m0)
+    return x
 
 
 def _packed(fn: str, sf: torch.Tensor, use_ue8m0: bool, use_packed_ue8m0: bool) -> torch.Tensor:
     """``sf`` packed four UE8M0 exponents an int32 along its last dim (``use_packed_ue8m0``), else as it is."""
-    if not use_packed_ue8m0:
+    if not as_bool(f"{fn}: use_packed_ue8m0", use_packed_ue8m0):
         return sf
     if not use_ue8m0:
         raise ValueError(f"{fn}: use_packed_ue8m0 needs use_ue8m0=True (only power-of-two scales pack)")
@@ -72,6 +83,7 @@ def ceil_to_ue8m0(x: torch.Tensor) -> torch.Tensor:
 
     The result is exactly representable as an UE8M0 exponent.
     """
+    check_tensor("ceil_to_ue8m0: x", x)
     return torch.pow(2.0, torch.ceil(torch.log2(x.abs().float())))
 
 
@@ -102,8 +114,7 @@ def per_token_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool = False, gran_k: int 
         ``(x_fp8, sf)``: ``x_fp8`` e4m3 ``[M, K]`` contiguous; ``sf`` fp32 ``[M, ceil(K/gran_k)]`` contiguous
         (packed: int32 ``[M, ceil(ceil(K/gran_k)/4)]``).
     """
-    if x.dim() != 2:
-        raise ValueError(f"per_token_cast_to_fp8: x must be 2-D [M, K], got shape {tuple(x.shape)}")
+    _check_cast_args("per_token_cast_to_fp8", x, use_ue8m0)
     gran = _check_gran("per_token_cast_to_fp8", gran_k)
     m, k = x.shape
     kb = _ceil_div(k, gran)
@@ -127,8 +138,7 @@ def per_channel_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool = False,
     Returns:
         ``(x_fp8, sf)``: e4m3 ``[K, N]`` contiguous and fp32 ``[ceil(K/gran_k), N]`` contiguous.
     """
-    if x.dim() != 2:
-        raise ValueError(f"per_channel_cast_to_fp8: x must be 2-D [K, N], got shape {tuple(x.shape)}")
+    _check_cast_args("per_channel_cast_to_fp8", x, use_ue8m0, "[K, N]")
     q_t, sf_t = per_token_cast_to_fp8(x.t(), use_ue8m0, _check_gran("per_channel_cast_to_fp8", gran_k))
     return q_t.t().contiguous(), sf_t.t().contiguous()
 
@@ -145,8 +155,7 @@ def per_block_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool = False,
     Returns:
         ``(x_fp8, sf)``: e4m3 ``[N, K]`` contiguous and fp32 ``[ceil(N/gran_k), ceil(K/gran_k)]`` contiguous.
     """
-    if x.dim() != 2:
-        raise ValueError(f"per_block_cast_to_fp8: x must be 2-D [N, K], got shape {tuple(x.shape)}")
+    _check_cast_args("per_block_cast_to_fp8", x, use_ue8m0, "[N, K]")
     gran = _check_gran("per_block_cast_to_fp8", gran_k)
     n, k = x.shape
     nb, kb = _ceil_div(n, gran), _ceil_div(k, gran)
@@ -166,10 +175,12 @@ def per_custom_dims_cast_to_fp8(x: torch.Tensor, dims: tuple[int, ...],
     Returns ``(x_fp8, sf)``: e4m3 of ``x``'s shape and fp32 scales of the ``dims``' sizes (in ``dims``' order of
     ``x``'s dims), with ``x ≈ x_fp8 * sf`` broadcast back over the other dims.
     """
-    if not isinstance(dims, (tuple, list)) or not all(isinstance(d, int) and not isinstance(d, bool) for d in dims):
+    _check_cast_args("per_custom_dims_cast_to_fp8", x, use_ue8m0, None)
+    if not isinstance(dims, (tuple, list)):
         raise TypeError(f"per_custom_dims_cast_to_fp8: dims must be a tuple of ints, got {dims!r}")
+    dims = [as_int("per_custom_dims_cast_to_fp8: dims[i]", d) for d in dims]
     kept = sorted({d % x.dim() for d in dims}) if x.dim() else []
-    if len(kept) != len(dims):
+    if len(kept) != len(dims) or any(not -x.dim() <= d < x.dim() for d in dims):
         raise ValueError(f"per_custom_dims_cast_to_fp8: dims must name distinct dims of a {x.dim()}-D x, got {dims}")
     others = tuple(i for i in range(x.dim()) if i not in kept)
     xf = x.float()
@@ -180,6 +191,9 @@ def per_custom_dims_cast_to_fp8(x: torch.Tensor, dims: tuple[int, ...],
 
 def _ue8m0_exponents(sf: torch.Tensor) -> torch.Tensor:
     """Biased 8-bit exponents of power-of-two FP32 scales (raises if a scale is not a power of two)."""
+    check_tensor("sf", sf)
+    if not sf.is_floating_point():
+        raise TypeError(f"sf must hold float32 power-of-two scales; got dtype {sf.dtype}")
     bits = sf.float().contiguous().view(torch.int32)
     if bool(((bits & 0x807FFFFF) != 0).any()):
         raise ValueError("UE8M0 packing needs positive power-of-two FP32 scales (use ceil_to_ue8m0 first)")
@@ -206,13 +220,15 @@ def pack_ue8m0(sf: torch.Tensor) -> torch.Tensor:
 def pack_ue8m0_to_int(x: torch.Tensor) -> torch.Tensor:
     """DeepGEMM's name of :func:`pack_ue8m0` for a last dim that is a multiple of 4 (fp32 ``x`` ``[..., 4W]`` →
     int32 ``[..., W]``)."""
-    if x.dim() == 0 or x.shape[-1] % 4:
+    if check_tensor("x", x).dim() == 0 or x.shape[-1] % 4:
         raise ValueError(f"pack_ue8m0_to_int: the last dim must be a multiple of 4, got shape {tuple(x.shape)}")
     return pack_ue8m0(x)
 
 
 def unpack_ue8m0_from_int(packed_sf: torch.Tensor) -> torch.Tensor:
     """Inverse of :func:`pack_ue8m0_to_int`: int32 ``packed_sf`` ``[..., W]`` → fp32 ``[..., 4W]``."""
+    if check_tensor("packed_sf", packed_sf).dim() == 0:
+        raise ValueError("unpack_ue8m0_from_int: packed_sf must have a last dim of int32 words; got a 0-d tensor")
     return unpack_ue8m0(packed_sf, packed_sf.shape[-1] * 4)
 
 
@@ -226,8 +242,11 @@ def ue8m0_to_fp32(exps: torch.Tensor) -> torch.Tensor:
 
 def unpack_ue8m0(packed: torch.Tensor, sfk: int) -> torch.Tensor:
     """Inverse of :func:`pack_ue8m0`: int32 ``[..., W]`` → fp32 ``[..., sfk]`` (any strides in)."""
-    if packed.dtype != torch.int32:
+    if check_tensor("packed", packed).dtype != torch.int32:
         raise TypeError(f"unpack_ue8m0: packed must be int32, got {packed.dtype}")
+    if packed.dim() == 0:
+        raise ValueError("unpack_ue8m0: packed must have a last dim of int32 words; got a 0-d tensor")
+    sfk = as_int("unpack_ue8m0: sfk", sfk, 0)
     if sfk > packed.shape[-1] * 4:
         raise ValueError(f"unpack_ue8m0: sfk={sfk} needs at least {_ceil_div(sfk, 4)} words, got {packed.shape[-1]}")
     p = packed.contiguous()

@@ -23,10 +23,38 @@ def test_demo_runs_and_passes():
     assert out.stdout.count(" yes") == 3 and "FAIL" not in out.stdout
 
 
-def test_check_runs():
+def test_check_runs_every_family_and_passes():
     out = _run("check")
     assert out.returncode == 0, out.stdout + out.stderr
-    assert out.stdout.count(" ok") == 8
+    lines = out.stdout.splitlines()
+    assert "FAIL" not in out.stdout and sum(line.startswith("PASS") for line in lines) == 28
+    for op in ("fp8_gemm_tt recipe=(1, 1, 128)", "bf16_gemm_nn", "m_grouped_fp8_gemm_nt_masked",
+               "k_grouped_fp8_gemm_nt_contiguous", "fp8_paged_mqa_logits", "fp8_einsum", "per_block_cast_to_fp8"):
+        assert any(op in line for line in lines), op
+    assert "28 passed, 0 failed" in lines[-1]
+
+
+def test_check_fails_when_an_op_is_broken(monkeypatch):
+    """A broken op (bf16_gemm_nn ignoring that b is [K, N]) and a raising one each give a FAIL line and exit 1; the
+    same family unbroken exits 0."""
+    import finegemm
+    from finegemm import selftest
+
+    lines: list[str] = []
+    assert selftest.run(families=["dense_bf16"], out=lines.append) == 0
+    assert "4 passed, 0 failed" in lines[-1]
+    # b [K, N] read as if it were [N, K]: right shapes, wrong values
+    monkeypatch.setattr(finegemm, "bf16_gemm_nn",
+                        lambda a, b, d, c=None: finegemm.bf16_gemm_nt(a, b.reshape(b.shape[1], b.shape[0]), d, c))
+
+    def raising(*args, **kwargs):
+        raise RuntimeError("kernel config rejected")
+    monkeypatch.setattr(finegemm, "bf16_gemm_tt", raising)
+    lines.clear()
+    assert selftest.run(families=["dense_bf16"], out=lines.append) == 1
+    assert any(line.startswith("FAIL  bf16_gemm_nn") for line in lines)
+    assert any(line.startswith("FAIL  bf16_gemm_tt") and "kernel config rejected" in line for line in lines)
+    assert "2 passed, 2 failed" in lines[-1]
 
 
 def test_bad_shape_argument():

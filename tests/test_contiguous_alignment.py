@@ -35,9 +35,16 @@ def test_default_get_and_set(alignment):
     assert finegemm.get_k_alignment_for_k_grouped() == 256
 
 
-@pytest.mark.parametrize("bad", [0, 48, 100, 1024, 64.0, True, "64", None])
+@pytest.mark.parametrize("bad", [0, 48, 100, 1024])
 def test_set_rejects_what_no_kernel_tiles(bad, alignment):
     with pytest.raises(ValueError, match=r"alignment must be one of \(16, 32, 64, 128, 256, 512\)"):
+        alignment(bad)
+    assert finegemm.get_mk_alignment_for_contiguous_layout() == 128
+
+
+@pytest.mark.parametrize("bad", [64.0, True, "64", None])
+def test_set_rejects_what_is_not_an_int(bad, alignment):
+    with pytest.raises(TypeError, match=r"alignment must be an int; got"):
         alignment(bad)
     assert finegemm.get_mk_alignment_for_contiguous_layout() == 128
 
@@ -52,9 +59,9 @@ def test_theoretical_alignment(args, want):
 
 
 def test_theoretical_alignment_rejects_bad_hints():
-    with pytest.raises(ValueError, match="expected_m must be a non-negative int"):
+    with pytest.raises(ValueError, match="expected_m must be an int >= 0; got -1"):
         finegemm.get_theoretical_mk_alignment_for_contiguous_layout(-1)
-    with pytest.raises(ValueError, match="num_groups must be a non-negative int"):
+    with pytest.raises(TypeError, match="num_groups must be an int; got float 2.0"):
         finegemm.get_theoretical_mk_alignment_for_contiguous_layout(64, 2.0)
 
 

@@ -440,7 +440,7 @@ def test_bad_masked_inputs(masked_inputs):
         fg.m_grouped_fp8_gemm_nt_masked(a, b, d.clone(), torch.zeros(3, dtype=torch.int32), 16)
     with pytest.raises(TypeError, match=r"masked_m must have dtype torch.int32; got torch.int64"):
         fg.m_grouped_fp8_gemm_nt_masked(a, b, d.clone(), masked_m.long(), 16)
-    with pytest.raises(ValueError, match=r"expected_m must be a positive int; got 0"):
+    with pytest.raises(ValueError, match=r"expected_m must be an int >= 1; got 0"):
         fg.m_grouped_fp8_gemm_nt_masked(a, b, d.clone(), masked_m, 0)
     with pytest.raises(ValueError, match=r"d must have shape \(2, 64, 160\)"):
         fg.m_grouped_fp8_gemm_nt_masked(a, b, d[:, :32].clone(), masked_m, 16)

@@ -176,9 +176,9 @@ def test_masked_second_call_skips_validation_and_expected_m_is_keyed(launches, m
     assert len(validations) == 1 and launches["launch_m_grouped_masked"] == 2
     monkeypatch.undo()
     monkeypatch.setattr(fg, "launch_m_grouped_masked", lambda *args: None)
-    with pytest.raises(ValueError, match=r"expected_m must be a positive int; got 16.0"):
+    with pytest.raises(TypeError, match=r"expected_m must be an int; got float 16.0"):
         fg.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, 16.0)  # equal to 16, but a float
-    with pytest.raises(ValueError, match=r"expected_m must be a positive int; got True"):
+    with pytest.raises(TypeError, match=r"expected_m must be an int; got bool True"):
         fg.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, True)
     with pytest.raises(TypeError, match=r"masked_m must have dtype torch.int32; got torch.int64"):
         fg.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m.long(), 16)
@@ -208,7 +208,7 @@ def test_k_grouped_ks_is_keyed_and_contents_checked_every_call(launches, monkeyp
     monkeypatch.setattr(fg, "launch_k_grouped", lambda *args: None)
     with pytest.raises(ValueError, match=r"sum\(ks_cpu\) = 128 but a\[0\] holds K = 256"):
         fg.k_grouped_fp8_gemm_tn_contiguous(a, b, d, [128, 0], ks_tensor, c=d)
-    with pytest.raises(TypeError, match=r"ks_cpu must hold Python ints"):
+    with pytest.raises(TypeError, match=r"ks_cpu\[0\] must be an int; got float 128.0"):
         fg.k_grouped_fp8_gemm_tn_contiguous(a, b, d, [128.0, 128], ks_tensor, c=d)  # == [128, 128]
     with pytest.raises(TypeError, match=r"ks_cpu must be a list of ints"):
         fg.k_grouped_fp8_gemm_tn_contiguous(a, b, d, ks_tensor, ks_tensor, c=d)
@@ -319,7 +319,7 @@ def test_paged_changed_signature_validates_again(launches):
     shifted.copy_(cache)
     with pytest.raises(ValueError, match="4-byte aligned start"):
         fa.fp8_paged_mqa_logits(q, shifted, w, ctx, table, meta, max_len)
-    with pytest.raises(ValueError, match="max_context_len must be >= 0"):
+    with pytest.raises(ValueError, match="max_context_len must be an int >= 0; got -1"):
         fa.fp8_paged_mqa_logits(q, cache, w, ctx, table, meta, -1)
     with pytest.raises(TypeError, match="logits_dtype"):
         fa.fp8_paged_mqa_logits(q, cache, w, ctx, table, meta, max_len, logits_dtype=torch.float64)

@@ -130,7 +130,7 @@ def test_deepgemm_utils_signatures():
     assert torch.equal(packed, finegemm.pack_ue8m0(sf128)) and packed.dtype == torch.int32
     with pytest.raises(ValueError, match="use_packed_ue8m0 needs use_ue8m0=True"):
         finegemm.per_token_cast_to_fp8(x, False, use_packed_ue8m0=True)
-    with pytest.raises(ValueError, match="gran_k must be a positive int"):
+    with pytest.raises(ValueError, match="gran_k must be an int >= 1; got 0"):
         finegemm.per_block_cast_to_fp8(x, gran_k=0)
     qb, sfb = finegemm.per_block_cast_to_fp8(x, gran_k=64)
     assert sfb.shape == (1, 5)

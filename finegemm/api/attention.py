@@ -17,6 +17,14 @@ sequence runs kernels/sm90/paged_mqa_logits.py (``paged_mqa_logits.dispatched``;
 kernel on every DeepGEMM anchor case, its docstring lists them).
 ``FINEGEMM_PRINT_CONFIGS=1`` prints each choice once.
 
+Non-finite values: the ReLU propagates NaN (``relu(NaN) = NaN``, as ``torch.relu``; the Gluon kernels' ``cvt.relu``
+and the Triton kernels' ``max.NaN`` do so at no cost), so a NaN in ``q[i]``, ``kv[j]`` (e4m3 0x7F / 0xFF),
+``kv_sf[j]`` or ``weights[i]`` makes every in-range ``out[i, j]`` it reaches NaN, on every backend and on the CPU.
+An Inf weight makes its row non-finite. An Inf ``kv_sf[j]`` is not a usable dequantization scale: key ``j``'s
+logits are then non-finite wherever the formula's are, and may be NaN where the formula gives 0 (all heads'
+scores negative: the kernels apply the scale after the head sum as ``sf * (x + sign(sf) |x|) / 2``). Positions
+outside the ranges stay ``-inf`` whatever the inputs hold.
+
 Values inside tensors (ranges, context lengths, block tables, the schedule) are checked on the host only
 where that needs no device sync: always for CPU tensors, and for CUDA tensors when ``FINEGEMM_DEBUG=1``
 (which syncs). A failed check is a ``ValueError`` naming the argument, the index and the value. Without
@@ -44,7 +52,7 @@ from ..kernels.portable.paged_mqa_logits import (
     schedule_paged_mqa_logits,
 )
 from . import traced
-from .checks import E4M3, check_dim, check_dtype, check_same_device, check_tensor, describe
+from .checks import E4M3, as_bool, as_int, check_dim, check_dtype, check_same_device, check_tensor, describe
 from .dispatch import BackendError, check_device_usable, sm90_mqa_module, sm90_paged_mqa_module
 from .plan_cache import dispatch_state, new_cache, plan_for, scalar_key, tensor_key
 
@@ -60,17 +68,11 @@ _ROW_ALIGN = 64  # logits rows start every 64 elements (256 B in fp32): aligned 
 
 
 def _check_int(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}; got {value}")
-    return value
+    return as_int(name, value, minimum)
 
 
 def _check_bool(name: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
-    return value
+    return as_bool(name, value)
 
 
 def _check_logits_dtype(logits_dtype: object) -> torch.dtype:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from .checks import check_dim, check_dtype, check_output, check_same_device, check_tensor
+from .checks import check_dim, check_dtype, check_no_overlap, check_output, check_same_device, check_tensor
 
 IN_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
@@ -37,6 +37,7 @@ def cublaslt_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torch
         if tuple(c.shape) != (m, n):
             raise ValueError(f"c must have d's shape {(m, n)}; got {tuple(c.shape)}")
     check_same_device([("a", a), ("b", b), ("d", d), ("c", c)])
+    check_no_overlap("d", d, (("a", a), ("b", b), ("c", c)), may_be_out=("c",))
     if d.numel() == 0:
         return
     if c is None and d.dtype == a.dtype:

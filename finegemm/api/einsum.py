@@ -33,7 +33,16 @@ from ..kernels.portable.batched import batched_launch
 from ..kernels.sm90 import launcher
 from ..layout import transform_sf_into_required_layout
 from . import traced
-from .checks import E4M3, check_dtype, check_same_device, check_tensor, unpack_pair
+from .checks import (
+    E4M3,
+    OutputGuard,
+    check_dtype,
+    check_output_memory,
+    check_same_device,
+    check_tensor,
+    int_tuple,
+    unpack_pair,
+)
 from .dispatch import _sm90_bf16_grouped_module, _sm90_grouped_module, check_device_usable, debug_sync
 from .plan_cache import dispatch_state, new_cache, plan_and_key, tensor_key
 
@@ -89,7 +98,7 @@ def fp8_einsum(expr: str, a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.T
 
     def validate() -> _Plan:
         _check_expr("fp8_einsum", expr, FP8_EXPRESSIONS)
-        if not isinstance(recipe, (tuple, list)) or tuple(recipe) != FP8_RECIPE:
+        if int_tuple("recipe", recipe) != FP8_RECIPE:
             raise ValueError(f"fp8_einsum: recipe must be {FP8_RECIPE} (per-token a, per-block b); got {recipe!r}")
         check_dtype("a[0]", a_fp8, E4M3)
         check_dtype("b[0]", b_fp8, E4M3)
@@ -109,6 +118,7 @@ class _Plan:
     config: Any = None
     device: torch.device | None = None
     sm90: Any = None  # (desc, config) of the head-batched sm90 kernel (head_batched_wanted), tried first
+    guard: OutputGuard | None = None  # d against the inputs (a, b, d, c, sfa, sfb), per call (checks.OutputGuard)
 
 
 # signature -> _Plan (validation once a signature, plan_cache); (signature, pointers) -> the recorded launch
@@ -125,6 +135,7 @@ def _run(validate, expr, a, b, d, c, sfa, sfb, recipe=None) -> None:
                 tensor_key(c), tensor_key(sfa), tensor_key(sfb), dispatch_state())
 
     plan, sig = plan_and_key(_PLANS, make_key, validate)
+    plan.guard.check((a, b, d, c, sfa, sfb))
     if plan.action == "none":
         return
     if plan.action == "fill":
@@ -214,20 +225,23 @@ def _plan(expr, a, b, d, c, sfa, sfb) -> _Plan:
         _check_scales(expr, sizes, sfa, sfb)
     device = check_same_device([("a", a), ("b", b), ("d", d), ("c", c), ("a[1]", sfa), ("b[1]", sfb)])
     check_device_usable(device)
+    check_output_memory("d", d)
+    names = ("a", "b") if sfa is None else ("a[0]", "b[0]")
+    guard = OutputGuard((*names, "d", "c", "a[1]", "b[1]"), (a, b, d, c, sfa, sfb), 2, ("c",))
     av, bv = _batched_views(expr, a, b, d, c, sfa, sfb)[:2]
     g, m, k = av.shape
     n = bv.shape[1]
     if d.numel() == 0:
-        return _Plan(expr, "none")
+        return _Plan(expr, "none", guard=guard)
     if k == 0 or g == 0:  # nothing to sum: d = c (or 0)
-        return _Plan(expr, "fill")
+        return _Plan(expr, "fill", guard=guard)
     desc = GemmDesc("fp8_1d2d" if sfa is not None else "bf16", m, n, k, out_fp32=d.dtype == torch.float32,
                     with_c=c is not None)
     config = get_portable_config(desc, device_facts(device))
     sm90 = _sm90_head_plan(expr, a, b, d, c, sfa, device, (g, m, n, k))
     report_config(desc, f"{'sm90 head-batched' if sm90 else 'portable batched'} ({expr}, G={g})",
                   sm90[1] if sm90 else config)
-    return _Plan(expr, "launch", config, device, sm90)
+    return _Plan(expr, "launch", config, device, sm90, guard)
 
 
 def _head_views(expr, a, b, d) -> tuple | None:

@@ -5,10 +5,18 @@ and B ``[N, K]`` (both K-major). A ``t`` for A means A is passed as ``[K, M]``; 
 is passed as ``[K, N]``; their scales are transposed alike (``[SFK, M]``, ``[SFK, SFN]``). The
 ``nn``/``tn``/``tt`` names transpose views and call the one ``nt`` path; any of them accepts
 row- or column-major storage for each operand.
+
+Non-finite values (every op of this module and of api/grouped.py and api/einsum.py, every backend, the CPU
+interpreter included): ``d[m, n]`` is NaN when anything its sum reads is NaN: an element of row ``m`` of A or of
+row ``n`` of B (e4m3 0x7F / 0xFF, e5m2 exponent 31 with a mantissa), one of their scales, or ``c[m, n]``; so a NaN
+operand element poisons its whole row (A) or column (B) of ``d``, a NaN per-block scale the 128 columns of its
+block. An Inf (e5m2 operands, FP32 scales, ``c``) gives Inf or NaN (Inf - Inf, Inf * 0) wherever it is read,
+never a finite value. Nothing is clamped or skipped; ``calc_diff`` of such a result is NaN.
 """
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +30,7 @@ from ..layout import transform_sf_into_required_layout
 from . import traced
 from .checks import (
     FP8_DTYPES,
+    OutputGuard,
     check_alpha,
     check_dim,
     check_dtype,
@@ -29,6 +38,7 @@ from .checks import (
     check_row_or_col_major,
     check_same_device,
     check_tensor,
+    int_tuple,
     merge_recipes,
     unpack_pair,
 )
@@ -59,7 +69,7 @@ def _infer_recipe(recipe: Recipe | None, sfb: torch.Tensor, n: int) -> Recipe:
             f"b[1] must hold per-block scales [ceil(N/128), K blocks] (recipe {RECIPE_1D2D}) or per-channel "
             f"scales [N, K blocks] (recipe {RECIPE_1D1D}) for N={n}; got shape {tuple(sfb.shape)} (pass recipe= "
             "to name the one meant)")
-    recipe = tuple(recipe)
+    recipe = int_tuple("recipe", recipe)
     if recipe not in (RECIPE_1D2D, RECIPE_1D1D):
         raise ValueError(f"recipe must be {RECIPE_1D2D} (per-block RHS scales) or {RECIPE_1D1D} "
                          f"(per-channel RHS scales); got {recipe}")
@@ -110,8 +120,8 @@ def fp8_gemm_nt(
             ``(1, 128)``), instead of it.
         alpha: DeepGEMM 2.8's product multiplier: None or 1 only.
 
-    Sizes: any M >= 0 (M = 0 returns at once), any N >= 1, any K >= 1 (partial last 128-blocks of K
-    and N are fine); the sm90 fast path takes K-major operands with K % 128 == 0 and rows of ``d``
+    Sizes: any M >= 0 and N >= 0 (M = 0 or N = 0 returns at once, as in DeepGEMM), any K >= 1 (partial last
+    128-blocks of K and N are fine); the sm90 fast path takes K-major operands with K % 128 == 0 and rows of ``d``
     16-byte aligned for its TMA store (N % 8 == 0 for bf16 ``d``, N % 4 == 0 for fp32 ``d``) and
     falls back to the portable kernels otherwise.
     """
@@ -153,6 +163,8 @@ def fp8_gemm_nt(
             _remember(_FP8_PLANS, key[6:], plan)
         a_fp8, sfa = a
         b_fp8, sfb = b
+    # d must not overlap an input: key[:6] are the six data pointers, in the guard's order
+    plan.guard.check((a_fp8, sfa, b_fp8, sfb, d, c), key)
     if plan.sm90_direct:  # nothing to lay out, one sm90 launch (recorded for the hot path above)
         recording = _sm90_module().fp8_gemm(plan.desc, plan.config, a_fp8, sfa, b_fp8, sfb, d, c)
         if recording is not None and key is not None and not env.flag(env.DEBUG):
@@ -194,6 +206,7 @@ class _Plan:
     device: torch.device
     sfa_ready: bool = True  # scales already in the required layout (path B): passed as they are
     sfb_ready: bool = True
+    guard: OutputGuard | None = None  # d against the inputs, per call on the data pointers (checks.OutputGuard)
     sm90_direct: bool = field(init=False, repr=False)  # sm90, M > 0, K > 0, both scales ready
 
     def __post_init__(self) -> None:
@@ -244,14 +257,18 @@ def _plan_fp8(a, b, d, c, recipe, head_splits: tuple[int, int, int] | None = Non
     b_k_major = check_row_or_col_major("b[0]", b_fp8)
     sfa_ready = transform_sf_into_required_layout(sfa, m, k, recipe, is_sfa=True, name="a[1]") is sfa
     sfb_ready = transform_sf_into_required_layout(sfb, n, k, recipe, is_sfa=False, name="b[1]") is sfb
-    if m == 0:
-        return _Plan(None, recipe, "none", None, device)
+    guard = OutputGuard(_FP8_NAMES, (a_fp8, sfa, b_fp8, sfb, d, c), 4, ("c",))
+    if m == 0 or n == 0:
+        return _Plan(None, recipe, "none", None, device, guard=guard)
     desc = GemmDesc(
         "fp8_1d2d" if recipe == RECIPE_1D2D else "fp8_1d1d", m, n, k, a_k_major, b_k_major,
         d.dtype == torch.float32, c is not None, sfa.dtype == torch.int32, head_splits=head_splits,
     )
     backend, config = choose_backend(desc, device) if k > 0 else ("none", None)
-    return _Plan(desc, recipe, backend, config, device, sfa_ready, sfb_ready)
+    return _Plan(desc, recipe, backend, config, device, sfa_ready, sfb_ready, guard)
+
+
+_FP8_NAMES = ("a[0]", "a[1]", "b[0]", "b[1]", "d", "c")
 
 
 _FP8_NO_C_PLANS: dict[tuple, _Plan] = new_cache()
@@ -270,6 +287,7 @@ def fp8_gemm_nt_1d1d_no_c(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.T
                     lambda: _plan_fp8(a, b, d, None, RECIPE_1D1D, no_c=True))
     a_fp8, sfa = a
     b_fp8, sfb = b
+    plan.guard.check((a_fp8, sfa, b_fp8, sfb, d, None))
     _run_fp8(plan, a_fp8, sfa, b_fp8, sfb, d, None)
 
 
@@ -311,6 +329,7 @@ def fp8_gemm_nt_skip_head_mid(
                     lambda: (_key(a[0]), _key(a[1]), _key(b[0]), _key(b[1]), _key(d), head_splits, recipe,
                              dispatch_state()),
                     lambda: _plan_fp8(a, b, d, None, recipe, head_splits))
+    plan.guard.check((a[0], a[1], b[0], b[1], d, None))
     _run_fp8(plan, a[0], a[1], b[0], b[1], d, None)
 
 
@@ -319,9 +338,9 @@ _HEAD_PLANS: dict[tuple, _Plan] = new_cache()
 
 def _check_head_splits(head_splits: object) -> tuple[int, int, int]:
     if (not isinstance(head_splits, (tuple, list)) or len(head_splits) != 3
-            or not all(isinstance(v, int) and not isinstance(v, bool) for v in head_splits)):
+            or not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in head_splits)):
         raise TypeError(f"head_splits must be three ints (left, mid, right); got {head_splits!r}")
-    left, mid, right = head_splits
+    left, mid, right = map(int, head_splits)
     if left <= 0 or right <= 0 or mid < 0:
         raise ValueError("head_splits (left, mid, right) needs left > 0, right > 0 and mid >= 0; "
                          f"got {tuple(head_splits)}")
@@ -378,7 +397,8 @@ def bf16_gemm_nt(
     """``d = c + a @ b^T`` in FP32 accumulation.
 
     a: bf16 ``[M, K]``; b: bf16 ``[N, K]`` (each row- or column-major); d: bf16 or fp32 ``[M, N]``
-    row-major; c: optional bf16/fp32 ``[M, N]`` (may be ``d``). Any M >= 0, N >= 1, K >= 0.
+    row-major; c: optional bf16/fp32 ``[M, N]`` (may be ``d``). Any M >= 0, N >= 0, K >= 0 (M = 0 or N = 0: nothing
+    to do, as in DeepGEMM).
 
     On sm_90 the Gluon kernel (kernels/sm90/gemm_bf16.py) runs every layout whose rows TMA can
     address: K % 8 == 0 for a K-major operand, M % 8 == 0 / N % 8 == 0 for an MN-major A / B, and
@@ -406,6 +426,7 @@ def bf16_gemm_nt(
         plan = _plan_bf16(a, b, d, c)
         if key is not None:
             _remember(_BF16_PLANS, key[4:], plan)
+    plan.guard.check((a, b, d, c), key)  # key[:4]: the data pointers, in the guard's order
     if plan.desc is None:
         return
     if plan.desc.k == 0:
@@ -436,14 +457,15 @@ def _plan_bf16(a, b, d, c) -> _Plan:
     device = check_same_device([("a", a), ("b", b), ("d", d), ("c", c)])
     a_k_major = check_row_or_col_major("a", a)
     b_k_major = check_row_or_col_major("b", b)
-    if m == 0:
-        return _Plan(None, RECIPE_1D2D, "none", None, device)
+    guard = OutputGuard(("a", "b", "d", "c"), (a, b, d, c), 2, ("c",))
+    if m == 0 or n == 0:
+        return _Plan(None, RECIPE_1D2D, "none", None, device, guard=guard)
     # C a kernel may stage like D: D's dtype, row-major, rows that do not overlap (not a broadcast bias)
     c_like_d = (c is not None and c.dtype == d.dtype and c.stride(-1) == 1 and (m == 1 or c.stride(-2) >= n))
     desc = GemmDesc("bf16", m, n, k, a_k_major, b_k_major, d.dtype == torch.float32, c is not None,
                     c_like_d=c_like_d)
     backend, config = choose_backend(desc, device) if k > 0 else ("none", None)
-    return _Plan(desc, RECIPE_1D2D, backend, config, device)
+    return _Plan(desc, RECIPE_1D2D, backend, config, device, guard=guard)
 
 
 def bf16_gemm_nn(a, b, d, c=None, compiled_dims="nk", alpha=None) -> None:

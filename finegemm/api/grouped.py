@@ -46,8 +46,9 @@ the reason.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -64,6 +65,9 @@ from ..layout import (
 from . import traced
 from .checks import (
     FP8_DTYPES,
+    OutputGuard,
+    as_bool,
+    as_int,
     check_dim,
     check_dtype,
     check_output,
@@ -71,6 +75,7 @@ from .checks import (
     check_same_device,
     check_tensor,
     describe,
+    int_tuple,
     merge_recipes,
     unpack_pair,
 )
@@ -96,7 +101,7 @@ __all__ = [
 def _check_recipe(recipe: object, allowed: Recipe, op: str) -> Recipe:
     if recipe is None:
         return allowed
-    if not isinstance(recipe, (tuple, list)) or tuple(recipe) != allowed:
+    if int_tuple("recipe", recipe) != allowed:
         raise ValueError(f"{op} supports recipe {allowed} only; got {recipe!r}")
     return allowed
 
@@ -112,9 +117,7 @@ def _check_int32_vector(name: str, t: object, length: int, what: str) -> torch.T
 
 
 def _check_positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int; got {value!r}")
-    return value
+    return as_int(name, value, 1)
 
 
 def _reads_contents(device: torch.device) -> bool:
@@ -192,9 +195,7 @@ def _check_psum_layout_contents(layout: torch.Tensor, m: int) -> None:
 def _check_ks(ks: object, num_groups: int, sum_k_name: str | None = None, sum_k: int | None = None) -> list[int]:
     if isinstance(ks, torch.Tensor) or not isinstance(ks, Sequence):
         raise TypeError(f"ks_cpu must be a list of ints (each group's K, on the host); got {type(ks).__name__}")
-    ks = list(ks)
-    if any(isinstance(k, bool) or not isinstance(k, int) for k in ks):
-        raise TypeError(f"ks_cpu must hold Python ints; got {ks!r}")
+    ks = [as_int(f"ks_cpu[{g}]", k) for g, k in enumerate(ks)]
     if len(ks) != num_groups:
         raise ValueError(f"ks_cpu has {len(ks)} groups but d has {num_groups} ([G, M, N]); the group counts must match")
     align = get_k_alignment_for_k_grouped()
@@ -234,6 +235,13 @@ class _Plan:
     sfb_relayout: tuple | None = None
     ks: list[int] | None = None  # k-grouped: the validated per-group K
     copy_c: bool = False  # k-grouped with sum(ks) == 0 and a non-empty d: d = c
+    guard: OutputGuard | None = None  # d against the inputs, per call on the data pointers (checks.OutputGuard)
+
+
+def _guarded(plan: _Plan, tensors: tuple, extra: tuple[str, ...], may_be_out: tuple[str, ...] = ()) -> _Plan:
+    """``plan`` with the guard of ``tensors`` = (a, sfa, b, sfb, d, *extra), d the output."""
+    names = (*_names(tensors[1] is not None), "d", *extra)
+    return replace(plan, guard=OutputGuard(names, tensors, 4, may_be_out))
 
 
 # Host overhead per call on this CPU (python 3.11, torch 2.13), launches patched to no-ops, best of 5 x 4000
@@ -250,9 +258,9 @@ _K_GROUPED_PLANS = new_cache()
 
 def _ks_key(ks: object) -> tuple[int, ...]:
     """``ks`` as part of a plan key; a ``TypeError`` (no plan, validate) unless it is a list/tuple of ints."""
-    if type(ks) not in (list, tuple) or any(type(k) is not int for k in ks):
+    if type(ks) not in (list, tuple):
         raise TypeError("ks is not a list of ints")
-    return tuple(ks)
+    return tuple(map(operator.index, ks))  # numpy integers key as the ints they are; validation refuses bools
 
 
 _NO_KS = object()  # _lookup's default: the op takes no ks
@@ -372,6 +380,9 @@ def _check_grouped_layout(grouped_layout: object, m: int, num_groups: int, use_p
 def _plan_contiguous(kind: str, a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Tensor, sfb: torch.Tensor | None,
                      d: torch.Tensor, grouped_layout: object, use_psum_layout: bool, expected_m: int | None) -> _Plan:
     """Validate an m-grouped contiguous call whose operands passed their dtype checks."""
+    use_psum_layout = as_bool("use_psum_layout", use_psum_layout)
+    if expected_m is not None:
+        expected_m = as_int("expected_m_for_psum_layout", expected_m, 0)
     a_name, _, b_name, _ = _names(sfa is not None)
     check_dim(a_name, a, 2, "[M_total, K]")
     m, k = a.shape
@@ -379,12 +390,14 @@ def _plan_contiguous(kind: str, a: torch.Tensor, sfa: torch.Tensor | None, b: to
     check_output("d", d, (m, n), (torch.bfloat16,))
     grouped_layout = _check_grouped_layout(grouped_layout, m, num_groups, use_psum_layout)
     device = _same_device(a, sfa, b, sfb, ("d", d), ("grouped_layout", grouped_layout))
-    return _m_grouped_plan(kind, "m_grouped_contiguous", a, sfa, b, sfb, expected_m, device)
+    return _guarded(_m_grouped_plan(kind, "m_grouped_contiguous", a, sfa, b, sfb, expected_m, device),
+                    (a, sfa, b, sfb, d, grouped_layout), ("grouped_layout",))
 
 
 def _run_contiguous(plan: _Plan, a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Tensor,
                     sfb: torch.Tensor | None, d: torch.Tensor, grouped_layout: torch.Tensor,
                     use_psum_layout: bool) -> None:
+    plan.guard.check((a, sfa, b, sfb, d, grouped_layout))
     if _reads_contents(plan.device):
         if use_psum_layout:
             _check_psum_layout_contents(grouped_layout, a.shape[0])
@@ -525,13 +538,15 @@ def _plan_masked(kind: str, a: torch.Tensor, sfa: torch.Tensor | None, b: torch.
     _, n = _check_grouped_b(b_name, b, k, a_name, num_groups)
     check_output("d", d, (num_groups, max_m, n), (torch.bfloat16,))
     masked_m = _check_int32_vector("masked_m", masked_m, num_groups, "valid rows of each group, on the device")
-    _check_positive_int("expected_m", expected_m)
+    expected_m = _check_positive_int("expected_m", expected_m)  # a Python int in the desc (numpy ints accepted)
     device = _same_device(a, sfa, b, sfb, ("d", d), ("masked_m", masked_m))
-    return _m_grouped_plan(kind, "m_grouped_masked", a, sfa, b, sfb, expected_m, device, d)
+    return _guarded(_m_grouped_plan(kind, "m_grouped_masked", a, sfa, b, sfb, expected_m, device, d),
+                    (a, sfa, b, sfb, d, masked_m), ("masked_m",))
 
 
 def _run_masked(plan: _Plan, a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Tensor, sfb: torch.Tensor | None,
                 d: torch.Tensor, masked_m: torch.Tensor, expected_m: int) -> None:
+    plan.guard.check((a, sfa, b, sfb, d, masked_m))
     if plan.desc is None:
         return
     sfa, sfb = _required_scales(plan, sfa, sfb)
@@ -686,8 +701,10 @@ def _plan_k_grouped(kind: str, a: torch.Tensor, sfa: torch.Tensor | None, b: tor
     # tn: a and b are [sum(ks), MN]; "row-major" there means MN-major, so K-major is the opposite.
     a_k_major = flat_k_major or not check_row_or_col_major(a_name, a)
     b_k_major = flat_k_major or not check_row_or_col_major(b_name, b)
+    guard = OutputGuard((a_name, sfa_name, b_name, sfb_name, "d", "c", "ks_tensor"), (a, sfa, b, sfb, d, c, ks_tensor),
+                        4, ("c",))
     if m == 0 or n == 0 or sum_k == 0:
-        return _Plan(None, "none", None, device, ks=ks, copy_c=m > 0 and n > 0)
+        return _Plan(None, "none", None, device, ks=ks, copy_c=m > 0 and n > 0, guard=guard)
     desc = GemmDesc(kind, m, n, sum_k, a_k_major, b_k_major, True, not no_c, False, layout="k_grouped",
                     num_groups=num_groups)
     backend, config = choose_backend(desc, device)
@@ -698,11 +715,12 @@ def _plan_k_grouped(kind: str, a: torch.Tensor, sfa: torch.Tensor | None, b: tor
         reason = _sm90_k_grouped_module().layout_reason(desc, a, b, c, d, flat_k_major)
         if reason is not None:
             backend, config = portable_instead(desc, device, reason)
-    return _Plan(desc, backend, config, device, ks=ks)
+    return _Plan(desc, backend, config, device, ks=ks, guard=guard)
 
 
 def _run_k_grouped(plan: _Plan, a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Tensor, sfb: torch.Tensor | None,
                    c: torch.Tensor | None, d: torch.Tensor, ks_tensor: torch.Tensor, flat_k_major: bool) -> None:
+    plan.guard.check((a, sfa, b, sfb, d, c, ks_tensor))
     if _reads_contents(plan.device):
         _check_ks_tensor_contents(ks_tensor, plan.ks)
     if plan.desc is None:
@@ -721,7 +739,7 @@ def _run_k_grouped(plan: _Plan, a: torch.Tensor, sfa: torch.Tensor | None, b: to
 
 
 def _no_psum_ks(use_psum_layout: object) -> None:
-    if use_psum_layout is not False:
+    if as_bool("use_psum_layout", use_psum_layout):
         raise ValueError(f"use_psum_layout must be False for the k-grouped GEMMs (ks_cpu and grouped_layout give each "
                          f"group's K); got {use_psum_layout!r}")
 

@@ -13,6 +13,11 @@ scalar) means "no plan": the caller validates, which raises the argument's clear
 
 The caches are plain dicts (one ``dict.get`` per hit) bounded by :data:`MAX_PLANS`; a full cache is
 emptied rather than evicted piecemeal, which keeps the hit path free of bookkeeping.
+
+Threads: every access is one ``dict.get``, one store or one ``clear``, each atomic under the GIL, and a plan is
+immutable and a pure function of its key. So two threads missing one key both validate and store equal plans,
+and a ``clear`` racing a store loses at most that plan (validated again on its next call): no lock is needed.
+The data-pointer checks (:class:`~finegemm.api.checks.OutputGuard`) run per call, outside any plan.
 """
 
 from __future__ import annotations

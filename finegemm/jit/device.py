@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import numbers
 from dataclasses import dataclass
 
 import torch
@@ -32,7 +33,11 @@ _num_sms_cap: int | None = None
 
 def set_num_sms(num_sms: int) -> None:
     """Cap the SMs the persistent kernels use (DeepGEMM's ``set_num_sms``)."""
-    if not isinstance(num_sms, int) or num_sms <= 0:
+    if isinstance(num_sms, bool) or not isinstance(num_sms, numbers.Integral):
+        raise TypeError(f"set_num_sms: num_sms must be an int (numpy integers count), got {type(num_sms).__name__} "
+                        f"{num_sms!r}")
+    num_sms = int(num_sms)
+    if num_sms <= 0:
         raise ValueError(f"set_num_sms: num_sms must be a positive int, got {num_sms!r}")
     if torch.cuda.is_available():
         total = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count

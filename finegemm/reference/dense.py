@@ -19,6 +19,14 @@ def calc_diff(x: torch.Tensor, y: torch.Tensor) -> float:
 
     NaN anywhere gives NaN, which fails every ``< bound`` check. Two all-zero tensors give 0.
     """
+    for name, t in (("x", x), ("y", y)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"calc_diff: {name} must be a torch.Tensor, got {type(t).__name__}")
+    try:
+        torch.broadcast_shapes(x.shape, y.shape)
+    except RuntimeError:
+        raise ValueError(f"calc_diff: x and y must have one shape (or broadcast); got {tuple(x.shape)} and "
+                         f"{tuple(y.shape)}") from None
     x, y = x.double(), y.double()
     denominator = (x * x + y * y).sum()
     if float(denominator) == 0.0:

@@ -151,7 +151,7 @@ def _mqa_logits_kernel(
                 sgn = tl.where(sf >= 0.0, 1.0, -1.0)
                 scores = tl.fma(tl.abs(scores), sgn[:, None], scores) * w[None, :]
             else:
-                scores = tl.maximum(scores * sf[:, None], 0.0) * w[None, :]
+                scores = tl.maximum(scores * sf[:, None], 0.0, propagate_nan=tl.PropagateNan.ALL) * w[None, :]
             logits = tl.trans(tl.sum(tl.reshape(scores, (BLOCK_KV, BLOCK_Q, HEADS)), axis=2))  # [BLOCK_Q, BLOCK_KV]
             if SF_AFTER_SUM:
                 logits = logits * (sf * 0.5)[None, :]

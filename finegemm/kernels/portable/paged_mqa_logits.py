@@ -136,7 +136,7 @@ def _paged_mqa_logits_kernel(
                                  mask=k_valid[:, None], other=0.0)
                     sf = tl.load(sf_ptr + page * stride_page_sf + sf_offset + row, mask=k_valid, other=0.0)
                     scores = tl.dot(kv, q_t, out_dtype=tl.float32)  # [BLOCK_N, ROWS]
-                    scores = tl.maximum(scores * sf[:, None], 0.0) * w[None, :]
+                    scores = tl.maximum(scores * sf[:, None], 0.0, propagate_nan=tl.PropagateNan.ALL) * w[None, :]
                     logits = tl.trans(tl.sum(tl.reshape(scores, (BLOCK_N, NEXT_N_P2, HEADS)), axis=2))
                     logits = tl.where(k[None, :] < lens[:, None], logits, float("-inf"))
                     tl.store(out_rows + k[None, :], logits.to(out_ptr.dtype.element_ty),

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import operator
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -147,8 +148,18 @@ def stream_scratch(cache: dict, device: Any, numel: int, dtype: Any, zeroed: boo
     if buf is None:
         if capturing(device):
             return (torch.zeros if zeroed else torch.empty)(numel, dtype=dtype, device=device)
-        buf = cache[key] = persistent_buffer(device, numel, dtype, zeroed)
+        with STREAM_SCRATCH_LOCK:  # two threads of one stream: one buffer (a recording keeps only its pointer)
+            buf = cache.get(key)
+            if buf is None:
+                buf = cache[key] = persistent_buffer(device, numel, dtype, zeroed)
     return buf
+
+
+# Held while a thread allocates a stream_scratch buffer and while it enqueues launches that use one (replay_cached,
+# replay_or_record with stream_of). Launches of one stream run in order, but two host threads may enqueue on the
+# same stream (both on the default stream, say): without the lock thread B's transpose into the stream's copy could
+# land between thread A's transpose and A's GEMM. Launches without stream scratch take no lock.
+STREAM_SCRATCH_LOCK = threading.RLock()
 
 
 def persistent_buffer(device: Any, numel: int, dtype: Any, zeroed: bool = False) -> Any:
@@ -201,7 +212,10 @@ class OnStream:
         self.recording, self.device, self.stream = recording, device, current_stream(device)
 
     def __call__(self) -> bool:
-        return current_stream(self.device) == self.stream and self.recording()
+        if current_stream(self.device) != self.stream:
+            return False
+        with STREAM_SCRATCH_LOCK:  # its launches share the stream's scratch with other threads' (see the lock)
+            return self.recording()
 
     @property
     def modes(self) -> tuple[str, ...]:
@@ -565,6 +579,13 @@ def clear_recordings() -> None:
 def replay_cached(cache: dict, key: Any, stream_of: Any = None) -> Recording | OnStream | None:
     """Replay the recording cached under ``key`` (and ``stream_of``'s current stream, see :func:`replay_or_record`)
     and return it; None when there is none or it cannot replay now (nothing launched)."""
+    if stream_of is not None:
+        with STREAM_SCRATCH_LOCK:
+            return _replay_cached(cache, key, stream_of)
+    return _replay_cached(cache, key, stream_of)
+
+
+def _replay_cached(cache: dict, key: Any, stream_of: Any) -> Recording | OnStream | None:
     recording = cache.get(_scoped(key, stream_of))
     if recording is not None and recording():
         return _bound(recording, stream_of)
@@ -584,8 +605,16 @@ def replay_or_record(cache: dict, key: Any, build: Callable[[], Sequence[Launch]
     to that graph alone). Returns the recording when it can replay, else None.
     ``stream_of`` (a device; None: any stream): the launches use that device's current-stream
     :func:`stream_scratch` buffers (split-K partials), so the stream joins the key and the recording returned
-    replays only on it (:class:`OnStream`).
+    replays only on it (:class:`OnStream`); the launches are enqueued under :data:`STREAM_SCRATCH_LOCK`.
     """
+    if stream_of is not None:
+        with STREAM_SCRATCH_LOCK:
+            return _replay_or_record(cache, key, build, max_entries, cacheable, stream_of)
+    return _replay_or_record(cache, key, build, max_entries, cacheable, stream_of)
+
+
+def _replay_or_record(cache: dict, key: Any, build: Callable[[], Sequence[Launch]], max_entries: int,
+                      cacheable: bool, stream_of: Any) -> Recording | OnStream | None:
     key = _scoped(key, stream_of)
     recording = cache.get(key) if cacheable else None
     if recording is not None and recording():

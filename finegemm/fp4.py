@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 
+from .api.checks import as_bool, as_int, check_tensor
 from .quant import ceil_to_ue8m0, pack_ue8m0_to_int, unpack_ue8m0_from_int
 
 E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
@@ -46,6 +47,9 @@ def per_token_cast_to_fp4(x: torch.Tensor, use_ue8m0: bool, gran_k: int = 128,
     rounded up to a power of two with ``use_ue8m0``), or with ``use_packed_ue8m0`` (needs ``use_ue8m0``) int32
     ``[M, ceil(ceil(N/gran_k)/4)]``, the missing exponents of the last word being those of 1.0.
     """
+    x = check_tensor("x", x)
+    use_ue8m0, use_packed_ue8m0 = as_bool("use_ue8m0", use_ue8m0), as_bool("use_packed_ue8m0", use_packed_ue8m0)
+    gran_k = as_int("gran_k", gran_k, 1)
     if x.dim() != 2 or x.shape[1] % 2:
         raise ValueError(f"per_token_cast_to_fp4: x must be 2-D with an even number of columns; got {tuple(x.shape)}")
     if use_packed_ue8m0 and not use_ue8m0:
@@ -67,7 +71,7 @@ def per_token_cast_to_fp4(x: torch.Tensor, use_ue8m0: bool, gran_k: int = 128,
 
 def transpose_packed_fp4(a: torch.Tensor) -> torch.Tensor:
     """Packed E2M1 ``[M, N/2]`` (M even) → the packed transpose ``[N, M/2]``."""
-    if a.dtype != torch.int8 or a.dim() != 2 or a.shape[0] % 2:
+    if check_tensor("a", a).dtype != torch.int8 or a.dim() != 2 or a.shape[0] % 2:
         raise ValueError(f"transpose_packed_fp4: a must be int8 [M, N/2] with M even; got {a.dtype} {tuple(a.shape)}")
     return _pack(_unpack(a).T.contiguous()).contiguous()
 
@@ -76,8 +80,16 @@ def cast_back_from_fp4(packed: torch.Tensor, sf: torch.Tensor, gran_k: int = 128
                        use_packed_ue8m0: bool = False) -> torch.Tensor:
     """Dequantize packed E2M1 ``[M, N/2]`` with its scales (as :func:`per_token_cast_to_fp4` returns them) to fp32
     ``[M, N]``."""
+    packed, sf = check_tensor("packed", packed), check_tensor("sf", sf)
+    gran_k, use_packed_ue8m0 = as_int("gran_k", gran_k, 1), as_bool("use_packed_ue8m0", use_packed_ue8m0)
+    if packed.dtype != torch.int8 or packed.dim() != 2:
+        raise ValueError(f"cast_back_from_fp4: packed must be int8 [M, N/2]; got {packed.dtype} {tuple(packed.shape)}")
     if use_packed_ue8m0:
         sf = unpack_ue8m0_from_int(sf)
+    blocks = -(-2 * packed.shape[1] // gran_k)
+    if sf.dim() != 2 or sf.shape[0] != packed.shape[0] or sf.shape[1] < blocks:
+        raise ValueError(f"cast_back_from_fp4: sf must be [M, >= {blocks}] for packed {tuple(packed.shape)} at "
+                         f"gran_k={gran_k}; got {tuple(sf.shape)}")
     codes = _unpack(packed).long()
     values = torch.tensor(E2M1_VALUES, dtype=torch.float32, device=packed.device)[codes & 7]
     values = torch.where((codes & 8) != 0, -values, values)

@@ -192,10 +192,10 @@ def get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(sf: torch.Tensor, gro
         int32 ``[sum(ceil(ks_cpu[g] / (4 * gran_k))), MN]`` row-major: group g's block rows packed four to a word
         (little-endian, zero exponents past a group's last block), groups back to back.
     """
-    if use_psum_layout is not False:
+    if as_bool("use_psum_layout", use_psum_layout):
         raise ValueError(f"use_psum_layout (SM100's cumulative k-grouped layout) must be False; "
                          f"got {use_psum_layout!r}")
-    if gran_k != SF_BLOCK_K:
+    if as_int("gran_k", gran_k) != SF_BLOCK_K:
         raise ValueError(f"gran_k must be {SF_BLOCK_K} (the FP8 scale block; 32 is SM100's FP4 granularity); "
                          f"got {gran_k!r}")
     if isinstance(k_alignment, bool) or not isinstance(k_alignment, int) or k_alignment <= 0 or k_alignment % 32:

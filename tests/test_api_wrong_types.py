@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import finegemm
+from finegemm import runtime as _runtime
 from finegemm.jit import device as _device
 from finegemm.layout import get_mk_alignment_for_contiguous_layout
 
@@ -25,7 +26,9 @@ from finegemm.layout import get_mk_alignment_for_contiguous_layout
 def _restore_process_state():
     """Setters among the public names (num_sms, alignment, pdl, ...) may succeed on a drawn value: undo them."""
     cap, align, pdl = _device._num_sms_cap, get_mk_alignment_for_contiguous_layout(), finegemm.get_pdl()
+    tc_util, block_multiple = list(_runtime._TC_UTIL), list(_runtime._BLOCK_SIZE_MULTIPLE_OF)
     yield
+    _runtime._TC_UTIL[:], _runtime._BLOCK_SIZE_MULTIPLE_OF[:] = tc_util, block_multiple
     _device._num_sms_cap = cap
     finegemm.set_mk_alignment_for_contiguous_layout(align)
     finegemm.set_pdl(pdl)

@@ -1,4 +1,5 @@
-"""``python -m finegemm.bench.targets``: each issue target's cases, figures, bars and verdicts from bench JSON."""
+"""``python -m finegemm.bench.targets``: each speed target's kernel family, cases, figures, bars and verdicts from
+bench JSON."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import pytest
 
 from finegemm.bench import targets
+from finegemm.bench.suites import SUITES
 
 
 def _peer(us, ours=False, kernel_us=None):
@@ -32,6 +34,16 @@ def _dense(name, m, n, k, ours, **peers):
 def _target(prefix):
     (t,) = [t for t in targets.TARGETS if t.name.startswith(prefix)]
     return t
+
+
+def test_targets_are_named_by_kernel_family_and_grouped_by_it():
+    """Every target's family is a bench suite's name, each family's targets sit together (the table groups by
+    family), and every suite the harness times has at least one target."""
+    families = [t.family for t in targets.TARGETS]
+    assert set(families) == set(SUITES)
+    runs = [f for i, f in enumerate(families) if i == 0 or f != families[i - 1]]
+    assert len(runs) == len(set(runs)), runs
+    assert len({t.name for t in targets.TARGETS}) == len(targets.TARGETS)
 
 
 def test_deepgemm_target_needs_every_case_and_the_mean():
@@ -110,12 +122,14 @@ def test_report_lists_misses_and_unmeasured_targets(tmp_path, capsys):
     (tmp_path / "run.json").write_text(json.dumps(doc))
     assert targets.main([str(tmp_path / "a.json"), str(tmp_path / "run.json")]) == 0
     out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("| family | target | cases |")
     row = {line.split(" | ")[1]: line for line in out.splitlines() if line.startswith("| ")}
+    assert row[_target("weight gradients").name].startswith("| weight-grad | ")
     assert row[_target("dense M = 4096 vs DeepGEMM").name].endswith("| 1 | 0 | 0.80 (4096x2112x7168) | 0.80 | events "
                                                                     "| missed |")
     assert row[_target("weight gradients").name].endswith("| 1 | 1 | 1.20 (576x4096x7168) | 1.20 | kernel | met |")
     assert row[_target("paged MQA decode").name].endswith("| 0 | - | - | - | - | not measured |")
-    assert "dense M = 4096 vs DeepGEMM (each >= 1.0, mean >= 1.05): 4096x2112x7168 0.80" in out
+    assert "- dense, dense M = 4096 vs DeepGEMM (each >= 1.0, mean >= 1.05): 4096x2112x7168 0.80" in out
     assert "Runs: " + str(tmp_path / "run.json") in out
 
 

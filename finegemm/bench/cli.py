@@ -1,6 +1,6 @@
 """``python -m finegemm bench``: arguments and the driver.
 
-The lead's ``finegemm/__main__.py`` calls :func:`add_arguments` on its ``bench`` sub-parser and
+``finegemm/__main__.py`` calls :func:`add_arguments` on its ``bench`` sub-parser and
 :func:`main` with the parsed namespace; ``python -m finegemm.bench`` does the same on its own parser.
 
 Exit codes: 0 all finegemm results correct; 1 a finegemm result failed (calc_diff over the bound, NaN,

@@ -1,16 +1,17 @@
-"""Where the issues' speed targets stand in a set of bench runs:
+"""Where finegemm's speed targets stand in a set of bench runs:
 ``python -m finegemm.bench.targets ANCHORS.json BENCH.json [BENCH.json ...]``.
 
-Each of the project's speed targets (the sm90 GEMMs against DeepGEMM and cuBLAS, the grouped GEMMs, the MQA
-kernels) is a rule over bench cases: which cases it covers, the figure compared (finegemm-sm90 against
-DeepGEMM's anchored time, against a live peer of the same run, or one case against another), the bar every
-case must clear and, for some, the bar of the geometric mean. The table says per target how many cases
-cleared it, the worst case, the geometric mean and whether the target is met, then lists the cases that miss.
+Each speed target belongs to a kernel family, named like the bench suite that times it (``dense``, ``weight-grad``,
+``bf16``, ``grouped``, ``k-grouped``, ``mqa``, ``paged-mqa``), and is a rule over bench cases: which cases it covers,
+the figure compared (finegemm-sm90 against DeepGEMM's anchored time, against a live peer of the same run, or one
+case against another), the bar every case must clear and, for some, the bar of the geometric mean. The table says
+per target how many cases cleared it, the worst case, the geometric mean and whether the target is met, then lists
+the cases that miss.
 
 Figures: against DeepGEMM through :func:`.anchors.compare` (kernel time where the anchor is one and the run
 has it, column ``timers``); against a live peer by kernel time when both have one, else CUDA events. Later
 files override earlier ones case by case, so pass runs oldest first. A target with no case in the runs is
-reported as not measured; nothing is inferred for it. DeepGEMM's figures (the anchors', and those an issue states)
+reported as not measured; nothing is inferred for it. DeepGEMM's figures (the anchors', and those DeepGEMM states)
 belong to the card the anchors name: a run on another kind of card (an H100 against H200 anchors) gives them no
 figure, and the target says so; targets against a live peer of the same run hold on any card.
 """
@@ -36,13 +37,14 @@ def _kind(kind: str) -> Callable[[dict], bool]:
 
 @dataclass(frozen=True)
 class Target:
-    """One speed target: ``select`` picks its cases, ``against`` names the figure (``"deepgemm"``: DeepGEMM's
-    anchored time over ours; ``"tflops:<x>"``: our TFLOPS over a figure the issue states; a peer name: that live
-    peer's time over ours; ``"ratio:<suffix>"``: this case's time over the time of the case of the same suite named
-    like it without ``<suffix>``, lower is better), ``each`` the bar for every case (>= for speed-ups, <= for
-    ratios), ``mean`` the bar of the geometric mean (or None)."""
+    """One speed target of the kernel family ``family`` (a bench suite's name, :data:`.suites.SUITES`):
+    ``select`` picks its cases, ``against`` names the figure (``"deepgemm"``: DeepGEMM's anchored time over ours;
+    ``"tflops:<x>"``: our TFLOPS over a figure DeepGEMM states; a peer name: that live peer's time over ours;
+    ``"ratio:<suffix>"``: this case's time over the time of the case of the same suite named like it without
+    ``<suffix>``, lower is better), ``each`` the bar for every case (>= for speed-ups, <= for ratios), ``mean`` the
+    bar of the geometric mean (or None)."""
 
-    issue: int
+    family: str
     name: str
     select: Callable[[dict], bool]
     against: str
@@ -77,25 +79,26 @@ def _decode_16x64(c: dict) -> bool:
 
 
 TARGETS: tuple[Target, ...] = (
-    Target(5, "dense M = 4096 vs DeepGEMM (each >= 1.0, mean >= 1.05)", _m_in(4096), "deepgemm", 1.0, 1.05),
-    Target(5, "dense M = 4096 vs cuBLAS blockwise (each >= 1.15)", _m_in(4096), "cublas-block", 1.15),
-    Target(5, "dense M = 64 / 128 vs DeepGEMM (each >= 1.0, mean >= 1.3)", _m_in(64, 128), "deepgemm", 1.0, 1.3),
-    Target(5, "weight gradients (1, 1, 128), FP32 d = c + a @ b, vs DeepGEMM (each >= 1.2)",
+    Target("dense", "dense M = 4096 vs DeepGEMM (each >= 1.0, mean >= 1.05)", _m_in(4096), "deepgemm", 1.0, 1.05),
+    Target("dense", "dense M = 4096 vs cuBLAS blockwise (each >= 1.15)", _m_in(4096), "cublas-block", 1.15),
+    Target("dense", "dense M = 64 / 128 vs DeepGEMM (each >= 1.0, mean >= 1.3)", _m_in(64, 128), "deepgemm", 1.0, 1.3),
+    Target("weight-grad", "weight gradients (1, 1, 128), FP32 d = c + a @ b, vs DeepGEMM (each >= 1.2)",
            _kind("fp8_gemm_wgrad"), "deepgemm", 1.2),
-    Target(5, "BF16 vs live cuBLAS BF16 (each >= 1.0)", _kind("bf16_gemm"), "cublas-bf16", 1.0),
-    Target(6, "contiguous m-grouped vs DeepGEMM (each >= 1.0)", _kind("m_grouped_contiguous"), "deepgemm", 1.0),
-    Target(6, "masked 1 x 1024, 2 x 512, 4 x 256 vs DeepGEMM (each >= 1.0)",
+    Target("bf16", "BF16 vs live cuBLAS BF16 (each >= 1.0)", _kind("bf16_gemm"), "cublas-bf16", 1.0),
+    Target("grouped", "contiguous m-grouped vs DeepGEMM (each >= 1.0)", _kind("m_grouped_contiguous"), "deepgemm", 1.0),
+    Target("grouped", "masked 1 x 1024, 2 x 512, 4 x 256 vs DeepGEMM (each >= 1.0)",
            _masked({(1, 1024), (2, 512), (4, 256)}), "deepgemm", 1.0),
     # not in the anchors' grouped list: DeepGEMM's stated figure (401 TFLOPS, events)
-    Target(6, "masked 16 x 64 x (7168, 2048) vs DeepGEMM's 401 TFLOPS (>= 1.2)", _decode_16x64, "tflops:401", 1.2),
-    Target(6, "masked half the groups empty: time / all-full time (<= 0.6)",
+    Target("grouped", "masked 16 x 64 x (7168, 2048) vs DeepGEMM's 401 TFLOPS (>= 1.2)", _decode_16x64,
+           "tflops:401", 1.2),
+    Target("grouped", "masked half the groups empty: time / all-full time (<= 0.6)",
            lambda c: c.get("kind") == "m_grouped_masked" and c["name"].endswith(" half-empty"),
            "ratio: half-empty", 0.6),
-    Target(6, "k-grouped vs DeepGEMM (each >= 1.0)", _kind("k_grouped"), "deepgemm", 1.0),
-    Target(6, "8 groups vs a loop of cuBLAS blockwise calls (each >= 1.5)", _groups(8), "cublas-block", 1.5),
-    Target(7, "MQA prefill vs DeepGEMM (each >= 1.0)", _kind("mqa_logits"), "deepgemm", 1.0),
-    Target(7, "MQA prefill vs torch (each >= 10)", _kind("mqa_logits"), "torch-mqa", 10.0),
-    Target(7, "paged MQA decode vs DeepGEMM (each >= 1.0)", _kind("paged_mqa_logits"), "deepgemm", 1.0),
+    Target("grouped", "8 groups vs a loop of cuBLAS blockwise calls (each >= 1.5)", _groups(8), "cublas-block", 1.5),
+    Target("k-grouped", "k-grouped vs DeepGEMM (each >= 1.0)", _kind("k_grouped"), "deepgemm", 1.0),
+    Target("mqa", "MQA prefill vs DeepGEMM (each >= 1.0)", _kind("mqa_logits"), "deepgemm", 1.0),
+    Target("mqa", "MQA prefill vs torch (each >= 10)", _kind("mqa_logits"), "torch-mqa", 10.0),
+    Target("paged-mqa", "paged MQA decode vs DeepGEMM (each >= 1.0)", _kind("paged_mqa_logits"), "deepgemm", 1.0),
 )
 
 
@@ -117,7 +120,7 @@ def anchors_card(anchors: dict[str, Any]) -> str | None:
 
 
 def _anchored(target: Target) -> bool:
-    """Whether the target's figure is DeepGEMM's (anchored or stated by the issue), i.e. tied to the anchors' card."""
+    """Whether the target's figure is DeepGEMM's (anchored or stated by DeepGEMM), i.e. tied to the anchors' card."""
     return target.against == "deepgemm" or target.against.startswith("tflops:")
 
 
@@ -191,10 +194,10 @@ def evaluate(target: Target, figs: list[tuple[str, float, str]]) -> dict[str, An
 
 
 def report(docs: list[dict[str, Any]], anchors: dict[str, Any], sources: list[str]) -> str:
-    """Markdown: one table row per target, grouped by issue, then each target's missing cases."""
+    """Markdown: one table row per target, grouped by kernel family, then each target's missing cases."""
     cases = merge_cases(docs)
     cards = [run_card(doc) for doc in docs]
-    lines = ["| issue | target | cases | cleared | worst | geomean | timers | status |",
+    lines = ["| family | target | cases | cleared | worst | geomean | timers | status |",
              "|---|---|---|---|---|---|---|---|"]
     detail, timers_seen = [], set()
     for t in TARGETS:
@@ -207,14 +210,14 @@ def report(docs: list[dict[str, Any]], anchors: dict[str, Any], sources: list[st
                              and _other_card(cards, i, anchors)})
             status = (f"not measured (runs on {', '.join(others)}; DeepGEMM's figures are {anchors_card(anchors)}'s)"
                       if others else "not measured")
-            lines.append(f"| {t.issue} | {t.name} | 0 | - | - | - | - | {status} |")
+            lines.append(f"| {t.family} | {t.name} | 0 | - | - | - | - | {status} |")
             continue
         worst = f"{r['worst'][1]:.2f} ({r['worst'][0]})"
         status = "met" if r["met"] else "missed"
-        lines.append(f"| {t.issue} | {t.name} | {r['cases']} | {r['cleared']} | {worst} | {r['mean']:.2f} | "
+        lines.append(f"| {t.family} | {t.name} | {r['cases']} | {r['cleared']} | {worst} | {r['mean']:.2f} | "
                      f"{timers} | {status} |")
         if r["misses"]:
-            detail.append(f"- issue {t.issue}, {t.name}: " + ", ".join(f"{n} {v:.2f}" for n, v, _ in r["misses"]))
+            detail.append(f"- {t.family}, {t.name}: " + ", ".join(f"{n} {v:.2f}" for n, v, _ in r["misses"]))
     used = sorted({i for _, i in cases.values()})
     lines += ["", "Cases that miss:" if detail else "No case misses its bar.", *detail, "",
               "Runs: " + ", ".join(sources[i] for i in used)]

@@ -9,7 +9,7 @@ wave per math warpgroup) or 256 (two, one partial), no split-K (its static asser
 BLOCK_N, whether the per-token scales ride in the ring (SFA_TMA), PIPE_MMA and the stage count.
 Rules carried over from the dense sweeps, then confirmed by the grouped
 sweep (results/grouped-sm90-sweep-h200-2026-12-03-e189e71.json: the pick was the fastest of 4-6
-configs on all 9 issue shapes):
+configs on all 9 shapes of that sweep):
 
 - BLOCK_N 128 (won every dense DeepSeek-V3 shape); narrower only when N itself is narrow.
 - Contiguous: BLOCK_M 64 when the segments are aligned to 64 rows only (a larger tile would straddle two

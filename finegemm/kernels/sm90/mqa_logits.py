@@ -368,7 +368,7 @@ def mqa_logits_kernel(q_desc, kv_desc, kv_sf_ptr, w_ptr, start_ptr, end_ptr, out
             lowest = gl.zeros([BKV], gl.float32, gl.SliceLayout(1, sum_layout))
             for t in range(c_begin, c_end):
                 lowest = gl.minimum(lowest, _key_scales(kv_sf_ptr, t, seq_len_kv, BKV, gl.SliceLayout(1, sum_layout)))
-            if gl.reduce(lowest, 0, _min) >= 0.0:
+            if gluon_compat.warp_uniform(gl.reduce(lowest, 0, _min) >= 0.0):
                 _mma_sum_tiles(kv_desc, kv_smem, q_t, bars, w_t, kv_sf_ptr, q_st, q_en, c_begin, n, q0, seq_len,
                                seq_len_kv, out_ptr, stride_out, ROWS, BLOCK_Q, STAGES_, True, COMPRESSED)
             else:

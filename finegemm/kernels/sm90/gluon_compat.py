@@ -9,7 +9,9 @@ only these names, so one kernel source compiles on every release; a kernel body 
 - ``cp_async_load``: ``async_copy.async_load`` (3.8+), ``async_copy.async_copy_global_to_shared`` (3.6, 3.7);
 - ``thread_barrier``: ``gl.thread_barrier()`` (3.6), ``gl.barrier()`` (3.7+);
 - ``reinterpret(smem, ...)``: ``smem.reinterpret`` (3.9), ``smem._reinterpret`` (3.6 to 3.8);
-- ``warp_uniform(flag)``: ``flag`` itself (3.6, 3.7), ``flag`` passed through a warp vote (3.8+), see below.
+- ``warp_uniform(flag)``: ``flag`` itself (3.6, 3.7), ``flag`` passed through a warp vote (3.8+), see below;
+- ``per_iteration(smem_t, i)``: ``smem_t`` itself (3.6 to 3.8), the same view re-derived from the loop index (3.9+),
+  see below.
 
 All of them lower to the same ops on every release (the TMA copies to ``ttng.async_tma_copy_*``, the barrier to
 ``gpu.barrier``, the reinterpret to ``ttg.memdesc_reinterpret``), so the PTX of a kernel does not depend on which
@@ -32,7 +34,7 @@ from triton.experimental.gluon.language.nvidia.hopper import tma as _tma
 from ...jit.releases import release_key, triton_release
 
 __all__ = ["GluonASTSource", "ast_source", "async_load", "async_reduce_add", "async_store", "cp_async_load",
-           "reinterpret", "thread_barrier", "warp_uniform"]
+           "per_iteration", "reinterpret", "thread_barrier", "warp_uniform"]
 
 
 def _first(owner, *names: str):
@@ -103,3 +105,26 @@ def warp_uniform(flag, _semantic=None):
     voted = gl.inline_asm_elementwise(_VOTE_ANY, "=r,r", [flag.to(gl.int32, _semantic=_semantic)], dtype=gl.int32,
                                       is_pure=True, pack=1, _semantic=_semantic)
     return voted.__ne__(0, _semantic=_semantic)
+
+
+# From 3.9 on, the shared-memory descriptor of each K step of a WGMMA is built as its own 32-bit add, zero-extension
+# and OR (3.6 to 3.8: one 64-bit base plus a constant per step). When the operand is loop-invariant LLVM hoists them
+# all out of the loop; ptxas rematerializes the older form on the uniform datapath, but keeps the newer one live in
+# vector registers (two per K step), which at a register cap spills in the loop.
+WGMMA_DESC_PER_STEP = release_key(triton_release()) >= (3, 9)
+_OPAQUE_ZERO = "mov.u32 $0, 0; // $1"
+
+
+@builtin
+def per_iteration(smem_t, i, _semantic=None):
+    """``smem_t`` (the ``permute((1, 0))`` view of a 2-D shared memory allocation, a WGMMA's B operand) for loop
+    iteration ``i`` (a scalar int32): the same memory, but where the WGMMA descriptors are built per K step
+    (:data:`WGMMA_DESC_PER_STEP`) re-derived from ``i`` through an opaque zero, so LLVM builds them inside the
+    loop and ptxas keeps them on the uniform datapath instead of in live vector registers; unchanged otherwise."""
+    if not WGMMA_DESC_PER_STEP:
+        return smem_t
+    zero = gl.inline_asm_elementwise(_OPAQUE_ZERO, "=r,r", [i], dtype=gl.int32, is_pure=True, pack=1,
+                                     _semantic=_semantic)
+    smem = smem_t.permute((1, 0), _semantic=_semantic)
+    rows = reinterpret(smem, smem.dtype, [1] + list(smem.shape), smem.layout, _semantic=_semantic)
+    return rows.index(zero, _semantic=_semantic).permute((1, 0), _semantic=_semantic)

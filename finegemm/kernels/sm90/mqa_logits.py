@@ -230,7 +230,10 @@ def _mma_sum_tiles(kv_desc, kv_smem, q_t, bars, w_t, kv_sf_ptr, st, en, c_begin,
             sgn = gl.where(sf_acc >= 0.0, 1.0, -1.0)
         part = warpgroup_mma_wait(0, deps=(acc,))
         _refill(kv_desc, kv_smem, bars, i, c_begin, n, STAGES_)
-        sums = head_sum_mma(part, sgn, w_t, BLOCK_Q, NONNEG)
+        if ROWS > 128:  # at 256 rows, under maxnreg, the hoisted descriptors of the weights spill (gluon_compat)
+            sums = head_sum_mma(part, sgn, gluon_compat.per_iteration(w_t, i), BLOCK_Q, NONNEG)
+        else:
+            sums = head_sum_mma(part, sgn, w_t, BLOCK_Q, NONNEG)
         kj = (c_begin + i) * BKV + gl.arange(0, BKV, layout=sum_rows)
         if COMPRESSED:
             store_compact_head_sums(sums, sf if NONNEG else gl.abs(sf), kj, st, en, key0_ptrs, row_ok)

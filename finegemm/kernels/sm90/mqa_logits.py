@@ -230,7 +230,10 @@ def _mma_sum_tiles(kv_desc, kv_smem, q_t, bars, w_t, kv_sf_ptr, st, en, c_begin,
             sgn = gl.where(sf_acc >= 0.0, 1.0, -1.0)
         part = warpgroup_mma_wait(0, deps=(acc,))
         _refill(kv_desc, kv_smem, bars, i, c_begin, n, STAGES_)
-        sums = head_sum_mma(part, sgn, w_t, BLOCK_Q, NONNEG)
+        if ROWS > 128:  # at 256 rows, under maxnreg, the hoisted descriptors of the weights spill (gluon_compat)
+            sums = head_sum_mma(part, sgn, gluon_compat.per_iteration(w_t, i), BLOCK_Q, NONNEG)
+        else:
+            sums = head_sum_mma(part, sgn, w_t, BLOCK_Q, NONNEG)
         kj = (c_begin + i) * BKV + gl.arange(0, BKV, layout=sum_rows)
         if COMPRESSED:
             store_compact_head_sums(sums, sf if NONNEG else gl.abs(sf), kj, st, en, key0_ptrs, row_ok)
@@ -368,7 +371,7 @@ def mqa_logits_kernel(q_desc, kv_desc, kv_sf_ptr, w_ptr, start_ptr, end_ptr, out
             lowest = gl.zeros([BKV], gl.float32, gl.SliceLayout(1, sum_layout))
             for t in range(c_begin, c_end):
                 lowest = gl.minimum(lowest, _key_scales(kv_sf_ptr, t, seq_len_kv, BKV, gl.SliceLayout(1, sum_layout)))
-            if gl.reduce(lowest, 0, _min) >= 0.0:
+            if gluon_compat.warp_uniform(gl.reduce(lowest, 0, _min) >= 0.0):
                 _mma_sum_tiles(kv_desc, kv_smem, q_t, bars, w_t, kv_sf_ptr, q_st, q_en, c_begin, n, q0, seq_len,
                                seq_len_kv, out_ptr, stride_out, ROWS, BLOCK_Q, STAGES_, True, COMPRESSED)
             else:

@@ -22,7 +22,7 @@ echo "python3 $*" >> "$STUB_LOG"
 case "$*" in
   *"-m pytest"*) echo "3 passed, 1 skipped in 0.1s";;
   *"-m finegemm bench"*) while [ $# -gt 0 ]; do [ "$1" = --json ] && echo '{"cases": []}' > "$2"; shift; done;;
-  *sanitize_cases.py*) echo "sanitize_cases: 19/19 passed (sm90, cuda)";;
+  *sanitize_cases.py*) echo "sanitize_cases: 19/19 passed (auto, cuda)";;
   *bench_compare.py*) echo "finegemm-sm90: B/A geometric mean 0.970 over 36 cases";;
   *) echo "torch 2.11 triton stub";;
 esac
@@ -81,6 +81,7 @@ def test_dry_run_every_part(tmp_path):
     sanitizer = [c for c in calls if c.startswith("compute-sanitizer")]
     assert [c.split()[2] for c in sanitizer] == ["memcheck", "racecheck", "synccheck"]
     assert "--race-set" not in sanitizer[0] and all("--race-set" in c for c in sanitizer[1:])
+    assert all("--backend auto" in c for c in sanitizer)  # each case as a user's call runs it
 
     files = sorted(p.name for p in out.iterdir())
     assert files == ["bench-image.json", "logs.tar.gz", "summary.txt"]
@@ -122,3 +123,29 @@ def test_budget_skips_parts_that_cannot_finish(tmp_path):
     result, _, calls = _run(tmp_path, "tests", "bench", BUDGET_S="10")
     assert not any("-m pytest" in c or "-m finegemm bench" in c for c in calls)
     assert result.stdout.count("skipped: budget spent") == 2
+
+
+def test_deepgemm_test_runner_returns_two_files_whatever_the_number_of_tests(tmp_path):
+    """tools/run_deepgemm_tests.py leaves summary.txt and one archive of every test's log in its --out (a device
+    call returns at most 8 files): here three tests of two files, one failing, run through the deep_gemm alias."""
+    import sys
+
+    tests, out = tmp_path / "tests", tmp_path / "out"
+    tests.mkdir()
+    (tests / "test_bf16.py").write_text("def test_ok():\n    print('ran ok')\n\n\ndef test_bad():\n"
+                                        "    raise SystemExit(3)\n")
+    (tests / "test_layout.py").write_text("import deep_gemm\n\n\ndef test_alias():\n"
+                                          "    print('alias', deep_gemm.__finegemm_alias__)\n")
+    result = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "run_deepgemm_tests.py"), "--tests",
+                             str(tests), "--out", str(out), "--only", "test_bf16.py", "test_layout.py::test_alias"],
+                            capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert result.returncode == 1, result.stdout + result.stderr  # test_bad failed
+    assert sorted(os.listdir(out)) == ["deepgemm-tests-logs.tar.gz", "summary.txt"]
+    summary = (out / "summary.txt").read_text().splitlines()
+    assert [line.split()[:2] for line in summary] == [["PASS", "test_bf16.py::test_ok"],
+                                                      ["FAIL", "test_bf16.py::test_bad"],
+                                                      ["PASS", "test_layout.py::test_alias"]]
+    with tarfile.open(out / "deepgemm-tests-logs.tar.gz") as tar:
+        logs = {m.name: tar.extractfile(m).read().decode() for m in tar.getmembers()}
+    assert sorted(logs) == ["test_bf16.test_bad.log", "test_bf16.test_ok.log", "test_layout.test_alias.log"]
+    assert "ran ok" in logs["test_bf16.test_ok.log"] and "alias True" in logs["test_layout.test_alias.log"]

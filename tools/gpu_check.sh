@@ -22,7 +22,8 @@
 #   DEEPGEMM     auto: make DeepGEMM importable when .anchor/setup_on_device.sh exists; 0: never     [auto]
 #   TEST_SHARDS  ';'-separated groups of test files, one pytest process each; else the files that hold gpu tests,
 #                dealt round-robin over JOBS processes [JOBS=4];  TEST_ARGS: more pytest arguments
-#   SANITIZE_TOOLS  [memcheck racecheck synccheck];  SANITIZE_BACKEND  [sm90]
+#   SANITIZE_TOOLS  [memcheck racecheck synccheck];  SANITIZE_BACKEND  auto (dispatch's choice, as a user's call;
+#                each case's log line names the backend that ran it), sm90 or portable  [auto]
 #   T_TESTS T_BENCH T_SANITIZE T_DEEPGEMM  seconds each part may run (each under `timeout`)  [300 240 300 200]
 #   BUDGET_S     the whole script's seconds: a part that would end past it gets only what is left, or is skipped
 #                under 30 s, so the summary is printed inside the device's 10-minute limit                [570]
@@ -39,7 +40,7 @@ PEERS="${PEERS:-finegemm-sm90,deepgemm,cublas}"
 BENCH_ARGS="${BENCH_ARGS---kernel-time}"
 JOBS="${JOBS:-4}"
 SANITIZE_TOOLS="${SANITIZE_TOOLS:-memcheck racecheck synccheck}"
-SANITIZE_BACKEND="${SANITIZE_BACKEND:-sm90}"
+SANITIZE_BACKEND="${SANITIZE_BACKEND:-auto}"
 BUDGET_S="${BUDGET_S:-570}"
 SANITIZER="${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}"
 PTXAS="${PTXAS:-/usr/local/cuda/bin/ptxas}"

@@ -2,8 +2,9 @@
 
 One fresh interpreter per test function (``test_*`` at the top level of each file, seeded as the files' own
 ``__main__`` blocks seed), with ``FINEGEMM_AS_DEEP_GEMM=1``; test_lazy_init.py runs as the script it is. Prints one
-``PASS`` / ``FAIL`` / ``TIMEOUT`` line per test and writes each one's output to ``<out>/<file>.<test>.log`` and the
-lines to ``<out>/summary.txt``. Exit status 1 when anything did not pass.
+``PASS`` / ``FAIL`` / ``TIMEOUT`` line per test; ``<out>`` gets two files, rewritten after every test (a run cut
+short keeps what finished): ``summary.txt`` (the lines) and ``deepgemm-tests-logs.tar.gz`` (each test's output as
+``<file>.<test>.log``), since a device call returns at most 8 files. Exit status 1 when anything did not pass.
 
     python tools/run_deepgemm_tests.py --tests <DeepGEMM>/tests --out "$OUT" [--only test_bf16.py] [--timeout 900]
 
@@ -19,6 +20,8 @@ import ast
 import os
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -27,6 +30,7 @@ SM90_FILES = ("test_fp8_fp4.py", "test_bf16.py", "test_attention.py", "test_layo
               "test_hyperconnection.py", "test_lazy_init.py")
 SCRIPT_FILES = {"test_lazy_init.py"}  # no test functions: its __main__ is the test
 DEFAULT_ENV = {"DG_USE_NVIDIA_TOOLS": "1", "DG_MQA_NUM_CASES": "16"}
+LOGS_ARCHIVE = "deepgemm-tests-logs.tar.gz"
 
 # what each function runs in its interpreter: the alias from the hook module, then the test as __main__ would
 CALL = """import random, sys, torch
@@ -66,6 +70,16 @@ def run_one(cmd: list[str], env: dict, cwd: Path, log: Path, timeout: int) -> tu
     return status, time.monotonic() - start
 
 
+def write_results(out: Path, lines: list[str], logs: Path) -> None:
+    """``out/summary.txt`` and ``out/<LOGS_ARCHIVE>`` (every log under ``logs``), each replaced whole."""
+    (out / "summary.txt").write_text("\n".join(lines) + "\n")
+    partial = out / (LOGS_ARCHIVE + ".part")
+    with tarfile.open(partial, "w:gz") as tar:
+        for log in sorted(logs.glob("*.log")):
+            tar.add(log, arcname=log.name)
+    partial.replace(out / LOGS_ARCHIVE)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tests", type=Path, required=True, help="DeepGEMM's tests/ directory")
@@ -77,7 +91,8 @@ def main() -> int:
     env = {**DEFAULT_ENV, **os.environ, "FINEGEMM_AS_DEEP_GEMM": "1"}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     selected = args.only or list(SM90_FILES)
-    lines = []
+    logs = Path(tempfile.mkdtemp(prefix="deepgemm-tests-"))
+    lines: list[str] = []
     for file in SM90_FILES:
         path = args.tests / file
         wanted = [s.split("::", 1)[1] for s in selected if s.startswith(file + "::")]
@@ -96,14 +111,15 @@ def main() -> int:
             jobs = [(name, [sys.executable, "-c", CALL.format(tests=str(args.tests), seed=seed, module=path.stem,
                                                                function=name)]) for name in names]
         for name, cmd in jobs:
-            status, seconds = run_one(cmd, env, args.tests, args.out / f"{path.stem}.{name}.log", args.timeout)
+            status, seconds = run_one(cmd, env, args.tests, logs / f"{path.stem}.{name}.log", args.timeout)
             word, _, detail = status.partition(" ")
             line = f"{word:7} {file}::{name}  {seconds:7.1f} s  {detail}"
             print(line.rstrip(), flush=True)
             lines.append(line.rstrip())
-    (args.out / "summary.txt").write_text("\n".join(lines) + "\n")
+            write_results(args.out, lines, logs)
+    write_results(args.out, lines, logs)
     passed = sum(line.startswith("PASS") for line in lines)
-    print(f"{passed} of {len(lines)} passed; logs in {args.out}")
+    print(f"{passed} of {len(lines)} passed; summary.txt and the logs ({LOGS_ARCHIVE}) in {args.out}")
     return 0 if lines and passed == len(lines) else 1
 
 

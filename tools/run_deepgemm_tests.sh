@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # DeepGEMM 2.6.1's own SM90 test files, unmodified, against finegemm through the deep_gemm alias, on this
-# machine's GPU: one process per test function, a PASS/FAIL line each, logs and summary.txt under $OUT.
+# machine's GPU: one process per test function, a PASS/FAIL line each; $OUT gets summary.txt and
+# deepgemm-tests-logs.tar.gz (every test's log), two files whatever the number of tests.
 #
 #   tools/run_deepgemm_tests.sh [DeepGEMM source archive or tree] [-- runner options, e.g. --only test_bf16.py]
 #

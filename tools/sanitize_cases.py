@@ -9,15 +9,25 @@ from the bench harness (finegemm.bench.inputs: finegemm's casts, float64 product
 calls from its finegemm peer (the public API under DeepGEMM's signatures), so a case here runs exactly what a user's
 call runs.
 
-Usage: ``python3 tools/sanitize_cases.py [--backend sm90|portable] [--cases NAME,...] [--race-set] [--list]``.
-Prints one line per case (name, calc_diff, pass / FAIL) and exits 1 when any case fails its bound or raises.
+Each case runs as a user's call does: ``--backend auto`` (the default) leaves the choice to dispatch, which takes
+the sm90 kernels where they take the problem and the portable ones elsewhere (``sm90`` / ``portable`` force one, and
+a forced sm90 refuses what it cannot run). Every sm90 launch goes through kernels/sm90/launcher.py, so the line of
+each case says which backend ran it: ``sm90`` with the Gluon kernels launched, or ``portable``.
+tests/test_sanitize_cases.py checks on the CPU, as if on an H200, that each sm90 family has a case reaching its
+sm90 kernel.
+
+Usage: ``python3 tools/sanitize_cases.py [--backend auto|sm90|portable] [--cases NAME,...] [--race-set] [--list]``.
+Prints one line per case (name, backend that ran it, calc_diff, pass / FAIL) and exits 1 when any case fails its
+bound or raises.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import traceback
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -82,21 +92,71 @@ RACE_SET = ("fp8 77x2112x1024", "wgrad 77x200x512", "bf16 77x2112x1024+c", "cont
             "paged b3 n2 h32 ctx 100/70/130 fp32")
 
 
-def run_case(case: Case, backend: str, device: torch.device, seed: int) -> float:
-    """Run ``case`` once through the public API; its calc_diff against the float64 reference."""
+def _kernel_name(kernel: Any) -> str:
+    return getattr(getattr(kernel, "fn", None), "__name__", None) or getattr(kernel, "__name__", type(kernel).__name__)
+
+
+@contextlib.contextmanager
+def sm90_launches(launch: bool = True) -> Iterator[list[str]]:
+    """The sm90 kernels launched inside the block, by name in launch order (a replayed recording, whose launches
+    are not rebuilt, as ``recorded launches``): kernels/sm90/launcher.py's two entries wrapped. ``launch`` False
+    builds the launches and records them without launching (dispatch's choice on tensors no kernel could take)."""
+    names: list[str] = []
+    try:
+        from finegemm.kernels.sm90 import launcher
+    except ImportError:  # no Gluon here: nothing can run on sm90
+        yield names
+        return
+    replay_or_record, launch_normally = launcher.replay_or_record, launcher.launch_normally
+
+    def traced_replay(cache: dict, key: Any, build: Callable[[], Any], *args: Any, **kwargs: Any) -> Any:
+        built: list[bool] = []
+
+        def traced_build() -> Any:
+            launches = build()
+            built.append(True)
+            names.extend(_kernel_name(kernel) for kernel, *_ in launches)
+            return launches
+
+        if not launch:
+            traced_build()
+            return None
+        out = replay_or_record(cache, key, traced_build, *args, **kwargs)
+        if not built:
+            names.append("recorded launches")
+        return out
+
+    def traced_normally(launches: Any) -> None:
+        launches = list(launches)
+        names.extend(_kernel_name(kernel) for kernel, *_ in launches)
+        if launch:
+            launch_normally(launches)
+
+    launcher.replay_or_record, launcher.launch_normally = traced_replay, traced_normally
+    try:
+        yield names
+    finally:
+        launcher.replay_or_record, launcher.launch_normally = replay_or_record, launch_normally
+
+
+def run_case(case: Case, backend: str, device: torch.device, seed: int) -> tuple[float, str]:
+    """Run ``case`` once through the public API: its calc_diff against the float64 reference, and the backend
+    that ran it (``sm90 (kernels)`` or ``portable``)."""
     inp = make_inputs(case, device, seed)
     call = FinegemmPeer(backend).prepare(case, inp)
     call.reset()
-    with call.context():
+    with call.context(), sm90_launches() as launched:
         call.fn()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    return inp.check(call.output(), call.family, call.with_c)
+    ran = f"sm90 ({','.join(dict.fromkeys(launched))})" if launched else "portable"
+    return inp.check(call.output(), call.family, call.with_c), ran
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--backend", default="sm90", choices=["sm90", "portable"])
+    parser.add_argument("--backend", default="auto", choices=["auto", "sm90", "portable"],
+                        help="FINEGEMM_BACKEND for the calls (auto: dispatch's choice, as a user's call)")
     parser.add_argument("--cases", default=None, help="comma-separated case names (default: all)")
     parser.add_argument("--race-set", action="store_true", help="one case of each warp-specialized family")
     parser.add_argument("--list", action="store_true", help="print the case names and exit")
@@ -119,9 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     for i, name in enumerate(names):
         case = by_name[name]
         try:
-            diff = run_case(case, args.backend, device, args.seed + i)
+            diff, ran = run_case(case, args.backend, device, args.seed + i)
             ok = diff == diff and diff < case.tolerance  # NaN fails
-            print(f"{name:44s} calc_diff {diff:.2e}  {'pass' if ok else 'FAIL'}", flush=True)
+            print(f"{name:44s} calc_diff {diff:.2e}  {'pass' if ok else 'FAIL'}  {ran}", flush=True)
         except Exception:
             ok = False
             print(f"{name:44s} raised  FAIL", flush=True)

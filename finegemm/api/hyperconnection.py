@@ -28,7 +28,10 @@ def tf32_hc_prenorm_gemm(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, sqr_
 
     Args:
         a: bf16 ``[M, K]`` (any strides; DeepGEMM needs K-major).
-        b: fp32 ``[N, K]`` (any strides; DeepGEMM needs K-major). Read in TF32 (10 mantissa bits) on a GPU.
+        b: fp32 ``[N, K]`` (any strides; DeepGEMM needs K-major). Rounded to TF32 (10 mantissa bits, to nearest)
+            in the kernel, on every device: the products are exact products of TF32 values
+            (:func:`finegemm.reference.hyperconnection.tf32_hc_prenorm_gemm` with ``tf32=True``); why, and the
+            speed cost (not measured), in :mod:`finegemm.kernels.portable.hc_prenorm`.
         d: fp32 ``[M, N]``, or ``[num_splits, M, N]`` with ``num_splits``.
         sqr_sum: fp32 ``[M]``, or ``[num_splits, M]`` with ``num_splits``.
         num_splits: None, or S >= 1: K is cut into S consecutive ranges of 64-column blocks (``ceil(K/64) // S``

@@ -2,8 +2,15 @@
 
 ``d[s] = a[:, K_s] @ b[:, K_s]^T`` and ``sqr_sum[s] = sum(a[:, K_s]^2, -1)`` for each K split s
 (:func:`finegemm.reference.hyperconnection.k_split_ranges`), with a bf16 and b fp32: the products run on the
-tensor cores in TF32 (exact for bf16 ``a``; ``b`` loses its low 13 mantissa bits), FP32 accumulation, and the
-squares are summed in FP32 from the same loaded ``a`` tile.
+tensor cores in TF32 with FP32 accumulation, and the squares are summed in FP32 from the same loaded ``a`` tile.
+A bf16 ``a`` is exact in TF32; ``b`` is rounded to TF32 (10 mantissa bits, to nearest, ties to even) in the kernel
+before the dot, so every device (and the interpreter) multiplies the same TF32 values as the reference's TF32 twin
+(:func:`finegemm.reference.hyperconnection.round_to_tf32`). DeepGEMM's SM90 kernel hands its fp32 B to the TF32
+WGMMA as stored, and so did this one: on an H100 that gave calc_diff 1.4-1.6e-7 against the twin and 1.58e-7
+against DeepGEMM's test reference (cuBLAS with TF32 allowed) at m=13, n=24, k=28672, whose bound is 1e-8 (results
+at 2a6c9ab) -- the tensor cores drop the low bits rather than round them, which the simulated gap (1.2e-7 between
+truncated and rounded b at that size) matches. The rounding costs a few integer operations per element of the
+b tile (b is the small operand: N x K against a's M x K); its speed cost is not measured.
 
 One program per (M tile, N tile, split); the N-tile-0 programs also write the squared sums. N is the
 hyper-connection width (a few dozen at most), so usually one N tile.
@@ -19,6 +26,14 @@ from ...reference.hyperconnection import SPLIT_BLOCK_K
 
 BLOCK_M = 64
 MAX_BLOCK_N = 64
+
+
+@triton.jit
+def _round_to_tf32(x):
+    """FP32 ``x`` rounded to TF32's 10 mantissa bits (to nearest, ties to even; NaN and Inf kept), still FP32."""
+    bits = x.to(tl.uint32, bitcast=True)
+    rounded = ((bits + 0xFFF + ((bits >> 13) & 1)) & 0xFFFFE000).to(tl.float32, bitcast=True)
+    return tl.where(tl.abs(x) < float("inf"), rounded, x)
 
 
 @triton.jit
@@ -44,8 +59,8 @@ def _hc_prenorm_kernel(a_ptr, b_ptr, d_ptr, s_ptr, M, N, K, blocks_per_split, ex
         k_ok = ks < K
         a = tl.load(a_ptr + rows[:, None].to(tl.int64) * stride_am + ks[None, :] * stride_ak,
                     mask=row_ok[:, None] & k_ok[None, :], other=0.0).to(tl.float32)
-        b = tl.load(b_ptr + cols[:, None].to(tl.int64) * stride_bn + ks[None, :] * stride_bk,
-                    mask=col_ok[:, None] & k_ok[None, :], other=0.0)
+        b = _round_to_tf32(tl.load(b_ptr + cols[:, None].to(tl.int64) * stride_bn + ks[None, :] * stride_bk,
+                                   mask=col_ok[:, None] & k_ok[None, :], other=0.0))
         acc = tl.dot(a, tl.trans(b), acc, input_precision=INPUT_PRECISION)
         sq += tl.sum(a * a, axis=1)
     tl.store(d_ptr + split * stride_ds + rows[:, None].to(tl.int64) * stride_dm + cols[None, :] * stride_dn, acc,

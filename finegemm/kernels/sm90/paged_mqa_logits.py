@@ -146,11 +146,17 @@ def _load_query(q_desc, q_bar, q_smem, w_ptr, b, col_t, r, stride_ws, NEXT_N: gl
 
 
 @gluon.jit
-def _tile_page(table_ptr, b, s, j, stride_table, num_blocks, BKV: gl.constexpr, PAGE: gl.constexpr):
+def _tile_page(table_ptr, b, s, j, stride_table, num_blocks, BKV: gl.constexpr, PAGE: gl.constexpr, max_blocks=None):
     """The cache block of tile ``j`` of item ``(b, s)`` (sequence ``b``'s block-table entry of its first key),
-    clamped to ``[0, num_blocks)``."""
-    key = s * _SPLIT + j * BKV
-    return gl.minimum(gl.maximum(gl.load(table_ptr + b.to(gl.int64) * stride_table + key // PAGE), 0), num_blocks - 1)
+    clamped to ``[0, num_blocks)``. With ``max_blocks`` (the table's columns) the entry read is clamped to the
+    row's last: callers that look pages up ahead, before knowing the tile holds keys, pass it with ``b``
+    clamped to the batch (compute-sanitizer memcheck found reads past the table there, ``paged b3 n2 h32 ctx
+    100/70/130`` of tools/sanitize_cases.py: a tile past a sequence's last page, the item after a program's
+    last); a page read so is never loaded from."""
+    col = (s * _SPLIT + j * BKV) // PAGE
+    if max_blocks is not None:
+        col = gl.minimum(col, max_blocks - 1)
+    return gl.minimum(gl.maximum(gl.load(table_ptr + b.to(gl.int64) * stride_table + col), 0), num_blocks - 1)
 
 
 @gluon.jit
@@ -187,8 +193,11 @@ def _load_tiles(kv_desc, sf_desc, kv_smem, sf_smem, bars, j_lo, n_tiles, b, s, t
     BKV: gl.constexpr = kv_desc.block_type.shape[0]
     for j in gl.static_range(TILES):
         if j >= j_lo:
-            page = _tile_page(table_ptr, b, s, j, stride_table, num_blocks, BKV, PAGE)
-            _fill_slot(kv_desc, sf_desc, kv_smem, sf_smem, bars, j, j < n_tiles, s, page, rows_per_page, PAGE)
+            if j < n_tiles:  # the page looked up only for a tile that holds keys
+                page = _tile_page(table_ptr, b, s, j, stride_table, num_blocks, BKV, PAGE)
+                _fill_slot(kv_desc, sf_desc, kv_smem, sf_smem, bars, j, True, s, page, rows_per_page, PAGE)
+            else:
+                mbarrier.arrive(bars.index(j))
 
 
 @gluon.jit
@@ -255,6 +264,7 @@ def paged_mqa_logits_kernel(q_desc, kv_desc, sf_desc, w_ptr, ctx_ptr, table_ptr,
         nn_tiles = _item_tiles(ctx_ptr, nb, ns, batch, stride_ctx_b, stride_ctx_t, key_cap, BKV, TILES, NEXT_N,
                                CTX_2D)
         nn_tiles = gl.where(nok == 1, nn_tiles, 0)
+        nb_row = gl.minimum(nb, batch - 1)  # past the run nb can be the batch: its pages are read, never used
         b64 = b.to(gl.int64)
         if b != q_b:  # the previous item's WGMMAs, the last readers of q_smem, are complete
             w = _load_query(q_desc, q_bar, q_smem, w_ptr, b, col_t, r, stride_ws, NEXT_N, HEADS)
@@ -271,7 +281,7 @@ def paged_mqa_logits_kernel(q_desc, kv_desc, sf_desc, w_ptr, ctx_ptr, table_ptr,
             acc = warpgroup_mma(kv_smem.index(j), q_t, zero, use_acc=False, is_async=True)
             k = k0 + j * BKV + kt
             # the next item's page for slot j, looked up while the WGMMA runs
-            next_page = _tile_page(table_ptr, nb, ns, j, stride_table, num_blocks, BKV, PAGE)
+            next_page = _tile_page(table_ptr, nb_row, ns, j, stride_table, num_blocks, BKV, PAGE, max_blocks)
             # keys past the context hold any scale: their logits are masked (_tile_logits)
             sf = gluon_compat.reinterpret(sf_smem.index(j), gl.float32, [BKV], flat).load(row_layout)
             acc = warpgroup_mma_wait(0, deps=(acc,))

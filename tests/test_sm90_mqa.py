@@ -31,10 +31,10 @@ def _compile(heads, head_dim, out, clean, overlap=True, sf_after_sum=True, head_
              maxnreg=None, compressed=False, wide_clean=False):
     import triton
     from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon._runtime import GluonASTSource
 
     from finegemm.jit.interpret import restore_language
     from finegemm.kernels.sm90 import mqa_logits as m
+    from finegemm.kernels.sm90.gluon_compat import ast_source
 
     bq = block_q or m.block_q_for(heads)
     sig = {"q_desc": _desc_sig("fp8e4nv", [bq * heads, head_dim], gl.float8e4nv),
@@ -48,7 +48,7 @@ def _compile(heads, head_dim, out, clean, overlap=True, sf_after_sum=True, head_
                   HEAD_SUM_MMA=head_sum_mma, COMPRESSED=compressed, WIDE_CLEAN=wide_clean)
     restore_language()  # interpreted CPU tests earlier in this process may have left tl patched
     options = {"num_warps": 4, **({"maxnreg": maxnreg} if maxnreg else {})}
-    return triton.compile(GluonASTSource(m.mqa_logits_kernel, sig, consts), target=TARGET, options=options)
+    return triton.compile(ast_source(m.mqa_logits_kernel, sig, consts), target=TARGET, options=options)
 
 
 def mqa_ptx_must_contain(wgmma_n: int) -> dict[str, str]:

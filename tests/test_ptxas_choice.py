@@ -17,11 +17,18 @@ def _fake_ptxas(tmp_path, name: str, release: str) -> str:
     return str(path)
 
 
+def _clear_caches() -> None:
+    """Forget the versions and options read so far: a test's fake ptxas or faked bundled version must not outlive
+    it (a cached ``_fp8_gemm_options`` of a faked 12.8 took level 10 from later compiles under 3.9's 13.4)."""
+    ptxas.ptxas_version.cache_clear()
+    ptxas._fp8_gemm_options.cache_clear()
+
+
 @pytest.fixture
 def fakes(tmp_path):
-    ptxas.ptxas_version.cache_clear()
+    _clear_caches()
     yield {r: _fake_ptxas(tmp_path, f"ptxas-{r}", r) for r in ("12.8", "12.9", "13.0")}
-    ptxas.ptxas_version.cache_clear()
+    _clear_caches()
 
 
 def test_versions_are_read_from_the_binary(fakes, tmp_path):

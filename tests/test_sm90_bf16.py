@@ -24,8 +24,10 @@ from finegemm.kernels.sm90 import dispatch_bf16
 from finegemm.kernels.sm90.compile_check import (
     BF16_PTX_MUST_CONTAIN,
     TMA_LOAD_PTX,
+    TMA_STORE_PTX,
     assert_ptx_contains,
     compile_bf16_variant,
+    expect_tx_ptx,
     lowered_arg_names,
     resource_usage,
 )
@@ -352,7 +354,7 @@ def test_staged_c_on_split_width_tiles(shape, bm, bn, out_fp32):
     loads = re.findall(TMA_LOAD_PTX, ptx)
     assert len(loads) == wgs + 2 + 2 * wgs, len(loads)
     c_bytes = 64 * bn * (4 if out_fp32 else 2)  # one expect-tx for a warpgroup's two C boxes
-    assert re.search(rf"mbarrier\.arrive\.expect_tx\.shared\.b64 _, \[%r\d+\], {c_bytes};", ptx), c_bytes
+    assert re.search(expect_tx_ptx(c_bytes), ptx), c_bytes
     assert not re.search(r"ld\.global(?!\.nc)", ptx), "C still read from global memory"
     usage = resource_usage(kernel)
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, f"register spills: {usage}"
@@ -460,8 +462,8 @@ def test_split_n_compiles(desc, bm, bn, split):
     for width in (bn0, bn1):
         assert re.search(rf"wgmma\.mma_async\.sync\.aligned\.m64n{width}k16\.f32\.bf16\.bf16", ptx), width
     stage = (bm + bn) * 64 * 2  # A (one box a warpgroup) + B's two boxes, bf16
-    assert re.search(rf"mbarrier\.arrive\.expect_tx\.shared\.b64 _, \[%r\d+\], {stage};", ptx), stage
-    stores = re.findall(r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta", ptx)
+    assert re.search(expect_tx_ptx(stage), ptx), stage
+    stores = re.findall(TMA_STORE_PTX, ptx)
     assert len(stores) >= 2 * (bm // 64), len(stores)
     assert "wgmma.wait_group.sync.aligned 2;" in ptx
     assert wgmma_serialization(kernel) == []
@@ -570,7 +572,7 @@ def test_d_halves_compiles(shape, bm, bn, split, out_fp32, monkeypatch):
     assert cfg.d_halves
     kernel = compile_bf16_variant(desc, cfg, "bf16")
     ptx = assert_ptx_contains(kernel, BF16_PTX_MUST_CONTAIN)
-    assert len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta", ptx)) == 2 * (bm // 64)
+    assert len(re.findall(TMA_STORE_PTX, ptx)) == 2 * (bm // 64)
     assert not re.search(r"ld\.shared\.(?!b8)", ptx)  # (b8: the partitions' dispatch)
     usage = resource_usage(kernel)
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage

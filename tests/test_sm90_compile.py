@@ -17,11 +17,17 @@ from finegemm.jit.heuristics import GemmDesc
 from finegemm.jit.heuristics_sm90 import get_sm90_config, make_config
 from finegemm.kernels.sm90 import gemm_1d2d, layouts
 from finegemm.kernels.sm90.compile_check import (
+    ARRIVE_PTX,
+    CP_ASYNC_ARRIVE_PTX,
+    EXPECT_TX_PTX,
     PTX_MUST_CONTAIN,
+    TMA_STORE_PTX,
     assert_fast_path_kernel,
     c_tma_effective,
     compile_variant,
+    expect_tx_ptx,
     lowered_arg_names,
+    math_partitions,
     resource_usage,
 )
 
@@ -112,12 +118,15 @@ def test_c_by_tma_compiles(desc, cfg):
     assert loads[0] - loads[1] == gemm_1d2d.num_math_warpgroups(cfg.block_m), loads
     c_loads = [len(re.findall(r"\bld\.global\.", p)) for p in (ptx, plain)]
     assert c_loads[0] < c_loads[1], c_loads
-    # The C load (a wait for the D buffer to be read, R, then its expect-tx, E) comes before the math
-    # partition's WGMMAs (W), or with c_tma_late right after the first K-block pair's; the epilogue's own
-    # store waits come in runs (WRR..).
-    marks = "".join("W" if "wgmma.mma_async" in line else "R" if "wait_group.read" in line else
-                    "E" if "expect_tx" in line else "" for line in ptx.splitlines())
-    assert ("WRE" in marks) == cfg.c_tma_late, marks
+    # In each math partition the C load (a wait for the D buffer to be read, R, then its expect-tx, E) comes
+    # before the WGMMAs (W), or with c_tma_late right after the first K-block pair's; the epilogue's own store
+    # waits come in runs (WRR..). Per partition: the releases place the partitions' blocks differently.
+    parts = math_partitions(ptx)
+    assert len(parts) == gemm_1d2d.num_math_warpgroups(cfg.block_m), len(parts)
+    for part in parts:
+        marks = "".join("W" if "wgmma.mma_async" in line else "R" if "wait_group.read" in line else
+                        "E" if re.search(EXPECT_TX_PTX, line) else "" for line in part.splitlines())
+        assert "RE" in marks and ("WRE" in marks) == cfg.c_tma_late, marks
 
 
 VARIANTS = _variants()
@@ -133,7 +142,7 @@ def test_compiles_with_required_instructions(desc, cfg, c_dtype):
     # the 1d1d ring's scales (sfb_tma: per-channel, and per-token with sfa_tma) are copied by the producer's cp.async,
     # each lane's arrive on the slot's full barrier made when they land
     if cfg.sfb_tma:
-        assert "cp.async.ca.shared.global" in ptx and "cp.async.mbarrier.arrive.shared.b64" in ptx
+        assert "cp.async.ca.shared.global" in ptx and re.search(CP_ASYNC_ARRIVE_PTX, ptx)
     elif cfg.sfa_tma:  # per-token scales in the ring by TMA: a third load
         plain = compile_variant(desc, dataclasses.replace(cfg, sfa_tma=False, sfb_tma=False), c_dtype).asm["ptx"]
         # ring loads only: C staged by TMA adds one load per math warpgroup to both
@@ -305,16 +314,13 @@ def test_ring_barriers_count_one_arrive_per_math_warpgroup(shape):
 def test_promotion_ffma_yield_bits_follow_the_ptxas():
     """compile_check.yield_bits reads every FFMA's yield bit; Triton 3.6's bundled ptxas 12.8 leaves them uniform at
     the 256-row tile, ptxas >= 12.9 alternates them (FINEGEMM_PTXAS, commit f03df06)."""
-    import triton
-
-    from finegemm.kernels.sm90.compile_check import sass, yield_bits
+    from finegemm.kernels.sm90.compile_check import ptxas_version, sass, yield_bits
 
     desc = GemmDesc("fp8_1d2d", 4096, 7168, 16384)
     kernel = compile_variant(desc, get_sm90_config(desc, H200))
     bits = yield_bits(kernel)
     assert len(bits) == len(re.findall(r"\*/\s+FFMA ", sass(kernel))) == 256 and set(bits) <= {0, 1}
-    major, minor = (int(x) for x in triton.knobs.nvidia.ptxas.version.split("."))
-    if (major, minor) >= (12, 9):
+    if ptxas_version() >= (12, 9):  # the ptxas the release runs for sm_90 (3.9: its ptxas-blackwell)
         assert sum(a != b for a, b in zip(bits, bits[1:])) > len(bits) // 2  # mostly alternating
     else:
         assert len(set(bits)) == 1
@@ -330,7 +336,7 @@ def test_in_place_accumulate_reduces_into_d_by_tma(m, n, k):
     reduced = compile_variant(desc, config, d_reduce=True).asm["ptx"]
     separate = compile_variant(desc, config).asm["ptx"]
     assert re.search(r"cp\.reduce\.async\.bulk\.tensor\.2d\.global\.shared::cta\.add", reduced)
-    assert "cp.async.bulk.tensor.2d.global.shared::cta" not in reduced.replace("cp.reduce.async", "")
+    assert not re.search(TMA_STORE_PTX, reduced.replace("cp.reduce.async", ""))
     assert "cp.reduce.async.bulk" not in separate
     c_loads = r"ld\.global(\.\w+)*\.(f32|b32|v4\.f32|v4\.b32|v2\.f32)"
     assert re.search(c_loads, separate) or config.c_tma, "the separate-C variant reads C"
@@ -352,8 +358,7 @@ def _ring_scale_reads_fenced(ptx: str) -> bool:
     ``fence.proxy.async`` before the next empty-slot arrive (the 128x128 ring-scale kernel, unfenced by design, does
     not; commit 3e186bc)."""
     read = False
-    for e in re.findall(r"wgmma\.wait_group|ld\.shared\.b32|fence\.proxy\.async|mbarrier\.arrive\.shared::cta\.b64",
-                        ptx):
+    for e in re.findall(rf"wgmma\.wait_group|ld\.shared\.b32|fence\.proxy\.async|{ARRIVE_PTX}", ptx):
         if e.startswith("ld.shared"):
             read = True
         elif e.startswith(("wgmma", "fence")):
@@ -379,8 +384,8 @@ def test_split_n_tiles_compile(desc, bm, bn, sfa_tma):
     for width in (bn0, bn1):
         assert re.search(rf"wgmma\.mma_async\.sync\.aligned\.m64n{width}k32\.f32\.e4m3\.e4m3", ptx), width
     stage = layouts.stage_tx_bytes(bm, bn, cfg.sfa_tma)
-    assert re.search(rf"mbarrier\.arrive\.expect_tx\.shared\.b64 _, \[%r\d+\], {stage};", ptx), stage
-    assert len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta", ptx)) >= 2
+    assert re.search(expect_tx_ptx(stage), ptx), stage
+    assert len(re.findall(TMA_STORE_PTX, ptx)) >= 2
     assert ("wgmma.wait_group.sync.aligned 2;" in ptx) == cfg.pipe_mma  # a pair's second K block left in flight
     assert wgmma_serialization(kernel) == []
     usage = resource_usage(kernel)

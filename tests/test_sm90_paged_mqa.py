@@ -23,10 +23,10 @@ CASES = [(1, 32), (1, 64), (2, 32), (2, 64), (1, 128), (2, 128), (4, 64)]
 def _compile(next_n, heads, out, ctx_2d=False, page=64, ws=False):
     import triton
     from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon._runtime import GluonASTSource
 
     from finegemm.jit.interpret import restore_language
     from finegemm.kernels.sm90 import paged_mqa_logits as m
+    from finegemm.kernels.sm90.gluon_compat import ast_source
 
     sig = {"q_desc": _desc_sig("fp8e4nv", [next_n * heads, 128], gl.float8e4nv),
            "kv_desc": _desc_sig("fp8e4nv", [m.BLOCK_KV, 128], gl.float8e4nv),
@@ -46,7 +46,7 @@ def _compile(next_n, heads, out, ctx_2d=False, page=64, ws=False):
         consts = dict(NEXT_N=next_n, HEADS=heads, PAGE=page, SUBS_=m.ctas_per_slot(next_n * heads), CTX_2D=ctx_2d)
     sig.update({k: "constexpr" for k in consts})
     restore_language()  # interpreted CPU tests earlier in this process may have left tl patched
-    return triton.compile(GluonASTSource(kernel, sig, consts), target=TARGET, options={"num_warps": 4})
+    return triton.compile(ast_source(kernel, sig, consts), target=TARGET, options={"num_warps": 4})
 
 
 @pytest.mark.parametrize("next_n,heads", CASES)

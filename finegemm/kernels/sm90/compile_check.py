@@ -205,6 +205,13 @@ def _nvidia_tool(name: str) -> str:
     return getattr(triton.knobs.nvidia, name).path
 
 
+def ptxas_version() -> tuple[int, int]:
+    """(major, minor) of the ptxas Triton assembles ``TARGET`` with (:func:`_nvidia_tool`): 12.8 for Triton 3.6's
+    bundled one, 13.4 for 3.9's ``ptxas-blackwell``, or the one ``FINEGEMM_PTXAS`` chose."""
+    major, minor = get_ptxas(TARGET.arch).version.split(".")[:2]
+    return int(major), int(minor)
+
+
 def wgmma_serialization(kernel) -> list[str]:
     """ptxas's "wgmma.mma_async instructions are serialized" notes (C7510-C7520) for the kernel's PTX.
 
@@ -223,14 +230,34 @@ def wgmma_serialization(kernel) -> list[str]:
     return [line.strip() for line in (run.stdout + run.stderr).splitlines() if "are serialized" in line]
 
 
-# A TMA tensor load into shared memory: Triton 3.6 names the destination ``shared::cluster``, 3.7 and later
-# ``shared::cta`` (PTX ISA 8.6); the same instruction for a kernel launched without a cluster.
+# The PTX instructions the tests look for, one pattern each, matching every tested release's spelling of the same
+# instruction. Triton 3.6 writes the mbarrier ops' state space ``.shared`` and a TMA load's destination
+# ``shared::cluster``; 3.7 and later write ``.shared::cta`` for both (PTX ISA 8.0, 8.6). For a kernel launched
+# without a cluster they name the same memory, so the instruction and what it does are the same.
+# a TMA tensor load global -> shared, completing on an mbarrier
 TMA_LOAD_PTX = r"cp\.async\.bulk\.tensor\.2d\.shared::(?:cluster|cta)\.global"
+# a TMA tensor store shared -> global (the same spelling on every release)
+TMA_STORE_PTX = r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta"
+# an arrive that also sets the barrier's expected transaction bytes (the operand after the barrier)
+EXPECT_TX_PTX = r"mbarrier\.arrive\.expect_tx\.shared(?:::cta)?\.b64"
+# a wait on a barrier's phase parity
+TRY_WAIT_PTX = r"mbarrier\.try_wait\.parity\.shared(?:::cta)?\.b64"
+# a plain arrive (e.g. a ring slot given back to the producer), not cp.async's
+ARRIVE_PTX = r"(?<!\.)mbarrier\.arrive\.shared(?:::cta)?\.b64"
+# a cp.async group's arrive on an mbarrier once its copies land
+CP_ASYNC_ARRIVE_PTX = r"cp\.async\.mbarrier\.arrive\.shared(?:::cta)?\.b64"
+
+
+def expect_tx_ptx(nbytes: int) -> str:
+    """:data:`EXPECT_TX_PTX` on one barrier register with ``nbytes`` expected: a stage's or a C box's expect-tx."""
+    return rf"{EXPECT_TX_PTX} _, \[%r\d+\], {nbytes};"
+
+
 PTX_MUST_CONTAIN = {
     "wgmma e4m3": r"wgmma\.mma_async\.sync\.aligned\.m64n\d+k32\.f32\.e4m3\.e4m3",
     "TMA load": TMA_LOAD_PTX,
-    "TMA store": r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta",
-    "mbarrier": r"mbarrier\.try_wait",
+    "TMA store": TMA_STORE_PTX,
+    "mbarrier": TRY_WAIT_PTX,
     "setmaxnreg": r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32",
 }
 
@@ -266,6 +293,17 @@ def assert_fast_path_kernel(kernel, smem_per_block: int, must_contain: dict[str,
     assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+40", ptx)
     assert re.search(r"setmaxnreg\.inc\.sync\.aligned\.u32\s+2(32|40|48|56)", ptx)
     return ptx
+
+
+def math_partitions(ptx: str) -> list[str]:
+    """The PTX of each math partition of a warp-specialized kernel, in program order: the stretches between two
+    ``setmaxnreg`` (each partition sets its registers on entry, a worker's loop on the way back) that hold a
+    ``wgmma.mma_async``. A block the compiler places outside its partition's stretch is not in it (Triton 3.9 puts
+    a worker's loop exit, its last store wait, ahead of its entry)."""
+    lines = ptx.splitlines()
+    cuts = [0] + [i for i, line in enumerate(lines) if "setmaxnreg." in line] + [len(lines)]
+    parts = ["\n".join(lines[a:b]) for a, b in zip(cuts, cuts[1:])]
+    return [part for part in parts if "wgmma.mma_async" in part]
 
 
 def group_walk_starts(kernel) -> tuple[list[str], list[str]]:
@@ -353,8 +391,8 @@ def compile_bf16_variant(desc: GemmDesc, config, c_dtype: str = "fp32"):
 BF16_PTX_MUST_CONTAIN = {
     "wgmma bf16": r"wgmma\.mma_async\.sync\.aligned\.m64n\d+k16\.f32\.bf16\.bf16",
     "TMA load": TMA_LOAD_PTX,
-    "TMA store": r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta",
-    "mbarrier": r"mbarrier\.try_wait",
+    "TMA store": TMA_STORE_PTX,
+    "mbarrier": TRY_WAIT_PTX,
     "setmaxnreg": r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32",
 }
 

@@ -8,6 +8,16 @@ import finegemm  # noqa: F401,E402
 
 
 def pytest_collection_modifyitems(config, items):
+    from release_regressions import KNOWN
+
+    from finegemm.jit import releases
+
+    release = releases.triton_release()
+    known = KNOWN.get(release, {})
+    for item in items:
+        if item.nodeid in known:
+            item.add_marker(pytest.mark.xfail(reason=f"Triton {release}: {known[item.nodeid]} (3.6 passes; "
+                                                     "tests/release_regressions.py)", strict=True))
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (run `pytest -m gpu` on the H200)")

@@ -1,7 +1,7 @@
 """Opt-in import alias: ``deep_gemm`` and its submodules resolve to finegemm's DeepGEMM-compatible modules.
 
 Standard library only, so that the ``finegemm-deep-gemm.pth`` file pip installs can load it at every
-interpreter start for the price of one environment lookup: the .pth calls :func:`install_from_environment`
+interpreter start for the price of one environment lookup: the .pth imports this module and calls :func:`install`
 only when ``FINEGEMM_AS_DEEP_GEMM`` is set to 1 (the switch is documented in ``finegemm/jit/env.py``), and nothing
 here imports finegemm (or torch) until ``deep_gemm`` is imported. ``finegemm.alias_as_deep_gemm()`` calls
 :func:`install` from code.
@@ -17,7 +17,6 @@ from __future__ import annotations
 import importlib
 import importlib.abc
 import importlib.util
-import os
 import sys
 import warnings
 
@@ -25,10 +24,6 @@ SWITCH = "FINEGEMM_AS_DEEP_GEMM"
 ALIAS = "deep_gemm"
 TARGET = "finegemm.deepgemm_alias"
 MARKER = "__finegemm_alias__"  # set on every alias module
-
-
-def _enabled(value: str | None) -> bool:
-    return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
 
 class _Loader(importlib.abc.Loader):
@@ -113,7 +108,3 @@ def install() -> bool:
         sys.meta_path.insert(0, DeepGemmAliasFinder())
     return True
 
-
-def install_from_environment() -> bool:
-    """:func:`install` when ``FINEGEMM_AS_DEEP_GEMM`` is 1 (the .pth file's entry point); otherwise nothing."""
-    return install() if _enabled(os.environ.get(SWITCH)) else False

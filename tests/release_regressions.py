@@ -26,10 +26,6 @@ _SMALL_EPILOGUE_C = {
         "stack 208 bytes at 168 registers",
 }
 
-_M = "tests/test_sm90_mqa.py::test_head_sum_on_tensor_cores_compiles"
-# FINEGEMM_MQA_FP32_SUM=1's CUDA-core head sum: 3.8 and 3.9 emit 96 FFMA where the test counts > 100 (3.6).
-_FP32_HEAD_SUM = {f"{_M}[{h}-{d}]": "the FP32 CUDA-core head sum compiles to 96 FFMA (the test wants > 100)"
-                  for h, d in ((64, 128), (32, 128), (16, 128), (128, 128), (64, 64), (32, 64), (64, 32))}
 _P = "tests/test_sm90_paged_mqa.py::"
 _PAGED_2D_BF16 = {_P + "test_compiles[bf16-True-2-64]": "135 registers against the 128 that keep four CTAs an SM"}
 _PAGED_WS = {_P + f"test_warp_specialized_compiles[{case}]": "16-24 bytes of stack at 96 registers"
@@ -41,13 +37,11 @@ KNOWN: dict[str, dict[str, str]] = {
     "3.8": {
         **_SMALL_EPILOGUE_C,
         _C + "test_b_prefetch_variant[128-128-1]": "stack 8 bytes",
-        **_FP32_HEAD_SUM,
         **_PAGED_2D_BF16,
     },
     "3.9": {
         _C + "test_fp32_out_picks_compile_without_spills[1d1d-split-tail-c]":
             "4096x2112x7168 fused split-K 4 with its split tail and C: 408 bytes of stack frame at 168 registers",
-        **_FP32_HEAD_SUM,
         **_PAGED_2D_BF16,
         **_PAGED_WS,
     },

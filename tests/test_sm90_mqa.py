@@ -119,7 +119,9 @@ def test_head_sum_on_tensor_cores_compiles(heads, head_dim):
     ops = collections.Counter(re.findall(r"\b(FFMA|SHFL)\b", sass(kernel)))
     cuda_core = collections.Counter(re.findall(r"\b(FFMA|SHFL)\b", sass(
         _compile(heads, head_dim, "fp32", True, overlap=False))))
-    assert ops["FFMA"] + 100 <= cuda_core["FFMA"], (ops, cuda_core)
+    # Every head-sum multiply-add leaves the CUDA cores: no FFMA is left, where the CUDA-core sum has them (how
+    # many of its multiply-adds ptxas fuses differs by release: 126 FFMA on 3.6, 96 and 30 FMUL + FADD on 3.8 / 3.9).
+    assert ops["FFMA"] == 0 and cuda_core["FFMA"] >= 64, (ops, cuda_core)
     wide = 256 // heads
     _, usage = assert_async_wgmma_kernel(_compile(heads, head_dim, "bf16", False, overlap=False, head_sum_mma=True,
                                                   block_q=wide), head_sum_ptx_must_contain(256, max(8, wide)))

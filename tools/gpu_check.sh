@@ -15,7 +15,8 @@
 # Environment (all optional):
 #   TRITONS      "image" (the card's Triton), "3.9" (.t39's slim 3.9), or "image 3.9": both, one after the other on
 #                the same card, then an A/B of the finegemm-sm90 times (tools/bench_compare.py)      [image]
-#   SUITES       harness suites, comma-separated (dense, weight-grad, bf16, grouped, k-grouped, mqa, paged-mqa, all)
+#   SUITES       harness suites, comma-separated (dense, weight-grad, bf16, grouped, k-grouped, mqa, paged-mqa,
+#                hc-prenorm, all)
 #                                                                                                      [dense]
 #   PEERS        harness peers                                                  [finegemm-sm90,deepgemm,cublas]
 #   BENCH_ARGS   more harness options                                                          [--kernel-time]

@@ -19,6 +19,7 @@ from typing import Callable
 import torch
 
 import finegemm
+from finegemm.reference.hyperconnection import tf32_hc_prenorm_gemm as hc_reference
 from finegemm.reference.mqa import fp8_paged_mqa_logits as paged_reference
 from finegemm.reference.mqa import mask_and_compact
 
@@ -112,7 +113,7 @@ def make_inputs(case: Case, device: torch.device, seed: int) -> Inputs:
     builder = {
         "fp8_gemm": _dense_fp8, "fp8_gemm_wgrad": _dense_fp8, "bf16_gemm": _bf16,
         "m_grouped_contiguous": _contiguous, "m_grouped_masked": _masked, "k_grouped": _k_grouped,
-        "mqa_logits": _mqa, "paged_mqa_logits": _paged_mqa,
+        "mqa_logits": _mqa, "paged_mqa_logits": _paged_mqa, "hc_prenorm": _hc_prenorm,
     }[case.kind]
     builder(case, inp, randn)
     return inp
@@ -323,3 +324,17 @@ def _paged_mqa(case: Case, inp: Inputs, randn) -> None:
         return paged_reference(q[:seqs], cache, weights[:seqs * next_n], ctx[:seqs], table[:seqs], None, max(lens))
 
     inp.builders[("block", True)] = inp.builders[("block", False)] = ref
+
+
+def _hc_prenorm(case: Case, inp: Inputs, randn) -> None:
+    """a bf16 ``[M, K]``, b fp32 ``[N, K]``; the output compared is ``[d | sqr_sum]`` (``[M, N + 1]``, splits
+    summed) against the float64 reference on b rounded to TF32 (family ``tf32``)."""
+    a = randn(case.m, case.k)
+    b = randn(case.n, case.k).float()
+    inp.t.update(a_bf=a, b_f32=b)
+
+    def ref() -> torch.Tensor:
+        d, s = hc_reference(a, b, tf32=True)
+        return torch.cat([d, s[:, None]], dim=1)
+
+    inp.builders[("tf32", True)] = inp.builders[("tf32", False)] = ref

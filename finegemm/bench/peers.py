@@ -12,6 +12,7 @@ Peers (names as printed and written to JSON):
 - ``cublas-tensor``: cuBLAS FP8 with one scalar scale per operand (no block-scaling work, fast
   accumulation): the practical ceiling. Never accumulates into C.
 - ``cublas-bf16``: ``torch.mm`` on the BF16 data the FP8 inputs were quantized from.
+- ``cublas-tf32``: the hc pre-norm GEMM in torch: ``a.float() @ b.T`` with TF32 allowed, and the square-sum.
 - ``torch-mqa``: MQA logits as a user without a kernel writes them in torch: per chunk of queries, one
   BF16 ``torch.mm`` (FP32 out) of all heads against the keys, ``* kv_sf``, ReLU, a ``bmm`` with the
   weights, the range mask (and, compact, a gather).
@@ -135,7 +136,20 @@ def _api_call(mod: Any, case: Case, inp: Inputs) -> Prepared:
                                 logits_dtype=logits_dtype)
 
         return Prepared(run_paged, lambda: held["out"], "block", reset=held.clear)
+    if kind == "hc_prenorm":
+        lead = (case.splits,) if case.splits else ()
+        d = torch.empty(*lead, case.m, case.n, dtype=torch.float32, device=dev)
+        sq = torch.empty(*lead, case.m, dtype=torch.float32, device=dev)
+        return Prepared(lambda: fn_op(t["a_bf"], t["b_f32"], d, sq, num_splits=case.splits or None),
+                        lambda: _hc_output(d, sq, case.splits), "tf32", reset=lambda: (_poison(d), _poison(sq)))
     raise Refused(f"no call for kind {kind}")
+
+
+def _hc_output(d: torch.Tensor, sqr_sum: torch.Tensor, splits: int) -> torch.Tensor:
+    """``[d | sqr_sum]`` (``[M, N + 1]``) of the hc pre-norm GEMM, its K splits summed."""
+    if splits:
+        d, sqr_sum = d.sum(0), sqr_sum.sum(0)
+    return torch.cat([d, sqr_sum[:, None]], dim=1)
 
 
 class Peer:
@@ -159,7 +173,7 @@ class FinegemmPeer(Peer):
     is_ours = True
     needs_cuda = False
     kinds = ("fp8_gemm", "fp8_gemm_wgrad", "bf16_gemm", "m_grouped_contiguous", "m_grouped_masked", "k_grouped",
-             "mqa_logits", "paged_mqa_logits")
+             "mqa_logits", "paged_mqa_logits", "hc_prenorm")
 
     def __init__(self, backend: str) -> None:
         self.backend = backend
@@ -427,14 +441,40 @@ class TorchMqaPeer(Peer):
         return Prepared(call, lambda: out, "block", reset=lambda: _poison(out))
 
 
+class CublasTf32Peer(Peer):
+    """The hc pre-norm GEMM as DeepGEMM's test writes it in torch: ``a.float() @ b.T`` with TF32 allowed (cuBLAS)
+    and ``a.float().square().sum(-1)``, unsplit."""
+
+    name = "cublas-tf32"
+    kinds = ("hc_prenorm",)
+
+    def prepare(self, case: Case, inp: Inputs) -> Prepared:
+        a, b = inp.t["a_bf"], inp.t["b_f32"]
+        d = torch.empty(case.m, case.n, dtype=torch.float32, device=inp.device)
+        sq = torch.empty(case.m, dtype=torch.float32, device=inp.device)
+
+        def call() -> None:
+            old = torch.backends.cuda.matmul.allow_tf32
+            torch.backends.cuda.matmul.allow_tf32 = True
+            try:
+                a32 = a.float()
+                torch.mm(a32, b.t(), out=d)
+                torch.sum(a32.square(), -1, out=sq)
+            finally:
+                torch.backends.cuda.matmul.allow_tf32 = old
+
+        return Prepared(call, lambda: _hc_output(d, sq, 0), "tf32", reset=lambda: (_poison(d), _poison(sq)),
+                        note="torch.mm with TF32 allowed and a square-sum, unsplit")
+
+
 PEER_NAMES = ("finegemm-sm90", "finegemm-portable", "deepgemm", "cublas-block", "cublas-tensor", "cublas-bf16",
-              "torch-mqa")
+              "cublas-tf32", "torch-mqa")
 
 
 def make_peers(selected: list[str] | None = None) -> list[Peer]:
     """Peers in report order; ``selected`` keeps those whose name starts with any given prefix."""
     peers: list[Peer] = [FinegemmPeer("sm90"), FinegemmPeer("portable"), DeepGemmPeer(), CublasBlockPeer(),
-                         CublasTensorPeer(), CublasBf16Peer(), TorchMqaPeer()]
+                         CublasTensorPeer(), CublasBf16Peer(), CublasTf32Peer(), TorchMqaPeer()]
     if selected:
         unknown = [s for s in selected if not any(p.name.startswith(s) for p in peers)]
         if unknown:

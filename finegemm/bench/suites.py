@@ -88,6 +88,11 @@ MQA_PAGED_SHORT = (
 PAGED_BLOCK_KV = 64
 PAGED_HEAD_DIM = 128
 
+# Hyper-connection pre-norm GEMM (DeepGEMM's tests/test_hyperconnection.py): M x (N, K), unsplit and 16 K splits.
+HC_PRENORM_M = (13, 137, 4096, 8192)
+HC_PRENORM_NK = ((24, 28672), (24, 7680), (24, 7168))
+HC_PRENORM_SPLITS = (0, 16)  # 0: num_splits=None
+
 # Kind -> the finegemm function it needs (a suite whose function is missing is listed as unavailable).
 OP_OF_KIND = {
     "fp8_gemm": "fp8_gemm_nt",
@@ -100,9 +105,10 @@ OP_OF_KIND = {
     "k_grouped": "k_grouped_fp8_gemm_nt_contiguous",
     "mqa_logits": "fp8_mqa_logits",
     "paged_mqa_logits": "fp8_paged_mqa_logits",
+    "hc_prenorm": "tf32_hc_prenorm_gemm",
 }
 
-SUITES = ("dense", "weight-grad", "bf16", "grouped", "k-grouped", "mqa", "paged-mqa")
+SUITES = ("dense", "weight-grad", "bf16", "grouped", "k-grouped", "mqa", "paged-mqa", "hc-prenorm")
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -120,7 +126,9 @@ class Case:
     ``m``/``n``/``k`` mean: dense ``D[m, n] = A[m, k] @ B[n, k]^T``; m-grouped: ``m`` total rows
     (``ms`` per group, before alignment padding), ``n``/``k`` per expert; k-grouped: ``k`` the sum of
     ``ks``; mqa: ``m`` = seq_len, ``n`` = seq_len_kv, ``k`` = head_dim; paged mqa: ``m`` = batch, ``n`` = the
-    average context, ``k`` = head_dim, ``ms`` every sequence's context length, ``next_n`` tokens a sequence.
+    average context, ``k`` = head_dim, ``ms`` every sequence's context length, ``next_n`` tokens a sequence;
+    hc prenorm: ``d[M, N] = a[M, K] @ b[N, K]^T`` (bf16 x fp32, TF32 products) and ``sqr_sum[M]``, ``splits`` K
+    splits (0: unsplit).
     """
 
     suite: str
@@ -137,6 +145,7 @@ class Case:
     ranges: str = ""
     compressed: bool = False  # mqa: the compact [S, max_seqlen_k] logits, unclean
     next_n: int = 0  # paged mqa: new tokens a sequence
+    splits: int = 0  # hc prenorm: num_splits (0: None)
     label: str = field(default="", compare=False)
 
     @property
@@ -149,11 +158,14 @@ class Case:
 
     @property
     def is_fp8(self) -> bool:
-        return self.kind != "bf16_gemm"
+        return self.kind not in ("bf16_gemm", "hc_prenorm")
 
     @property
     def tolerance(self) -> float:
-        """calc_diff bound: 1e-3 for FP8 (DESIGN.md §1), 1e-5 for BF16 GEMMs."""
+        """calc_diff bound: 1e-3 for FP8 (DESIGN.md §1), 1e-5 for BF16 GEMMs, 1e-8 for the TF32 hc pre-norm GEMM
+        against its TF32 reference (DeepGEMM's test bound)."""
+        if self.kind == "hc_prenorm":
+            return 1e-8
         return 1e-3 if self.is_fp8 else 1e-5
 
     @property
@@ -186,6 +198,8 @@ class Case:
         if self.kind == "paged_mqa_logits":
             p.update(heads=self.heads, next_n=self.next_n, avg_context=self.n, context_total=sum(self.ms),
                      block_kv=PAGED_BLOCK_KV)
+        if self.kind == "hc_prenorm":
+            p["num_splits"] = self.splits or None
         return p
 
 
@@ -256,6 +270,8 @@ def case_bytes(c: Case) -> int:
         pages = sum(_ceil_div(n, PAGED_BLOCK_KV) for n in c.ms)
         return (rows * h * d + pages * PAGED_BLOCK_KV * (d + 4) + 4 * rows * h
                 + 4 * b * _ceil_div(max(c.ms), PAGED_BLOCK_KV) + 4 * b + out_b * rows * max(c.ms))
+    if c.kind == "hc_prenorm":  # bf16 a, fp32 b, fp32 d and sqr_sum for every split
+        return 2 * c.m * c.k + 4 * c.n * c.k + 4 * max(1, c.splits) * c.m * (c.n + 1)
     raise ValueError(f"unknown kind {c.kind!r}")
 
 
@@ -350,6 +366,12 @@ def paged_mqa_cases() -> list[Case]:
             for i, (b, nn, h, avg, out) in enumerate(MQA_PAGED + MQA_PAGED_SHORT)]
 
 
+def hc_prenorm_cases() -> list[Case]:
+    return [Case("hc-prenorm", "hc_prenorm", m, n, k, out="fp32", splits=sp,
+                 label=f"hc {m}x{n}x{k}{f' split{sp}' if sp else ''}")
+            for m in HC_PRENORM_M for n, k in HC_PRENORM_NK for sp in HC_PRENORM_SPLITS]
+
+
 def smoke_cases(suite: str) -> list[Case]:
     """Tiny shapes for the CPU interpreter (each runs in well under a second there)."""
     if suite == "dense":
@@ -371,6 +393,9 @@ def smoke_cases(suite: str) -> list[Case]:
     if suite == "paged-mqa":
         return [Case("paged-mqa", "paged_mqa_logits", 3, 100, 64, ms=(100, 70, 130), heads=32, next_n=2, out="fp32",
                      label="paged b3 n2 h32 ctx100 fp32")]
+    if suite == "hc-prenorm":
+        return [Case("hc-prenorm", "hc_prenorm", 13, 24, 320, out="fp32", label="hc 13x24x320"),
+                Case("hc-prenorm", "hc_prenorm", 33, 24, 448, out="fp32", splits=4, label="hc 33x24x448 split4")]
     raise ValueError(f"unknown suite {suite!r}")
 
 
@@ -380,6 +405,7 @@ def suite_cases(suite: str, smoke: bool = False) -> list[Case]:
     return {
         "dense": dense_cases, "weight-grad": weight_grad_cases, "bf16": bf16_cases, "grouped": grouped_cases,
         "k-grouped": k_grouped_cases, "mqa": mqa_cases, "paged-mqa": paged_mqa_cases,
+        "hc-prenorm": hc_prenorm_cases,
     }[suite]()
 
 

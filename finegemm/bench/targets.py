@@ -2,11 +2,11 @@
 ``python -m finegemm.bench.targets ANCHORS.json BENCH.json [BENCH.json ...]``.
 
 Each speed target belongs to a kernel family, named like the bench suite that times it (``dense``, ``weight-grad``,
-``bf16``, ``grouped``, ``k-grouped``, ``mqa``, ``paged-mqa``), and is a rule over bench cases: which cases it covers,
-the figure compared (finegemm-sm90 against DeepGEMM's anchored time, against a live peer of the same run, or one
-case against another), the bar every case must clear and, for some, the bar of the geometric mean. The table says
-per target how many cases cleared it, the worst case, the geometric mean and whether the target is met, then lists
-the cases that miss.
+``bf16``, ``grouped``, ``k-grouped``, ``mqa``, ``paged-mqa``, ``hc-prenorm``), and is a rule over bench cases: which
+cases it covers, the figure compared (finegemm-sm90 against DeepGEMM's anchored time, against a live peer of the same
+run, or one case against another), the bar every case must clear and, for some, the bar of the geometric mean. The
+table says per target how many cases cleared it, the worst case, the geometric mean and whether the target is met, then
+lists the cases that miss.
 
 Figures: against DeepGEMM through :func:`.anchors.compare` (kernel time where the anchor is one and the run
 has it, column ``timers``); against a live peer by kernel time when both have one, else CUDA events. Later
@@ -99,6 +99,8 @@ TARGETS: tuple[Target, ...] = (
     Target("mqa", "MQA prefill vs DeepGEMM (each >= 1.0)", _kind("mqa_logits"), "deepgemm", 1.0),
     Target("mqa", "MQA prefill vs torch (each >= 10)", _kind("mqa_logits"), "torch-mqa", 10.0),
     Target("paged-mqa", "paged MQA decode vs DeepGEMM (each >= 1.0)", _kind("paged_mqa_logits"), "deepgemm", 1.0),
+    Target("hc-prenorm", "hc pre-norm GEMM vs torch's TF32 matmul and square-sum (each >= 1.0)", _kind("hc_prenorm"),
+           "cublas-tf32", 1.0),
 )
 
 

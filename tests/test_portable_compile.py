@@ -17,6 +17,7 @@ SCRIPT = textwrap.dedent('''
     from triton.compiler import ASTSource
     from finegemm.kernels.portable.gemm_fp8 import _fp8_gemm_kernel
     from finegemm.kernels.portable.gemm_bf16 import _bf16_gemm_kernel
+    from finegemm.kernels.portable.hc_prenorm import BLOCK_M as HC_BLOCK_M, _hc_prenorm_kernel
 
     def compile_one(kernel, types, constexprs, num_warps=8, num_stages=3):
         names = kernel.arg_names
@@ -37,11 +38,17 @@ SCRIPT = textwrap.dedent('''
         k = compile_one(_bf16_gemm_kernel, types, dict(HAS_C=has_c, UPCAST=False, BLOCK_M=128, BLOCK_N=128,
                         BLOCK_K=64, GROUP_M=8))
         assert "mma" in k.asm["ptx"]
+    # tf32_hc_prenorm_gemm at DeepGEMM's N = 24 (one 32-wide N tile), as launch_hc_prenorm launches it
+    types = dict(a_ptr="*bf16", b_ptr="*fp32", d_ptr="*fp32", s_ptr="*fp32")
+    k = compile_one(_hc_prenorm_kernel, types, dict(BLOCK_M=HC_BLOCK_M, BLOCK_N=32, BLOCK_K=64,
+                    INPUT_PRECISION="tf32"), num_warps=4)
+    assert ".tf32" in k.asm["ptx"], "the hc pre-norm GEMM's dot is not a TF32 tensor-core instruction"
     print("compiled")
 ''')
 
 
 def test_portable_kernels_compile_for_sm90():
+    """The portable FP8 and BF16 GEMMs and the hc pre-norm GEMM compile for sm_90 with tensor-core instructions."""
     out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=600,
                          env={**os.environ, "TRITON_INTERPRET": "0"})
     assert out.returncode == 0 and "compiled" in out.stdout, out.stderr[-3000:]

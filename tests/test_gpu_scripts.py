@@ -48,7 +48,13 @@ def _run(tmp_path, *args, **env_extra):
     env.pop("PARTS", None)
     env.pop("TRITONS", None)
     env.update(env_extra)
-    result = subprocess.run(["bash", SCRIPT, *args], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+    # in a copy of tools/ and tests/ alone: a checkout's own .anchor/ or .t39/ (the card's extras) must not change it
+    tree = tmp_path / "tree"
+    if not tree.exists():
+        for part in ("tools", "tests"):
+            shutil.copytree(os.path.join(ROOT, part), tree / part, ignore=shutil.ignore_patterns("__pycache__"))
+    result = subprocess.run(["bash", str(tree / "tools" / "gpu_check.sh"), *args], capture_output=True, text=True,
+                            timeout=120, env=env, cwd=tree)
     calls = log.read_text().splitlines() if log.exists() else []
     return result, out, calls
 

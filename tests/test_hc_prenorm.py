@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import finegemm
+from finegemm.kernels.portable.hc_prenorm import internal_splits
 from finegemm.reference import calc_diff
 from finegemm.reference import hyperconnection as ref
 
@@ -46,6 +47,31 @@ def test_matches_reference(m, n, k, splits):
                 assert not d[i].any() and not s[i].any()
         full_d, full_s = ref.tf32_hc_prenorm_gemm(a, b, tf32=True)
         assert calc_diff(d.sum(0), full_d) < 1e-10 and calc_diff(s.sum(0), full_s) < 1e-12
+
+
+@pytest.mark.parametrize("m,n,k,sms,want", [
+    (13, 24, 28672, 132, 112),  # one M tile: as many splits as 4 K blocks each allow, under 264 programs
+    (4096, 24, 28672, 132, 5),  # 64 M tiles: 5 splits give >= 2 programs an SM
+    (8192, 24, 7168, 132, 3),
+    (13, 24, 256, 132, 1),  # 4 K blocks: no split
+    (13, 100, 64 * 40, 8, 8),  # two N tiles
+])
+def test_internal_splits(m, n, k, sms, want):
+    assert internal_splits(m, n, k, sms) == want
+
+
+def test_unsplit_call_split_internally_matches_reference(monkeypatch):
+    """An unsplit call that cuts K itself (here 11 splits of 4-5 blocks: 13 x 24 x 3000 on 132 SMs) writes the sums of
+    the splits into d and sqr_sum."""
+    import finegemm.api.hyperconnection as api
+
+    monkeypatch.setattr(api, "get_num_sms", lambda: 132)
+    m, n, k = 13, 24, 3000
+    assert internal_splits(m, n, k, 132) == 11
+    a, b, d, s = _inputs(m, n, k, None)
+    finegemm.tf32_hc_prenorm_gemm(a, b, d, s)
+    want_d, want_s = ref.tf32_hc_prenorm_gemm(a, b, tf32=True)
+    assert calc_diff(d, want_d) < 1e-10 and calc_diff(s, want_s) < 1e-12
 
 
 @pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # the interpreter's numpy on 0 * inf

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from ..kernels.portable.hc_prenorm import launch_hc_prenorm
+from ..jit.device import get_num_sms
+from ..kernels.portable.hc_prenorm import launch_hc_prenorm, launch_hc_prenorm_unsplit
 from .checks import check_dtype, check_same_device, check_shape, check_tensor
 
 
@@ -61,7 +62,7 @@ def tf32_hc_prenorm_gemm(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, sqr_
     if m == 0:
         return
     if splits is None:
-        launch_hc_prenorm(a, b, d.unsqueeze(0), sqr_sum.unsqueeze(0), 1)
+        launch_hc_prenorm_unsplit(a, b, d, sqr_sum, get_num_sms())
     else:
         launch_hc_prenorm(a, b, d, sqr_sum, splits)
 

@@ -84,3 +84,36 @@ def launch_hc_prenorm(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, sqr_sum
         sqr_sum.stride(0), sqr_sum.stride(1),
         BLOCK_M=BLOCK_M, BLOCK_N=block_n, BLOCK_K=SPLIT_BLOCK_K, INPUT_PRECISION="tf32",
     )
+
+
+# The unsplit call (``num_splits=None``) at a few M tiles would run one program per 64 rows over the whole K (H100,
+# Triton 3.9: 553 us at 13 x 24 x 28672, where its own 16-way split took 37 us,
+# benchmarks/results/bench-hc-mqa-t39-h100-2026-12-07-91e4eee.json). So it cuts K itself, into enough splits for
+# TARGET_PROGRAMS_PER_SM programs an SM but at least MIN_BLOCKS_PER_SPLIT K blocks each, and sums the partial
+# results in a fixed order (deterministic) into d and sqr_sum.
+TARGET_PROGRAMS_PER_SM = 2
+MIN_BLOCKS_PER_SPLIT = 4
+
+
+def internal_splits(m: int, n: int, k: int, num_sms: int) -> int:
+    """K splits for an unsplit call of ``[M, K] x [N, K]`` on ``num_sms`` SMs (1: no split)."""
+    tiles = triton.cdiv(m, BLOCK_M) * triton.cdiv(n, min(max(16, triton.next_power_of_2(n)), MAX_BLOCK_N))
+    wanted = triton.cdiv(TARGET_PROGRAMS_PER_SM * num_sms, tiles)
+    return max(1, min(wanted, triton.cdiv(k, SPLIT_BLOCK_K) // MIN_BLOCKS_PER_SPLIT))
+
+
+def launch_hc_prenorm_unsplit(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, sqr_sum: torch.Tensor,
+                              num_sms: int) -> None:
+    """``num_splits=None`` on validated tensors (d ``[M, N]``, sqr_sum ``[M]``): :func:`internal_splits` K splits
+    into fp32 scratch, then their sum (over the split axis, in order) into ``d`` and ``sqr_sum``."""
+    m, k = a.shape
+    n = b.shape[0]
+    splits = internal_splits(m, n, k, num_sms)
+    if splits == 1:
+        launch_hc_prenorm(a, b, d.unsqueeze(0), sqr_sum.unsqueeze(0), 1)
+        return
+    part_d = torch.empty((splits, m, n), dtype=torch.float32, device=a.device)
+    part_s = torch.empty((splits, m), dtype=torch.float32, device=a.device)
+    launch_hc_prenorm(a, b, part_d, part_s, splits)
+    torch.sum(part_d, dim=0, out=d)
+    torch.sum(part_s, dim=0, out=sqr_sum)

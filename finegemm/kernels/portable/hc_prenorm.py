@@ -69,6 +69,11 @@ def _hc_prenorm_kernel(a_ptr, b_ptr, d_ptr, s_ptr, M, N, K, blocks_per_split, ex
         tl.store(s_ptr + split * stride_ss + rows.to(tl.int64) * stride_sm, sq, mask=row_ok)
 
 
+def _block_n(n: int) -> int:
+    """The N tile: N's next power of two, 16 to MAX_BLOCK_N."""
+    return min(max(16, triton.next_power_of_2(n)), MAX_BLOCK_N)
+
+
 def launch_hc_prenorm(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, sqr_sum: torch.Tensor,
                       num_splits: int) -> None:
     """Launch on validated tensors: a bf16 ``[M, K]``, b fp32 ``[N, K]`` (any strides), d fp32 ``[S, M, N]`` and
@@ -76,7 +81,7 @@ def launch_hc_prenorm(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, sqr_sum
     m, k = a.shape
     n = b.shape[0]
     blocks_per_split, extra_blocks = divmod(triton.cdiv(k, SPLIT_BLOCK_K), num_splits)
-    block_n = min(max(16, triton.next_power_of_2(n)), MAX_BLOCK_N)
+    block_n = _block_n(n)
     grid = (triton.cdiv(m, BLOCK_M), triton.cdiv(n, block_n), num_splits)
     _hc_prenorm_kernel[grid](
         a, b, d, sqr_sum, m, n, k, blocks_per_split, extra_blocks,
@@ -97,7 +102,7 @@ MIN_BLOCKS_PER_SPLIT = 4
 
 def internal_splits(m: int, n: int, k: int, num_sms: int) -> int:
     """K splits for an unsplit call of ``[M, K] x [N, K]`` on ``num_sms`` SMs (1: no split)."""
-    tiles = triton.cdiv(m, BLOCK_M) * triton.cdiv(n, min(max(16, triton.next_power_of_2(n)), MAX_BLOCK_N))
+    tiles = triton.cdiv(m, BLOCK_M) * triton.cdiv(n, _block_n(n))
     wanted = triton.cdiv(TARGET_PROGRAMS_PER_SM * num_sms, tiles)
     return max(1, min(wanted, triton.cdiv(k, SPLIT_BLOCK_K) // MIN_BLOCKS_PER_SPLIT))
 

@@ -14,7 +14,6 @@ import tarfile
 import pytest
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
-SCRIPT = os.path.join(ROOT, "tools", "gpu_check.sh")
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
 
 STUB_PYTHON = """#!/usr/bin/env bash

@@ -83,16 +83,11 @@ def _mqa_inputs(device):
     return tuple(x.to(device) for x in (q, *kv, weights, st, en))
 
 
-# The sm90 prefill kernel sums the heads on the tensor cores, a block of queries at once against weights that are
-# zero off each query's own heads: a NaN score of one query reaches the block's other queries as 0 x NaN (H100,
-# Triton 3.9: every in-range logit of query 0 NaN for a NaN in q[1]). Expected to fail there until the kernel keeps
-# a per-query NaN flag (strict: the fix makes it pass and the mark must go).
-_Q_NAN_ON_SM90 = pytest.mark.xfail(strict=True, reason="sm90 MQA head-sum MMA spreads a query's NaN over its block")
 MQA_WHERE = ["q", "kv[0]", "kv[1]", "weights", "weights inf", "kv[1] inf"]
 
 
 @pytest.mark.parametrize("device,where", [("cpu", w) for w in MQA_WHERE] + [
-    pytest.param("cuda", w, marks=[pytest.mark.gpu] + ([_Q_NAN_ON_SM90] if w == "q" else [])) for w in MQA_WHERE])
+    pytest.param("cuda", w, marks=pytest.mark.gpu) for w in MQA_WHERE])
 def test_mqa_logits_non_finite(device, where):
     q, kv_fp8, kv_sf, weights, st, en = _mqa_inputs(device)
     kv = (kv_fp8, kv_sf)
@@ -114,3 +109,37 @@ def test_mqa_logits_non_finite(device, where):
         assert finegemm.calc_diff(out[ok], want[ok]) < 1e-3
         if where == "weights inf":
             assert torch.equal(inside & ~torch.isfinite(out), bad)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("heads,head_dim", [(16, 32), (32, 64), (64, 128), (128, 128)])
+@pytest.mark.parametrize("form", ["full", "compact", "signed scales"])
+def test_mqa_logits_nan_in_q_stays_in_its_query(heads, head_dim, form):
+    """A NaN byte of ``q`` (e4m3 0x7F or 0xFF) makes exactly its own query's in-range logits NaN: the sm90 prefill
+    kernel sums a block of queries' heads in one tensor-core product, where an unguarded NaN score would reach
+    the block's other queries (0 x NaN). Queries 0, 5 (two heads) and the last one carry a NaN; blocks hold
+    128 / heads or 256 / heads queries, so flagged and clean queries share blocks."""
+    gen = torch.Generator().manual_seed(heads + head_dim)
+    s, s_kv = 37, 300
+    q = torch.randn(s, heads, head_dim, generator=gen).to(torch.float8_e4m3fn)
+    raw = q.view(torch.uint8)
+    raw[0, heads - 1, 3] = 0x7F
+    raw[5, 0, 0] = 0xFF
+    raw[5, heads // 2, head_dim - 1] = 0x7F
+    raw[s - 1, 1, head_dim // 2] = 0xFF
+    kv_fp8, kv_sf = finegemm.per_custom_dims_cast_to_fp8(torch.randn(s_kv, head_dim, generator=gen), (0,))
+    if form == "signed scales":
+        kv_sf[::3] = -kv_sf[::3]
+    weights = torch.randn(s, heads, generator=gen)
+    st = torch.randint(0, 100, (s,), generator=gen, dtype=torch.int32)
+    en = torch.minimum(st + torch.randint(1, 250, (s,), generator=gen, dtype=torch.int32), torch.tensor(s_kv))
+    max_seqlen_k = int((en - st).max()) if form == "compact" else 0
+    args = [x.cuda() for x in (q, kv_fp8, kv_sf, weights, st, en)]
+    out = finegemm.fp8_mqa_logits(args[0], (args[1], args[2]), *args[3:], max_seqlen_k=max_seqlen_k).cpu()
+    want = mqa_ref.fp8_mqa_logits(q, (kv_fp8, kv_sf), weights, st, en, max_seqlen_k=max_seqlen_k)
+    inside = ~torch.isneginf(want)
+    nan_rows = torch.isnan(want).any(dim=1)
+    assert nan_rows.tolist() == [i in (0, 5, s - 1) for i in range(s)]
+    assert torch.equal(torch.isnan(out) & inside, torch.isnan(want))
+    ok = inside & ~nan_rows[:, None]
+    assert finegemm.calc_diff(out[ok], want[ok]) < 1e-3

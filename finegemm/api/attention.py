@@ -19,10 +19,10 @@ kernel on every DeepGEMM anchor case, its docstring lists them).
 
 Non-finite values: the ReLU propagates NaN (``relu(NaN) = NaN``, as ``torch.relu``; the Gluon kernels' ``cvt.relu``
 and the Triton kernels' ``max.NaN`` do so at no cost), so a NaN in ``q[i]``, ``kv[j]`` (e4m3 0x7F / 0xFF),
-``kv_sf[j]`` or ``weights[i]`` makes every in-range ``out[i, j]`` it reaches NaN, on every backend and on the CPU.
-Known gap: on sm_90 the prefill kernel (``fp8_mqa_logits``) sums the heads on the tensor cores for a block of
-queries at once (128 or 256 query-head rows), so a NaN in ``q[i]`` also makes NaN the in-range logits of the other
-queries of ``i``'s block (0 x NaN in the sum; tests/test_nan_inf.py marks it).
+``kv_sf[j]`` or ``weights[i]`` makes every in-range ``out[i, j]`` it reaches NaN, and no other, on every backend
+and on the CPU. (On sm_90 the prefill kernel sums a block of queries' heads in one tensor-core product; it finds
+the NaN bytes of its query box once, zeroes them so they cannot reach the block's other queries, and stores NaN
+for the queries that held them.)
 An Inf weight makes its row non-finite. An Inf ``kv_sf[j]`` is not a usable dequantization scale: key ``j``'s
 logits are then non-finite wherever the formula's are, and may be NaN where the formula gives 0 (all heads'
 scores negative: the kernels apply the scale after the head sum as ``sf * (x + sign(sf) |x|) / 2``). Positions

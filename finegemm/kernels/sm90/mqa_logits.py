@@ -10,7 +10,9 @@ are rounded to bf16 with the ReLU folded into the conversion (``cvt.rn.relu.bf16
 the weights in a second WGMMA (A from registers, the weights a ``[H * block_q, 8]`` block-diagonal B in
 shared memory), then scaled by ``|kv_sf|``: ~40 instructions a thread and tile where the FP32 sum on the
 CUDA cores (``head_sum_mma=False``, ``FINEGEMM_MQA_FP32_SUM=1`` in the API) spends ~290. The rounding
-costs ~3e-6 in ``calc_diff`` against float64 (about 1e-8 with the FP32 sum).
+costs ~3e-6 in ``calc_diff`` against float64 (about 1e-8 with the FP32 sum). The block-diagonal weights
+would let a NaN score of one query reach the block's others (0 x NaN): :func:`query_nan_flags` zeroes the
+query box's NaN bytes once a CTA and the store writes NaN for the queries that held them.
 Why one key tile at a time: at ~100 registers four CTAs share an SM and overlap each other's WGMMA and
 epilogue, which measured faster than the in-CTA overlap (two accumulators, 198 registers, two CTAs an SM);
 an in-CTA pipeline of the tensor-core sum made ptxas serialize the WGMMAs (C7515) at 174 registers.
@@ -80,6 +82,11 @@ def _relu_bf16(x):
 @gluon.jit
 def _min(a, b):
     return gl.minimum(a, b)
+
+
+@gluon.jit
+def _max(a, b):
+    return gl.maximum(a, b)
 
 
 @gluon.jit
@@ -183,12 +190,47 @@ def head_sum_mma(acc, sgn, w_t, QUERIES: gl.constexpr, NONNEG: gl.constexpr):
 
 
 @gluon.jit
-def store_head_sums(s, scale, kj, lo, hi, out_rows, row_ok, key_limit, out_ptr, stride_out):
+def query_nan_flags(q_smem, HEADS: gl.constexpr, SUM_N: gl.constexpr, col_layout: gl.constexpr):
+    """``[SUM_N]`` int32 in ``col_layout``: 1 for the queries (column ``c``: rows ``[c * HEADS, (c + 1) * HEADS)``
+    of ``q_smem``, ``[ROWS, D]`` e4m3) that hold a NaN byte (0x7F / 0xFF), whose bytes are then set to 0 in
+    ``q_smem``. The head sum multiplies every query's scores by the zero weights of the other queries of the
+    block, so one NaN score would reach all of them (0 x NaN); zeroed, it reaches none, and the caller stores NaN
+    for the flagged queries' logits. One pass over the query box a CTA; the per-query work only when a NaN is
+    there."""
+    ROWS: gl.constexpr = q_smem.shape[0]
+    D: gl.constexpr = q_smem.shape[1]
+    CH: gl.constexpr = 2048 // D  # rows a pass: 16 bytes a thread
+    TD: gl.constexpr = D // 16
+    blk: gl.constexpr = gl.BlockedLayout([1, 16], [32 // TD, TD], [4, 1], [1, 0])
+    seen = gl.zeros([CH, D], gl.int8, blk)
+    for k in gl.static_range(ROWS // CH):
+        x = q_smem.slice(k * CH, CH).load(blk).to(gl.int8, bitcast=True)
+        seen = seen | ((x & 0x7F) == 0x7F).to(gl.int8)
+    c = gl.arange(0, SUM_N, layout=col_layout)
+    flags = gl.zeros([SUM_N], gl.int32, col_layout)
+    if gluon_compat.warp_uniform(gl.reduce(gl.reduce(seen, 1, _max), 0, _max) != 0):
+        for k in gl.static_range(ROWS // CH):
+            chunk = q_smem.slice(k * CH, CH)
+            x = chunk.load(blk).to(gl.int8, bitcast=True)
+            bad = (x & 0x7F) == 0x7F
+            chunk.store(gl.where(bad, 0, x).to(q_smem.dtype, bitcast=True))
+            row_bad = gl.reduce(bad.to(gl.int32), 1, _max)
+            row_q = (k * CH + gl.arange(0, CH, layout=gl.SliceLayout(1, blk))) // HEADS
+            for qq in gl.static_range((k * CH) // HEADS, ((k + 1) * CH - 1) // HEADS + 1):
+                hit = gl.reduce(gl.where(row_q == qq, row_bad, 0), 0, _max)
+                flags = gl.where(c == qq, flags | hit, flags)
+        fence_async_shared()
+        gluon_compat.thread_barrier()
+    return flags
+
+
+@gluon.jit
+def store_head_sums(s, scale, kj, lo, hi, out_rows, row_ok, key_limit, out_ptr, stride_out, q_nan):
     """Store ``s * scale`` (``s`` ``[64, SUM_N]`` from :func:`head_sum_mma`, ``scale`` [64] per key) at
-    ``out[out_rows[c], kj]`` for the columns ``c`` with ``row_ok`` and keys ``kj < key_limit``; ``-inf``
-    outside ``[lo[c], hi[c])``. ``kj`` [64] in the sum layout's row slice; the others [SUM_N] in its column
-    slice."""
-    logits = s * scale[:, None]
+    ``out[out_rows[c], kj]`` for the columns ``c`` with ``row_ok`` and keys ``kj < key_limit``; NaN for the
+    columns with ``q_nan`` (:func:`query_nan_flags`); ``-inf`` outside ``[lo[c], hi[c])``. ``kj`` [64] in the sum
+    layout's row slice; the others [SUM_N] in its column slice."""
+    logits = gl.where(q_nan[None, :] != 0, float("nan"), s * scale[:, None])
     inside = (kj[:, None] >= lo[None, :]) & (kj[:, None] < hi[None, :])
     logits = gl.where(inside, logits, float("-inf"))
     ptrs = out_ptr + out_rows[None, :] * stride_out + kj[:, None]
@@ -196,20 +238,22 @@ def store_head_sums(s, scale, kj, lo, hi, out_rows, row_ok, key_limit, out_ptr, 
 
 
 @gluon.jit
-def store_compact_head_sums(s, scale, kj, lo, hi, key0_ptrs, row_ok):
-    """The compact form of :func:`store_head_sums`: ``s * scale`` at ``key0_ptrs[c] + kj`` (``key0_ptrs``:
-    where column ``c``'s key 0 would be, ``out + row * stride - lo[c]``), only inside ``[lo[c], hi[c])``."""
-    logits = s * scale[:, None]
+def store_compact_head_sums(s, scale, kj, lo, hi, key0_ptrs, row_ok, q_nan):
+    """The compact form of :func:`store_head_sums`: ``s * scale`` (NaN for the columns with ``q_nan``) at
+    ``key0_ptrs[c] + kj`` (``key0_ptrs``: where column ``c``'s key 0 would be, ``out + row * stride - lo[c]``),
+    only inside ``[lo[c], hi[c])``."""
+    logits = gl.where(q_nan[None, :] != 0, float("nan"), s * scale[:, None])
     inside = (kj[:, None] >= lo[None, :]) & (kj[:, None] < hi[None, :])
     gl.store(key0_ptrs[None, :] + kj[:, None], logits.to(key0_ptrs.dtype.element_ty), mask=inside & row_ok[None, :])
 
 
 @gluon.jit
 def _mma_sum_tiles(kv_desc, kv_smem, q_t, bars, w_t, kv_sf_ptr, st, en, c_begin, n, q0, seq_len, seq_len_kv,
-                   out_ptr, stride_out, ROWS: gl.constexpr, BLOCK_Q: gl.constexpr, STAGES_: gl.constexpr,
+                   out_ptr, stride_out, q_nan, ROWS: gl.constexpr, BLOCK_Q: gl.constexpr, STAGES_: gl.constexpr,
                    NONNEG: gl.constexpr, COMPRESSED: gl.constexpr):
     """The CTA's ``n`` key tiles from ``c_begin``, one at a time: WGMMA, then :func:`head_sum_mma` and
-    :func:`store_head_sums` (``NONNEG``: every key scale of the CTA is >= 0, no sign multiply)."""
+    :func:`store_head_sums` (``NONNEG``: every key scale of the CTA is >= 0, no sign multiply; ``q_nan``:
+    :func:`query_nan_flags`)."""
     BKV: gl.constexpr = kv_desc.block_type.shape[0]
     acc_layout: gl.constexpr = _acc_layout(ROWS)
     sum_layout: gl.constexpr = _sum_layout(BLOCK_Q)
@@ -236,10 +280,10 @@ def _mma_sum_tiles(kv_desc, kv_smem, q_t, bars, w_t, kv_sf_ptr, st, en, c_begin,
             sums = head_sum_mma(part, sgn, w_t, BLOCK_Q, NONNEG)
         kj = (c_begin + i) * BKV + gl.arange(0, BKV, layout=sum_rows)
         if COMPRESSED:
-            store_compact_head_sums(sums, sf if NONNEG else gl.abs(sf), kj, st, en, key0_ptrs, row_ok)
+            store_compact_head_sums(sums, sf if NONNEG else gl.abs(sf), kj, st, en, key0_ptrs, row_ok, q_nan)
         else:
             store_head_sums(sums, sf if NONNEG else gl.abs(sf), kj, st, en, out_rows, row_ok, seq_len_kv, out_ptr,
-                            stride_out)
+                            stride_out, q_nan)
 
 
 @gluon.jit
@@ -367,16 +411,17 @@ def mqa_logits_kernel(q_desc, kv_desc, kv_sf_ptr, w_ptr, start_ptr, end_ptr, out
             sum_layout: gl.constexpr = _sum_layout(BLOCK_Q)
             qc = q0 + gl.arange(0, sum_columns(BLOCK_Q), layout=gl.SliceLayout(0, sum_layout))
             q_st, q_en = _query_range(start_ptr, end_ptr, qc, seq_len, seq_len_kv, max_seqlen_k, COMPRESSED)
+            q_nan = query_nan_flags(q_smem, HEADS, sum_columns(BLOCK_Q), gl.SliceLayout(0, sum_layout))
             # whether every key scale of the CTA's tiles is >= 0 (then no per-score sign multiply)
             lowest = gl.zeros([BKV], gl.float32, gl.SliceLayout(1, sum_layout))
             for t in range(c_begin, c_end):
                 lowest = gl.minimum(lowest, _key_scales(kv_sf_ptr, t, seq_len_kv, BKV, gl.SliceLayout(1, sum_layout)))
             if gluon_compat.warp_uniform(gl.reduce(lowest, 0, _min) >= 0.0):
                 _mma_sum_tiles(kv_desc, kv_smem, q_t, bars, w_t, kv_sf_ptr, q_st, q_en, c_begin, n, q0, seq_len,
-                               seq_len_kv, out_ptr, stride_out, ROWS, BLOCK_Q, STAGES_, True, COMPRESSED)
+                               seq_len_kv, out_ptr, stride_out, q_nan, ROWS, BLOCK_Q, STAGES_, True, COMPRESSED)
             else:
                 _mma_sum_tiles(kv_desc, kv_smem, q_t, bars, w_t, kv_sf_ptr, q_st, q_en, c_begin, n, q0, seq_len,
-                               seq_len_kv, out_ptr, stride_out, ROWS, BLOCK_Q, STAGES_, False, COMPRESSED)
+                               seq_len_kv, out_ptr, stride_out, q_nan, ROWS, BLOCK_Q, STAGES_, False, COMPRESSED)
         elif OVERLAP:
             # Tile 0 in flight, then: issue tile i, wait for tile i - 1, refill its slot, reduce it. The loop
             # runs two tiles an iteration with two named accumulators: a loop that carried "the one in

@@ -195,17 +195,21 @@ def query_nan_flags(q_smem, HEADS: gl.constexpr, SUM_N: gl.constexpr, col_layout
     of ``q_smem``, ``[ROWS, D]`` e4m3) that hold a NaN byte (0x7F / 0xFF), whose bytes are then set to 0 in
     ``q_smem``. The head sum multiplies every query's scores by the zero weights of the other queries of the
     block, so one NaN score would reach all of them (0 x NaN); zeroed, it reaches none, and the caller stores NaN
-    for the flagged queries' logits. One pass over the query box a CTA; the per-query work only when a NaN is
+    for the flagged queries' logits. The common case costs one pass over the query box a CTA, four bytes a test
+    (a 32-bit view, in which byte order does not matter for "any"); the per-query work runs only when a NaN is
     there."""
     ROWS: gl.constexpr = q_smem.shape[0]
     D: gl.constexpr = q_smem.shape[1]
     CH: gl.constexpr = 2048 // D  # rows a pass: 16 bytes a thread
     TD: gl.constexpr = D // 16
-    blk: gl.constexpr = gl.BlockedLayout([1, 16], [32 // TD, TD], [4, 1], [1, 0])
-    seen = gl.zeros([CH, D], gl.int8, blk)
+    words_layout: gl.constexpr = gl.BlockedLayout([1, 4], [32 // TD, TD], [4, 1], [1, 0])
+    words = gluon_compat.reinterpret(q_smem, gl.uint32, [ROWS, D // 4], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
+    seen = gl.zeros([CH, D // 4], gl.uint32, words_layout)
     for k in gl.static_range(ROWS // CH):
-        x = q_smem.slice(k * CH, CH).load(blk).to(gl.int8, bitcast=True)
-        seen = seen | ((x & 0x7F) == 0x7F).to(gl.int8)
+        # a byte is 0x7F or 0xFF iff it is 0 in v (bytes < 0x80, so the zero-byte test below is exact for "any")
+        v = (words.slice(k * CH, CH).load(words_layout) & 0x7F7F7F7F) ^ 0x7F7F7F7F
+        seen = seen | ((v - 0x01010101) & 0x80808080)
+    blk: gl.constexpr = gl.BlockedLayout([1, 16], [32 // TD, TD], [4, 1], [1, 0])
     c = gl.arange(0, SUM_N, layout=col_layout)
     flags = gl.zeros([SUM_N], gl.int32, col_layout)
     if gluon_compat.warp_uniform(gl.reduce(gl.reduce(seen, 1, _max), 0, _max) != 0):

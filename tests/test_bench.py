@@ -455,3 +455,53 @@ def test_cases_filter_rejects_a_pattern_matching_nothing(capsys):
         cli.build_cases(args)
     assert cli.main(_args("--smoke", "--cases", "nothing-like-this")) == 2
     assert "--cases" in capsys.readouterr().err
+
+
+def _deepgemm_by_its_signatures():
+    """A stand-in ``deep_gemm`` whose functions take exactly DeepGEMM 2.6.1's parameters (names, order, defaults:
+    tests/data/deepgemm_api.json) and run finegemm's; a call DeepGEMM would refuse raises TypeError here too."""
+    import inspect
+    import types
+    from pathlib import Path
+
+    table = json.loads((Path(__file__).parent / "data" / "deepgemm_api.json").read_text())
+    fake = types.ModuleType("deep_gemm")
+    for name, entry in table["entries"].items():
+        if entry["module"] != "deep_gemm" or entry["sm100_only"] or "params" not in entry or entry.get("kind"):
+            continue
+        if any(spec.get("kind") for spec in entry["params"]) or not hasattr(finegemm, name):
+            continue
+        sig = inspect.Signature([inspect.Parameter(spec["name"], inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                   default=eval(spec["default"], {"torch": torch})
+                                                   if "default" in spec else inspect.Parameter.empty)
+                                 for spec in entry["params"]])
+        setattr(fake, name, _bound_to(sig, getattr(finegemm, name)))
+    return fake
+
+
+def _bound_to(sig, fn):
+    """``fn`` called only with arguments that bind to ``sig`` (else the TypeError DeepGEMM's binding raises)."""
+    def strict(*args, **kwargs):
+        bound = sig.bind(*args, **kwargs)
+        return fn(*bound.args, **bound.kwargs)
+    return strict
+
+
+def test_deepgemm_peer_calls_take_deepgemms_own_signatures(monkeypatch):
+    """Every suite's call by the ``deepgemm`` peer binds to DeepGEMM 2.6.1's signatures (not finegemm's wider
+    ones: a ``logits_dtype`` passed to ``fp8_mqa_logits`` made DeepGEMM refuse all 14 mqa cases on the card) and
+    gives the right result, here through finegemm's CPU path behind those signatures."""
+    from finegemm.bench.peers import DeepGemmPeer
+
+    peer = DeepGemmPeer()
+    peer._mod = _deepgemm_by_its_signatures()
+    monkeypatch.setattr(peer, "available", lambda device: None)
+    # the peer sizes DeepGEMM's paged schedule by the GPU's SM count
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: argparse.Namespace(multi_processor_count=4))
+    cases = [c for s in ("dense", "grouped", "k-grouped", "mqa", "paged-mqa", "hc-prenorm")
+             for c in suites.suite_cases(s, smoke=True)]
+    assert any(c.kind == "mqa_logits" and c.out != "fp32" for c in cases)
+    for cr in run_cases(cases, [peer], CPU, RunOptions(warmup=0, repeats=1, flush=False), None):
+        r = cr.results["deepgemm"]
+        assert r.status == "ok", (cr.case.name, r.status, r.reason)
+        assert r.calc_diff < cr.case.tolerance, (cr.case.name, r.calc_diff)

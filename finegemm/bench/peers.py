@@ -117,23 +117,27 @@ def _api_call(mod: Any, case: Case, inp: Inputs) -> Prepared:
         d = c0.clone()
         return Prepared(lambda: fn_op(t["a_nt"], t["b_nt"], d, t["ks"], t["ks_tensor"], c=d), lambda: d, "block",
                         reset=lambda: d.copy_(c0))
+    if kind in ("mqa_logits", "paged_mqa_logits") and case.out != "fp32":
+        # DeepGEMM's fp8_(paged_)mqa_logits return fp32 only; its fp8_fp4_ forms take (q, None) and logits_dtype
+        fn_mqa = getattr(mod, "fp8_fp4_" + case.op.removeprefix("fp8_"), None)
+        if fn_mqa is None:
+            raise Refused(f"{getattr(mod, '__name__', mod)} has no fp8_fp4_ form of {case.op} (bf16 logits)")
+
+        def fn_op(q, *args, **kwargs):
+            return fn_mqa((q, None), *args, **kwargs, logits_dtype=torch.bfloat16)
     if kind == "mqa_logits":
         held: dict[str, torch.Tensor] = {}
 
-        logits_dtype = torch.float32 if case.out == "fp32" else torch.bfloat16
-
         def run() -> None:  # the compact form unclean (DeepGEMM takes it only so), the full form cleaned
             held["out"] = fn_op(t["q"], t["kv"], t["weights"], t["ks"], t["ke"], clean_logits=not case.compressed,
-                                max_seqlen_k=t["max_seqlen_k"], logits_dtype=logits_dtype)
+                                max_seqlen_k=t["max_seqlen_k"])
 
         return Prepared(run, lambda: held["out"], "block", reset=held.clear)
     if kind == "paged_mqa_logits":
         held = {}
-        logits_dtype = torch.float32 if case.out == "fp32" else torch.bfloat16
 
         def run_paged() -> None:  # DeepGEMM's default clean_logits=False, as its test runs it
-            held["out"] = fn_op(t["q"], t["cache"], t["weights"], t["ctx"], t["table"], t["meta"], t["max_len"],
-                                logits_dtype=logits_dtype)
+            held["out"] = fn_op(t["q"], t["cache"], t["weights"], t["ctx"], t["table"], t["meta"], t["max_len"])
 
         return Prepared(run_paged, lambda: held["out"], "block", reset=held.clear)
     if kind == "hc_prenorm":

@@ -9,6 +9,7 @@ GPU (``-m gpu``): threads on different shapes and streams share the plan caches 
 from __future__ import annotations
 
 import threading
+import traceback
 
 import pytest
 import torch
@@ -18,8 +19,13 @@ from finegemm import reference
 from finegemm.reference.dense import calc_diff
 
 
+class _Raised(Exception):
+    """What a thread raised, with its traceback as text (the assertion message shows where it came from)."""
+
+
 def _in_threads(work, count: int) -> list:
-    """Run ``work(i)`` in ``count`` threads started together; the list of what each returned or raised."""
+    """Run ``work(i)`` in ``count`` threads started together; the list of what each returned or raised (as
+    :class:`_Raised`, whose message holds the traceback)."""
     results: list = [None] * count
     barrier = threading.Barrier(count)
 
@@ -27,8 +33,8 @@ def _in_threads(work, count: int) -> list:
         barrier.wait()
         try:
             results[i] = work(i)
-        except BaseException as error:  # noqa: BLE001 - reported by the test
-            results[i] = error
+        except BaseException:  # noqa: BLE001 - reported by the test
+            results[i] = _Raised(traceback.format_exc())
     threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
     for t in threads:
         t.start()
@@ -57,7 +63,7 @@ def test_threads_on_the_cpu_interpreter_get_correct_results():
         return diffs
 
     for i, result in enumerate(_in_threads(work, 4)):
-        assert not isinstance(result, BaseException), f"thread {i}: {result!r}"
+        assert not isinstance(result, BaseException), f"thread {i}:\n{result}"
         assert max(result) < 1e-3, result
 
 
@@ -88,5 +94,5 @@ def test_threads_on_streams_of_one_gpu_get_correct_results():
         return diffs
 
     for i, result in enumerate(_in_threads(work, len(cases))):
-        assert not isinstance(result, BaseException), f"thread {i}: {result!r}"
+        assert not isinstance(result, BaseException), f"thread {i}:\n{result}"
         assert max(result) < 1e-3, (shapes[i], result)

@@ -387,6 +387,23 @@ def test_recording_holds_no_argument(cuda):
     assert all(r() is None for r in refs) and rec.replayable
 
 
+def test_recording_keeps_its_compiled_kernels_loaded(cuda):
+    """The function handles a recording replays stay valid while it lives: it holds their CompiledKernels, which
+    Triton 3.8+ unloads when collected (two threads compiling one kernel at once leave one of them to the GC)."""
+    import gc
+    import weakref
+
+    launches, kernels, _ = _two_launches()
+    compiled = [weakref.ref(k.compiled) for k in kernels]
+    rec = launcher.record(launches)
+    del launches, kernels
+    gc.collect()
+    assert rec.replayable and all(r() is not None for r in compiled)
+    del rec
+    gc.collect()
+    assert all(r() is None for r in compiled)
+
+
 @pytest.mark.parametrize("change", ["device", "enter_hook", "pre_run_hook"])
 def test_recording_declines_when_state_changed(cuda, change):
     launches, kernels, (l1, l2) = _two_launches()

@@ -3,10 +3,11 @@
 A ``CompiledKernel`` loads its CUDA module on first use: ``run`` (a property) calls ``_init_handles``, which
 sets ``_run`` first and ``module`` / ``function`` only after ``load_binary`` returns (Triton 3.6-3.9 alike).
 A second thread that reaches ``run`` in between sees ``_run`` set, skips the load and launches with
-``function`` still None: "Triton Error [CUDA]: invalid resource handle" (Triton 3.9 on an H100, two threads
-calling one new shape at once, tests/test_threads.py). :func:`make_thread_safe` serializes the load under one
-lock and makes ``run`` wait for it while ``function`` is unset; once a kernel is loaded the property costs one
-more attribute test. Applied to Triton's class when finegemm is imported.
+``function`` still None (tests/test_kernel_loading.py shows the race on a class with Triton's order).
+:func:`make_thread_safe` serializes the load under one lock and makes ``run`` wait for it while ``function`` is
+unset; once a kernel is loaded the property costs one more attribute test. Applied to Triton's class when
+finegemm is imported. (The "invalid resource handle" that tests/test_threads.py met on an H100 under 3.9 came
+from elsewhere: a recorded launch outliving its unloaded module, kernels/sm90/launcher.py ``Recording``.)
 """
 
 from __future__ import annotations

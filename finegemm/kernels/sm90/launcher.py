@@ -486,6 +486,11 @@ class Recording:
     the same addresses out again (eager decode loops with fresh activations): the caller's key must
     cover everything a launch argument encodes (pointer, shape, strides, dtype of each tensor; the
     scalars and constexprs), and the memory must be allocated whenever the key matches.
+
+    It does hold the compiled kernels whose CUDA function handles it replays: from Triton 3.8 a
+    ``CompiledKernel`` that is collected unloads its module, and one is collected when two threads compile the
+    same kernel at once (the JIT cache keeps the later); the other thread's recording then launched a dead
+    handle ("invalid resource handle", tests/test_threads.py on an H100 under 3.9).
     """
 
     def __init__(self, replays: Sequence[Replay]) -> None:
@@ -494,6 +499,7 @@ class Recording:
         raws = [r for r in replays if isinstance(r, _RawReplay)]
         if not raws or len(raws) != len(replays) or len({r._device for r in raws}) != 1:
             return
+        self._compiled = tuple(r._compiled for r in raws)
         first = raws[0]
         self._device = first._device
         self._get_device, self._get_stream = first._get_device, first._get_stream

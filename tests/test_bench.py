@@ -476,6 +476,13 @@ def _deepgemm_by_its_signatures():
                                                    if "default" in spec else inspect.Parameter.empty)
                                  for spec in entry["params"]])
         setattr(fake, name, _bound_to(sig, getattr(finegemm, name)))
+    schedule = fake.get_paged_mqa_logits_metadata
+
+    def sm90_schedule(context_lens, *args, **kwargs):  # DeepGEMM 2.6.1's host check (csrc/apis/attention.hpp)
+        if context_lens.dim() != 2:
+            raise RuntimeError("Assertion error (csrc/apis/attention.hpp:200): context_lens.dim() == 2")
+        return schedule(context_lens, *args, **kwargs)
+    fake.get_paged_mqa_logits_metadata = sm90_schedule
     return fake
 
 

@@ -21,7 +21,7 @@ import torch
 import finegemm
 from finegemm.reference.hyperconnection import tf32_hc_prenorm_gemm as hc_reference
 from finegemm.reference.mqa import fp8_paged_mqa_logits as paged_reference
-from finegemm.reference.mqa import mask_and_compact
+from finegemm.reference.mqa import mask_and_compact, paged_row_context_lens
 
 from .suites import BLOCK, PAGED_BLOCK_KV, Case, mqa_columns, mqa_ranges
 
@@ -295,7 +295,8 @@ def _mqa(case: Case, inp: Inputs, randn) -> None:
 
 def _paged_mqa(case: Case, inp: Inputs, randn) -> None:
     """DeepGEMM's paged test inputs: every sequence's pages scattered over the cache by a shuffled block table,
-    e4m3 values with positive per-token scales, q plainly cast, fp32 weights, context lengths ``case.ms``."""
+    e4m3 values with positive per-token scales, q plainly cast, fp32 weights, context lengths ``case.ms`` (the
+    last token's; ``[B, next_n]`` as DeepGEMM's test passes them)."""
     b, next_n, h, d, bkv = case.m, case.next_n, case.heads, case.k, PAGED_BLOCK_KV
     lens = list(case.ms)
     pages = [-(-n // bkv) for n in lens]
@@ -312,7 +313,8 @@ def _paged_mqa(case: Case, inp: Inputs, randn) -> None:
         used += p
     q = randn(b, next_n, h, d).to(FP8)
     weights = randn(b * next_n, h).float()
-    ctx = torch.tensor(lens, dtype=torch.int32, device=inp.device)
+    # [B, next_n] lens, each row's own (the causal rule of [B] lens): DeepGEMM 2.6.1 takes no other form
+    ctx = paged_row_context_lens(torch.tensor(lens), next_n).view(b, next_n).to(torch.int32).to(inp.device)
     table = table.to(inp.device)
     num_sms = torch.cuda.get_device_properties(inp.device).multi_processor_count if inp.device.type == "cuda" else 4
     meta = finegemm.get_paged_mqa_logits_metadata(ctx, bkv, num_sms)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import finegemm
-from finegemm.kernels.portable.hc_prenorm import internal_splits
+from finegemm.kernels.portable.hc_prenorm import HcTile, internal_splits, launch_hc_prenorm
 from finegemm.reference import calc_diff
 from finegemm.reference import hyperconnection as ref
 
@@ -47,6 +47,17 @@ def test_matches_reference(m, n, k, splits):
                 assert not d[i].any() and not s[i].any()
         full_d, full_s = ref.tf32_hc_prenorm_gemm(a, b, tf32=True)
         assert calc_diff(d.sum(0), full_d) < 1e-10 and calc_diff(s.sum(0), full_s) < 1e-12
+
+
+@pytest.mark.parametrize("tile", [HcTile(128, 2, 8, 4), HcTile(64, 4, 4, 2), HcTile(32, 8, 4, 3)])
+@pytest.mark.parametrize("m,n,k,splits", [(70, 24, 200, 3), (150, 24, 1000, 2), (5, 40, 64, 4), (33, 9, 900, 1)])
+def test_other_tiles_match_reference(tile, m, n, k, splits):
+    """Wider loop steps (``k_blocks`` split blocks, masked at a split's end and at K) and other row tiles give the
+    split sums the reference's splits do."""
+    a, b, d, s = _inputs(m, n, k, splits)
+    launch_hc_prenorm(a, b, d, s, splits, tile)
+    want_d, want_s = ref.tf32_hc_prenorm_gemm(a, b, splits, tf32=True)
+    assert calc_diff(d, want_d) < 1e-10 and calc_diff(s, want_s) < 1e-12
 
 
 @pytest.mark.parametrize("m,n,k,sms,want", [

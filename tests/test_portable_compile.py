@@ -17,7 +17,7 @@ SCRIPT = textwrap.dedent('''
     from triton.compiler import ASTSource
     from finegemm.kernels.portable.gemm_fp8 import _fp8_gemm_kernel
     from finegemm.kernels.portable.gemm_bf16 import _bf16_gemm_kernel
-    from finegemm.kernels.portable.hc_prenorm import BLOCK_M as HC_BLOCK_M, _hc_prenorm_kernel
+    from finegemm.kernels.portable.hc_prenorm import TILE as HC_TILE, _hc_prenorm_kernel
 
     def compile_one(kernel, types, constexprs, num_warps=8, num_stages=3):
         names = kernel.arg_names
@@ -40,8 +40,8 @@ SCRIPT = textwrap.dedent('''
         assert "mma" in k.asm["ptx"]
     # tf32_hc_prenorm_gemm at DeepGEMM's N = 24 (one 32-wide N tile), as launch_hc_prenorm launches it
     types = dict(a_ptr="*bf16", b_ptr="*fp32", d_ptr="*fp32", s_ptr="*fp32")
-    k = compile_one(_hc_prenorm_kernel, types, dict(BLOCK_M=HC_BLOCK_M, BLOCK_N=32, BLOCK_K=64,
-                    INPUT_PRECISION="tf32"), num_warps=4)
+    k = compile_one(_hc_prenorm_kernel, types, dict(BLOCK_M=HC_TILE.block_m, BLOCK_N=32, BLOCK_K=64,
+                    K_BLOCKS=HC_TILE.k_blocks, INPUT_PRECISION="tf32"), num_warps=HC_TILE.num_warps)
     assert ".tf32" in k.asm["ptx"], "the hc pre-norm GEMM's dot is not a TF32 tensor-core instruction"
     print("compiled")
 ''')

@@ -18,14 +18,28 @@ hyper-connection width (a few dozen at most), so usually one N tile.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 import triton
 import triton.language as tl
 
 from ...reference.hyperconnection import SPLIT_BLOCK_K
 
-BLOCK_M = 64
 MAX_BLOCK_N = 64
+
+
+class HcTile(NamedTuple):
+    """A launch of the kernel: ``block_m`` rows a program, ``k_blocks`` split blocks (of SPLIT_BLOCK_K columns) a
+    loop step (powers of two both), ``num_warps``, ``num_stages``."""
+
+    block_m: int = 64
+    k_blocks: int = 1
+    num_warps: int = 4
+    num_stages: int = 3
+
+
+TILE = HcTile()
 
 
 @triton.jit
@@ -41,7 +55,7 @@ def _hc_prenorm_kernel(a_ptr, b_ptr, d_ptr, s_ptr, M, N, K, blocks_per_split, ex
                        stride_am, stride_ak, stride_bn, stride_bk, stride_ds, stride_dm, stride_dn,
                        stride_ss, stride_sm,
                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                       INPUT_PRECISION: tl.constexpr):
+                       K_BLOCKS: tl.constexpr, INPUT_PRECISION: tl.constexpr):
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     split = tl.program_id(2)
@@ -54,9 +68,11 @@ def _hc_prenorm_kernel(a_ptr, b_ptr, d_ptr, s_ptr, M, N, K, blocks_per_split, ex
     count = blocks_per_split + (split < extra_blocks).to(tl.int32)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     sq = tl.zeros((BLOCK_M,), dtype=tl.float32)
-    for i in range(count):
-        ks = (first + i) * BLOCK_K + tl.arange(0, BLOCK_K)
-        k_ok = ks < K
+    STEP: tl.constexpr = K_BLOCKS * BLOCK_K
+    k_end = tl.minimum((first + count) * BLOCK_K, K)
+    for k0 in range(first * BLOCK_K, (first + count) * BLOCK_K, STEP):
+        ks = k0 + tl.arange(0, STEP)
+        k_ok = ks < k_end
         a = tl.load(a_ptr + rows[:, None].to(tl.int64) * stride_am + ks[None, :] * stride_ak,
                     mask=row_ok[:, None] & k_ok[None, :], other=0.0).to(tl.float32)
         b = _round_to_tf32(tl.load(b_ptr + cols[:, None].to(tl.int64) * stride_bn + ks[None, :] * stride_bk,
@@ -75,19 +91,20 @@ def _block_n(n: int) -> int:
 
 
 def launch_hc_prenorm(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, sqr_sum: torch.Tensor,
-                      num_splits: int) -> None:
+                      num_splits: int, tile: HcTile = TILE) -> None:
     """Launch on validated tensors: a bf16 ``[M, K]``, b fp32 ``[N, K]`` (any strides), d fp32 ``[S, M, N]`` and
     sqr_sum fp32 ``[S, M]`` (3-D / 2-D views, any strides), ``num_splits`` S >= 1, M, N, K >= 1."""
     m, k = a.shape
     n = b.shape[0]
     blocks_per_split, extra_blocks = divmod(triton.cdiv(k, SPLIT_BLOCK_K), num_splits)
     block_n = _block_n(n)
-    grid = (triton.cdiv(m, BLOCK_M), triton.cdiv(n, block_n), num_splits)
+    grid = (triton.cdiv(m, tile.block_m), triton.cdiv(n, block_n), num_splits)
     _hc_prenorm_kernel[grid](
         a, b, d, sqr_sum, m, n, k, blocks_per_split, extra_blocks,
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), d.stride(0), d.stride(1), d.stride(2),
         sqr_sum.stride(0), sqr_sum.stride(1),
-        BLOCK_M=BLOCK_M, BLOCK_N=block_n, BLOCK_K=SPLIT_BLOCK_K, INPUT_PRECISION="tf32",
+        BLOCK_M=tile.block_m, BLOCK_N=block_n, BLOCK_K=SPLIT_BLOCK_K, K_BLOCKS=tile.k_blocks,
+        INPUT_PRECISION="tf32", num_warps=tile.num_warps, num_stages=tile.num_stages,
     )
 
 
@@ -100,25 +117,25 @@ TARGET_PROGRAMS_PER_SM = 2
 MIN_BLOCKS_PER_SPLIT = 4
 
 
-def internal_splits(m: int, n: int, k: int, num_sms: int) -> int:
+def internal_splits(m: int, n: int, k: int, num_sms: int, tile: HcTile = TILE) -> int:
     """K splits for an unsplit call of ``[M, K] x [N, K]`` on ``num_sms`` SMs (1: no split)."""
-    tiles = triton.cdiv(m, BLOCK_M) * triton.cdiv(n, _block_n(n))
+    tiles = triton.cdiv(m, tile.block_m) * triton.cdiv(n, _block_n(n))
     wanted = triton.cdiv(TARGET_PROGRAMS_PER_SM * num_sms, tiles)
     return max(1, min(wanted, triton.cdiv(k, SPLIT_BLOCK_K) // MIN_BLOCKS_PER_SPLIT))
 
 
 def launch_hc_prenorm_unsplit(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, sqr_sum: torch.Tensor,
-                              num_sms: int) -> None:
+                              num_sms: int, tile: HcTile = TILE) -> None:
     """``num_splits=None`` on validated tensors (d ``[M, N]``, sqr_sum ``[M]``): :func:`internal_splits` K splits
     into fp32 scratch, then their sum (over the split axis, in order) into ``d`` and ``sqr_sum``."""
     m, k = a.shape
     n = b.shape[0]
-    splits = internal_splits(m, n, k, num_sms)
+    splits = internal_splits(m, n, k, num_sms, tile)
     if splits == 1:
-        launch_hc_prenorm(a, b, d.unsqueeze(0), sqr_sum.unsqueeze(0), 1)
+        launch_hc_prenorm(a, b, d.unsqueeze(0), sqr_sum.unsqueeze(0), 1, tile)
         return
     part_d = torch.empty((splits, m, n), dtype=torch.float32, device=a.device)
     part_s = torch.empty((splits, m), dtype=torch.float32, device=a.device)
-    launch_hc_prenorm(a, b, part_d, part_s, splits)
+    launch_hc_prenorm(a, b, part_d, part_s, splits, tile)
     torch.sum(part_d, dim=0, out=d)
     torch.sum(part_s, dim=0, out=sqr_sum)

@@ -60,6 +60,29 @@ def test_other_tiles_match_reference(tile, m, n, k, splits):
     assert calc_diff(d, want_d) < 1e-10 and calc_diff(s, want_s) < 1e-12
 
 
+@pytest.mark.parametrize("m,n,k,splits,sms", [(13, 24, 14336, 16, 132), (70, 24, 3000, 3, 8), (5, 40, 2000, 2, 4)])
+def test_split_parts_match_reference(m, n, k, splits, sms):
+    """Each requested split cut again into parts (few programs for the SMs) sums to the split's own range."""
+    from finegemm.kernels.portable.hc_prenorm import launch_hc_prenorm_parts, sub_splits
+
+    assert sub_splits(m, n, k, splits, sms) > 1
+    a, b, d, s = _inputs(m, n, k, splits)
+    launch_hc_prenorm_parts(a, b, d, s, splits, sms)
+    want_d, want_s = ref.tf32_hc_prenorm_gemm(a, b, splits, tf32=True)
+    assert calc_diff(d, want_d) < 1e-10 and calc_diff(s, want_s) < 1e-12
+
+
+@pytest.mark.parametrize("m,n,k,splits,sms,want", [
+    (13, 24, 28672, 16, 132, 7),  # 16 programs: 7 parts of the 28 blocks of each split
+    (13, 24, 7168, 16, 132, 1),   # 7 blocks a split: too few to cut
+    (4096, 24, 7168, 16, 132, 1),  # 1024 programs already
+])
+def test_sub_splits(m, n, k, splits, sms, want):
+    from finegemm.kernels.portable.hc_prenorm import sub_splits
+
+    assert sub_splits(m, n, k, splits, sms) == want
+
+
 @pytest.mark.parametrize("m,n,k,sms,want", [
     (13, 24, 28672, 132, 112),  # one M tile: as many splits as 4 K blocks each allow, under 264 programs
     (4096, 24, 28672, 132, 5),  # 64 M tiles: 5 splits give >= 2 programs an SM

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from ..jit.device import get_num_sms
-from ..kernels.portable.hc_prenorm import launch_hc_prenorm, launch_hc_prenorm_unsplit
+from ..kernels.portable.hc_prenorm import launch_hc_prenorm_parts, launch_hc_prenorm_unsplit
 from .checks import check_dtype, check_same_device, check_shape, check_tensor
 
 
@@ -67,7 +67,7 @@ def tf32_hc_prenorm_gemm(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, sqr_
     if splits is None:
         launch_hc_prenorm_unsplit(a, b, d, sqr_sum, get_num_sms())
     else:
-        launch_hc_prenorm(a, b, d, sqr_sum, splits)
+        launch_hc_prenorm_parts(a, b, d, sqr_sum, splits, get_num_sms())
 
 
 __all__ = ["tf32_hc_prenorm_gemm"]

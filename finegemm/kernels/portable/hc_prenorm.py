@@ -55,10 +55,11 @@ def _hc_prenorm_kernel(a_ptr, b_ptr, d_ptr, s_ptr, M, N, K, blocks_per_split, ex
                        stride_am, stride_ak, stride_bn, stride_bk, stride_ds, stride_dm, stride_dn,
                        stride_ss, stride_sm,
                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                       K_BLOCKS: tl.constexpr, INPUT_PRECISION: tl.constexpr):
+                       K_BLOCKS: tl.constexpr, SUB: tl.constexpr, INPUT_PRECISION: tl.constexpr):
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
-    split = tl.program_id(2)
+    z = tl.program_id(2)  # the output slice: split z // SUB, its part z % SUB
+    split = z // SUB
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     row_ok = rows < M
@@ -66,6 +67,10 @@ def _hc_prenorm_kernel(a_ptr, b_ptr, d_ptr, s_ptr, M, N, K, blocks_per_split, ex
     # the split's K blocks: blocks_per_split each, one more for the first extra_blocks splits
     first = split * blocks_per_split + tl.minimum(split, extra_blocks)
     count = blocks_per_split + (split < extra_blocks).to(tl.int32)
+    if SUB > 1:  # the split's blocks cut again into SUB parts the same way
+        part = z % SUB
+        first += part * (count // SUB) + tl.minimum(part, count % SUB)
+        count = count // SUB + (part < count % SUB).to(tl.int32)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     sq = tl.zeros((BLOCK_M,), dtype=tl.float32)
     STEP: tl.constexpr = K_BLOCKS * BLOCK_K
@@ -79,10 +84,10 @@ def _hc_prenorm_kernel(a_ptr, b_ptr, d_ptr, s_ptr, M, N, K, blocks_per_split, ex
                                    mask=col_ok[:, None] & k_ok[None, :], other=0.0))
         acc = tl.dot(a, tl.trans(b), acc, input_precision=INPUT_PRECISION)
         sq += tl.sum(a * a, axis=1)
-    tl.store(d_ptr + split * stride_ds + rows[:, None].to(tl.int64) * stride_dm + cols[None, :] * stride_dn, acc,
+    tl.store(d_ptr + z * stride_ds + rows[:, None].to(tl.int64) * stride_dm + cols[None, :] * stride_dn, acc,
              mask=row_ok[:, None] & col_ok[None, :])
     if pid_n == 0:
-        tl.store(s_ptr + split * stride_ss + rows.to(tl.int64) * stride_sm, sq, mask=row_ok)
+        tl.store(s_ptr + z * stride_ss + rows.to(tl.int64) * stride_sm, sq, mask=row_ok)
 
 
 def _block_n(n: int) -> int:
@@ -91,51 +96,63 @@ def _block_n(n: int) -> int:
 
 
 def launch_hc_prenorm(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, sqr_sum: torch.Tensor,
-                      num_splits: int, tile: HcTile = TILE) -> None:
-    """Launch on validated tensors: a bf16 ``[M, K]``, b fp32 ``[N, K]`` (any strides), d fp32 ``[S, M, N]`` and
-    sqr_sum fp32 ``[S, M]`` (3-D / 2-D views, any strides), ``num_splits`` S >= 1, M, N, K >= 1."""
+                      num_splits: int, tile: HcTile = TILE, sub: int = 1) -> None:
+    """Launch on validated tensors: a bf16 ``[M, K]``, b fp32 ``[N, K]`` (any strides), d fp32 ``[S * sub, M, N]``
+    and sqr_sum fp32 ``[S * sub, M]`` (3-D / 2-D views, any strides), ``num_splits`` S >= 1, M, N, K >= 1; slice
+    ``s * sub + j`` gets part ``j`` of split ``s`` (its K blocks cut into ``sub`` runs as the splits cut K)."""
     m, k = a.shape
     n = b.shape[0]
     blocks_per_split, extra_blocks = divmod(triton.cdiv(k, SPLIT_BLOCK_K), num_splits)
     block_n = _block_n(n)
-    grid = (triton.cdiv(m, tile.block_m), triton.cdiv(n, block_n), num_splits)
+    grid = (triton.cdiv(m, tile.block_m), triton.cdiv(n, block_n), num_splits * sub)
     _hc_prenorm_kernel[grid](
         a, b, d, sqr_sum, m, n, k, blocks_per_split, extra_blocks,
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), d.stride(0), d.stride(1), d.stride(2),
         sqr_sum.stride(0), sqr_sum.stride(1),
-        BLOCK_M=tile.block_m, BLOCK_N=block_n, BLOCK_K=SPLIT_BLOCK_K, K_BLOCKS=tile.k_blocks,
+        BLOCK_M=tile.block_m, BLOCK_N=block_n, BLOCK_K=SPLIT_BLOCK_K, K_BLOCKS=tile.k_blocks, SUB=sub,
         INPUT_PRECISION="tf32", num_warps=tile.num_warps, num_stages=tile.num_stages,
     )
 
 
-# The unsplit call (``num_splits=None``) at a few M tiles would run one program per 64 rows over the whole K (H100,
-# Triton 3.9: 553 us at 13 x 24 x 28672, where its own 16-way split took 37 us,
-# benchmarks/results/bench-hc-mqa-t39-h100-2026-12-07-91e4eee.json). So it cuts K itself, into enough splits for
-# TARGET_PROGRAMS_PER_SM programs an SM but at least MIN_BLOCKS_PER_SPLIT K blocks each, and sums the partial
-# results in a fixed order (deterministic) into d and sqr_sum.
+# Few programs would leave the GPU idle: one program per 64 rows over the whole K took 553 us at 13 x 24 x 28672 on an
+# H100 (Triton 3.9) where a 16-way split took 37 us (benchmarks/results/bench-hc-mqa-t39-h100-2026-12-07-91e4eee.json),
+# and DeepGEMM's own 16 splits at M = 13 ran 10 us where one program per split ran 36 us (...-dc1f84c.json). So each
+# split (the whole K for an unsplit call) is cut again into parts, enough for TARGET_PROGRAMS_PER_SM programs an SM
+# but at least MIN_BLOCKS_PER_SPLIT K blocks each, and the parts are summed in a fixed order (deterministic).
 TARGET_PROGRAMS_PER_SM = 2
 MIN_BLOCKS_PER_SPLIT = 4
 
 
+def sub_splits(m: int, n: int, k: int, num_splits: int, num_sms: int, tile: HcTile = TILE) -> int:
+    """Parts per split for ``num_splits`` splits of ``[M, K] x [N, K]`` on ``num_sms`` SMs (1: none)."""
+    programs = triton.cdiv(m, tile.block_m) * triton.cdiv(n, _block_n(n)) * num_splits
+    wanted = triton.cdiv(TARGET_PROGRAMS_PER_SM * num_sms, programs)
+    return max(1, min(wanted, triton.cdiv(k, SPLIT_BLOCK_K) // num_splits // MIN_BLOCKS_PER_SPLIT))
+
+
 def internal_splits(m: int, n: int, k: int, num_sms: int, tile: HcTile = TILE) -> int:
     """K splits for an unsplit call of ``[M, K] x [N, K]`` on ``num_sms`` SMs (1: no split)."""
-    tiles = triton.cdiv(m, tile.block_m) * triton.cdiv(n, _block_n(n))
-    wanted = triton.cdiv(TARGET_PROGRAMS_PER_SM * num_sms, tiles)
-    return max(1, min(wanted, triton.cdiv(k, SPLIT_BLOCK_K) // MIN_BLOCKS_PER_SPLIT))
+    return sub_splits(m, n, k, 1, num_sms, tile)
+
+
+def launch_hc_prenorm_parts(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, sqr_sum: torch.Tensor,
+                            num_splits: int, num_sms: int, tile: HcTile = TILE) -> None:
+    """``num_splits`` splits on validated tensors (d ``[S, M, N]``, sqr_sum ``[S, M]``), each cut into
+    :func:`sub_splits` parts in fp32 scratch and summed (over the part axis, in order) into ``d`` and ``sqr_sum``."""
+    m, k = a.shape
+    n = b.shape[0]
+    sub = sub_splits(m, n, k, num_splits, num_sms, tile)
+    if sub == 1:
+        launch_hc_prenorm(a, b, d, sqr_sum, num_splits, tile)
+        return
+    part_d = torch.empty((num_splits * sub, m, n), dtype=torch.float32, device=a.device)
+    part_s = torch.empty((num_splits * sub, m), dtype=torch.float32, device=a.device)
+    launch_hc_prenorm(a, b, part_d, part_s, num_splits, tile, sub)
+    torch.sum(part_d.view(num_splits, sub, m, n), dim=1, out=d)
+    torch.sum(part_s.view(num_splits, sub, m), dim=1, out=sqr_sum)
 
 
 def launch_hc_prenorm_unsplit(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, sqr_sum: torch.Tensor,
                               num_sms: int, tile: HcTile = TILE) -> None:
-    """``num_splits=None`` on validated tensors (d ``[M, N]``, sqr_sum ``[M]``): :func:`internal_splits` K splits
-    into fp32 scratch, then their sum (over the split axis, in order) into ``d`` and ``sqr_sum``."""
-    m, k = a.shape
-    n = b.shape[0]
-    splits = internal_splits(m, n, k, num_sms, tile)
-    if splits == 1:
-        launch_hc_prenorm(a, b, d.unsqueeze(0), sqr_sum.unsqueeze(0), 1, tile)
-        return
-    part_d = torch.empty((splits, m, n), dtype=torch.float32, device=a.device)
-    part_s = torch.empty((splits, m), dtype=torch.float32, device=a.device)
-    launch_hc_prenorm(a, b, part_d, part_s, splits, tile)
-    torch.sum(part_d, dim=0, out=d)
-    torch.sum(part_s, dim=0, out=sqr_sum)
+    """``num_splits=None`` on validated tensors (d ``[M, N]``, sqr_sum ``[M]``): one split cut into parts."""
+    launch_hc_prenorm_parts(a, b, d.unsqueeze(0), sqr_sum.unsqueeze(0), 1, num_sms, tile)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import finegemm
-from finegemm.kernels.portable.hc_prenorm import HcTile, internal_splits, launch_hc_prenorm
+from finegemm.kernels.portable.hc_prenorm import HcTile, launch_hc_prenorm, sub_splits
 from finegemm.reference import calc_diff
 from finegemm.reference import hyperconnection as ref
 
@@ -63,7 +63,7 @@ def test_other_tiles_match_reference(tile, m, n, k, splits):
 @pytest.mark.parametrize("m,n,k,splits,sms", [(13, 24, 14336, 16, 132), (70, 24, 3000, 3, 8), (5, 40, 2000, 2, 4)])
 def test_split_parts_match_reference(m, n, k, splits, sms):
     """Each requested split cut again into parts (few programs for the SMs) sums to the split's own range."""
-    from finegemm.kernels.portable.hc_prenorm import launch_hc_prenorm_parts, sub_splits
+    from finegemm.kernels.portable.hc_prenorm import launch_hc_prenorm_parts
 
     assert sub_splits(m, n, k, splits, sms) > 1
     a, b, d, s = _inputs(m, n, k, splits)
@@ -78,8 +78,6 @@ def test_split_parts_match_reference(m, n, k, splits, sms):
     (4096, 24, 7168, 16, 132, 1),  # 1024 programs already
 ])
 def test_sub_splits(m, n, k, splits, sms, want):
-    from finegemm.kernels.portable.hc_prenorm import sub_splits
-
     assert sub_splits(m, n, k, splits, sms) == want
 
 
@@ -90,8 +88,9 @@ def test_sub_splits(m, n, k, splits, sms, want):
     (13, 24, 256, 132, 1),  # 4 K blocks: no split
     (13, 100, 64 * 40, 8, 8),  # two N tiles
 ])
-def test_internal_splits(m, n, k, sms, want):
-    assert internal_splits(m, n, k, sms) == want
+def test_unsplit_call_parts(m, n, k, sms, want):
+    """An unsplit call is one split, cut into as many parts as the rule gives."""
+    assert sub_splits(m, n, k, 1, sms) == want
 
 
 def test_unsplit_call_split_internally_matches_reference(monkeypatch):
@@ -101,7 +100,7 @@ def test_unsplit_call_split_internally_matches_reference(monkeypatch):
 
     monkeypatch.setattr(api, "get_num_sms", lambda: 132)
     m, n, k = 13, 24, 3000
-    assert internal_splits(m, n, k, 132) == 11
+    assert sub_splits(m, n, k, 1, 132) == 11
     a, b, d, s = _inputs(m, n, k, None)
     finegemm.tf32_hc_prenorm_gemm(a, b, d, s)
     want_d, want_s = ref.tf32_hc_prenorm_gemm(a, b, tf32=True)

@@ -41,7 +41,8 @@ SCRIPT = textwrap.dedent('''
     # tf32_hc_prenorm_gemm at DeepGEMM's N = 24 (one 32-wide N tile), as launch_hc_prenorm launches it
     types = dict(a_ptr="*bf16", b_ptr="*fp32", d_ptr="*fp32", s_ptr="*fp32")
     k = compile_one(_hc_prenorm_kernel, types, dict(BLOCK_M=HC_TILE.block_m, BLOCK_N=32, BLOCK_K=64,
-                    K_BLOCKS=HC_TILE.k_blocks, INPUT_PRECISION="tf32"), num_warps=HC_TILE.num_warps)
+                    K_BLOCKS=HC_TILE.k_blocks, SUB=1, INPUT_PRECISION="tf32"), num_warps=HC_TILE.num_warps,
+                    num_stages=HC_TILE.num_stages)
     assert ".tf32" in k.asm["ptx"], "the hc pre-norm GEMM's dot is not a TF32 tensor-core instruction"
     print("compiled")
 ''')

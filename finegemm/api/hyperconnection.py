@@ -35,13 +35,14 @@ def tf32_hc_prenorm_gemm(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, sqr_
             speed cost (not measured), in :mod:`finegemm.kernels.portable.hc_prenorm`.
         d: fp32 ``[M, N]``, or ``[num_splits, M, N]`` with ``num_splits``.
         sqr_sum: fp32 ``[M]``, or ``[num_splits, M]`` with ``num_splits``.
-        num_splits: None: d and sqr_sum the whole sums (where few 64-row M tiles would leave SMs idle the kernel
-            cuts K itself into fp32 scratch and sums the parts in a fixed order, deterministically:
-            :func:`finegemm.kernels.portable.hc_prenorm.internal_splits`). Or S >= 1: K is cut into S consecutive
+        num_splits: None: d and sqr_sum the whole sums. Or S >= 1: K is cut into S consecutive
             ranges of 64-column blocks (``ceil(K/64) // S`` blocks each, one more for the first ``ceil(K/64) % S``;
             :func:`finegemm.reference.hyperconnection.k_split_ranges`) and ``d[s]``, ``sqr_sum[s]`` get range s's
             partial results (zeros for an empty range),
-            to be summed over dim 0 by the caller, as DeepGEMM's split form does.
+            to be summed over dim 0 by the caller, as DeepGEMM's split form does. Either way, where too few
+            programs would leave SMs idle the kernel cuts the whole K, or each range, further into parts in fp32
+            scratch and sums them in a fixed order, deterministically
+            (:func:`finegemm.kernels.portable.hc_prenorm.sub_splits`).
 
     Sizes: any M >= 0 (M = 0 returns at once), N >= 1, K >= 1 (DeepGEMM's SM90 kernel needs N <= 32 with
     N % 8 == 0 and K % 64 == 0; this one does not).

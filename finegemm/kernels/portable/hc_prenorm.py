@@ -130,11 +130,6 @@ def sub_splits(m: int, n: int, k: int, num_splits: int, num_sms: int, tile: HcTi
     return max(1, min(wanted, triton.cdiv(k, SPLIT_BLOCK_K) // num_splits // MIN_BLOCKS_PER_SPLIT))
 
 
-def internal_splits(m: int, n: int, k: int, num_sms: int, tile: HcTile = TILE) -> int:
-    """K splits for an unsplit call of ``[M, K] x [N, K]`` on ``num_sms`` SMs (1: no split)."""
-    return sub_splits(m, n, k, 1, num_sms, tile)
-
-
 def launch_hc_prenorm_parts(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, sqr_sum: torch.Tensor,
                             num_splits: int, num_sms: int, tile: HcTile = TILE) -> None:
     """``num_splits`` splits on validated tensors (d ``[S, M, N]``, sqr_sum ``[S, M]``), each cut into

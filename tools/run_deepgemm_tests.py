@@ -7,6 +7,7 @@ short keeps what finished): ``summary.txt`` (the lines) and ``deepgemm-tests-log
 ``<file>.<test>.log``), since a device call returns at most 8 files. Exit status 1 when anything did not pass.
 
     python tools/run_deepgemm_tests.py --tests <DeepGEMM>/tests --out "$OUT" [--only test_bf16.py] [--timeout 900]
+        [--jobs N]
 
 Defaults set for the runs (each overridable from the environment): ``DG_USE_NVIDIA_TOOLS=1`` (bench_kineto skips
 the profiler: the files' timing lines then print placeholders) and ``DG_MQA_NUM_CASES=16`` (test_attention.py's
@@ -22,7 +23,9 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,13 +89,14 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True, help="where the logs and summary.txt go")
     parser.add_argument("--only", nargs="*", default=None, help="test files (or file::function) to run")
     parser.add_argument("--timeout", type=int, default=900, help="seconds per test function")
+    parser.add_argument("--jobs", type=int, default=1, help="test functions run at once (one process each)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     env = {**DEFAULT_ENV, **os.environ, "FINEGEMM_AS_DEEP_GEMM": "1"}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     selected = args.only or list(SM90_FILES)
     logs = Path(tempfile.mkdtemp(prefix="deepgemm-tests-"))
-    lines: list[str] = []
+    jobs: list[tuple[str, str, list[str]]] = []  # (file, function, command), in file order
     for file in SM90_FILES:
         path = args.tests / file
         wanted = [s.split("::", 1)[1] for s in selected if s.startswith(file + "::")]
@@ -104,19 +108,29 @@ def main() -> int:
             code = ("import runpy, sys, _finegemm_deep_gemm_hook; assert _finegemm_deep_gemm_hook.install(); "
                     f"sys.argv = [{str(path)!r}, '--num-processes', '{max(gpus, 1)}']; "
                     f"sys.path.insert(0, {str(args.tests)!r}); runpy.run_path({str(path)!r}, run_name='__main__')")
-            jobs = [("main", [sys.executable, "-c", code])]
+            jobs.append((file, "main", [sys.executable, "-c", code]))
         else:
-            names = wanted or test_functions(path)
             seed = main_seed(path)
-            jobs = [(name, [sys.executable, "-c", CALL.format(tests=str(args.tests), seed=seed, module=path.stem,
-                                                               function=name)]) for name in names]
-        for name, cmd in jobs:
-            status, seconds = run_one(cmd, env, args.tests, logs / f"{path.stem}.{name}.log", args.timeout)
-            word, _, detail = status.partition(" ")
-            line = f"{word:7} {file}::{name}  {seconds:7.1f} s  {detail}"
-            print(line.rstrip(), flush=True)
-            lines.append(line.rstrip())
-            write_results(args.out, lines, logs)
+            jobs += [(file, name, [sys.executable, "-c", CALL.format(tests=str(args.tests), seed=seed,
+                                                                     module=path.stem, function=name)])
+                     for name in wanted or test_functions(path)]
+    lines: list[str] = [""] * len(jobs)
+
+    def run_job(i: int) -> None:
+        file, name, cmd = jobs[i]
+        status, seconds = run_one(cmd, env, args.tests, logs / f"{Path(file).stem}.{name}.log", args.timeout)
+        word, _, detail = status.partition(" ")
+        lines[i] = f"{word:7} {file}::{name}  {seconds:7.1f} s  {detail}".rstrip()
+        print(lines[i], flush=True)
+        with lock:
+            write_results(args.out, [line for line in lines if line], logs)
+
+    # the tests check results only (DG_USE_NVIDIA_TOOLS=1 times nothing), so functions may share the GPU; the
+    # JIT compiles on the host's cores
+    lock = threading.Lock()
+    with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        list(pool.map(run_job, range(len(jobs))))
+    lines = [line for line in lines if line]
     write_results(args.out, lines, logs)
     passed = sum(line.startswith("PASS") for line in lines)
     print(f"{passed} of {len(lines)} passed; summary.txt and the logs ({LOGS_ARCHIVE}) in {args.out}")

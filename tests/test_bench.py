@@ -460,21 +460,17 @@ def test_cases_filter_rejects_a_pattern_matching_nothing(capsys):
 def _deepgemm_by_its_signatures():
     """A stand-in ``deep_gemm`` whose functions take exactly DeepGEMM 2.6.1's parameters (names, order, defaults:
     tests/data/deepgemm_api.json) and run finegemm's; a call DeepGEMM would refuse raises TypeError here too."""
-    import inspect
     import types
-    from pathlib import Path
 
-    table = json.loads((Path(__file__).parent / "data" / "deepgemm_api.json").read_text())
+    from deepgemm_api import API_TABLE, signature_of
+
     fake = types.ModuleType("deep_gemm")
-    for name, entry in table["entries"].items():
+    for name, entry in API_TABLE["entries"].items():
         if entry["module"] != "deep_gemm" or entry["sm100_only"] or "params" not in entry or entry.get("kind"):
             continue
         if any(spec.get("kind") for spec in entry["params"]) or not hasattr(finegemm, name):
             continue
-        sig = inspect.Signature([inspect.Parameter(spec["name"], inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                                   default=eval(spec["default"], {"torch": torch})
-                                                   if "default" in spec else inspect.Parameter.empty)
-                                 for spec in entry["params"]])
+        sig = signature_of(entry)
         setattr(fake, name, _bound_to(sig, getattr(finegemm, name)))
     schedule = fake.get_paged_mqa_logits_metadata
 

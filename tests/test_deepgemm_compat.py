@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import json
 from pathlib import Path
 
 import pytest
 import torch
+from deepgemm_api import API_TABLE, default_of
 from generators import contiguous_row_groups
 
 import finegemm as deep_gemm
@@ -173,7 +173,6 @@ def test_cublaslt_peer_errors():
 # Signatures against DeepGEMM 2.6.1's definitions (tests/data/deepgemm_api.json, from tools/deepgemm_api_table.py)
 # ---------------------------------------------------------------------------------------------
 
-API_TABLE = json.loads((Path(__file__).parent / "data" / "deepgemm_api.json").read_text())
 NOT_OFFERED = {"init": "DeepGEMM's C++ initializer, called by its own __init__"}
 OFFERED = sorted(name for name, e in API_TABLE["entries"].items() if not e["sm100_only"] and name not in NOT_OFFERED)
 
@@ -217,7 +216,7 @@ def test_signature_matches_deepgemm(name):
             continue
         assert got.kind == got.POSITIONAL_OR_KEYWORD, (name, got)
         if "default" in spec:
-            assert got.default == eval(spec["default"], {"torch": torch}), (name, got, spec)
+            assert got.default == default_of(spec), (name, got, spec)
     for extra in params[len(want):]:
         assert extra.default is not extra.empty or extra.kind in (extra.VAR_KEYWORD, extra.VAR_POSITIONAL), (
             name, extra)

@@ -145,7 +145,8 @@ def test_deepgemm_test_runner_returns_two_files_whatever_the_number_of_tests(tmp
     (tests / "test_layout.py").write_text("import deep_gemm\n\n\ndef test_alias():\n"
                                           "    print('alias', deep_gemm.__finegemm_alias__)\n")
     result = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "run_deepgemm_tests.py"), "--tests",
-                             str(tests), "--out", str(out), "--only", "test_bf16.py", "test_layout.py::test_alias", "--jobs", "3"],
+                             str(tests), "--out", str(out), "--only", "test_bf16.py", "test_layout.py::test_alias",
+                             "--jobs", "3"],
                             capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert result.returncode == 1, result.stdout + result.stderr  # test_bad failed
     assert sorted(os.listdir(out)) == ["deepgemm-tests-logs.tar.gz", "summary.txt"]

@@ -33,7 +33,11 @@ def _child(argv: list[str], env_extra: dict[str, str], timeout: float) -> tuple[
     env = dict(os.environ, **env_extra)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH", "")) if p)
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, *argv], env=env, capture_output=True, text=True, timeout=timeout)
+    try:
+        proc = subprocess.run([sys.executable, *argv], env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        out = (e.stdout or b"") + (e.stderr or b"")
+        return time.perf_counter() - start, -1, f"timed out after {timeout} s: " + out.decode(errors="replace")[-4000:]
     return time.perf_counter() - start, proc.returncode, (proc.stdout + proc.stderr)[-4000:]
 
 
@@ -89,7 +93,8 @@ def _shape_args(args: argparse.Namespace) -> list[str]:
     return out
 
 
-def bench(args: argparse.Namespace) -> dict:
+def bench(args: argparse.Namespace, save=lambda result: None) -> dict:
+    """The steps in order; ``save(result)`` after each, so a run cut short keeps the steps it finished."""
     import torch
     import triton
 
@@ -111,6 +116,7 @@ def bench(args: argparse.Namespace) -> dict:
             entry = {"wall_seconds": round(wall, 3), "rc": rc}
             entry.update(json.load(open(summary)) if rc == 0 else {"output_tail": tail})
             result[f"finegemm_{step}"] = entry
+            save(result)
         for api in ("finegemm", "deepgemm"):
             if api == "deepgemm" and args.skip_deepgemm:
                 continue
@@ -126,6 +132,7 @@ def bench(args: argparse.Namespace) -> dict:
                 if api == "deepgemm":
                     entry["compiled_kernels_in_cache"] = _deepgemm_kernels(dg_cache)
                 result[f"{api}_{step}"] = entry
+                save(result)
     return result
 
 
@@ -156,9 +163,12 @@ def main(argv: list[str] | None = None) -> int:
         except ImportError as e:
             print(f"deep_gemm not importable ({e}): DeepGEMM steps skipped", file=sys.stderr)
             args.skip_deepgemm = True
-    result = bench(args)
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
+    def save(result: dict) -> None:
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=1)
+
+    result = bench(args, save)
+    save(result)
     print(json.dumps(result, indent=1))
     return 0
 

@@ -46,7 +46,8 @@ def _compile(next_n, heads, out, ctx_2d=False, page=64, ws=False):
         consts = dict(NEXT_N=next_n, HEADS=heads, PAGE=page, SUBS_=m.ctas_per_slot(next_n * heads), CTX_2D=ctx_2d)
     sig.update({k: "constexpr" for k in consts})
     restore_language()  # interpreted CPU tests earlier in this process may have left tl patched
-    return triton.compile(ast_source(kernel, sig, consts), target=TARGET, options={"num_warps": 4})
+    options = {"num_warps": 4} if ws else {"num_warps": 4, "maxnreg": m.register_cap(next_n * heads)}  # as launched
+    return triton.compile(ast_source(kernel, sig, consts), target=TARGET, options=options)
 
 
 @pytest.mark.parametrize("next_n,heads", CASES)

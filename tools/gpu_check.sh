@@ -181,8 +181,8 @@ part_sanitize() {
         # legacy path by design; the tool would count that host-side probe once per kernel load.
         [ "$tool" = memcheck ] && which=() && api=(--report-api-errors no)
         # each allocation its own cudaMalloc, so an access past a tensor's end is past an allocation's end
-        PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout "$t" "$SANITIZER" --tool "$tool" "${api[@]}" --print-limit 20 --error-exitcode 3 \
-            python3 tools/sanitize_cases.py --backend "$SANITIZE_BACKEND" "${which[@]}" \
+        PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout "$t" "$SANITIZER" --tool "$tool" "${api[@]}" --print-limit 20 \
+            --error-exitcode 3 python3 tools/sanitize_cases.py --backend "$SANITIZE_BACKEND" "${which[@]}" \
             > "$WORK/sanitize-$tool-$tag.log" 2>&1
         rc=$?
         errors=$(grep -Eo 'ERROR SUMMARY: [0-9]+ errors?' "$WORK/sanitize-$tool-$tag.log" | tail -1 | cut -d' ' -f3-)

@@ -163,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         except ImportError as e:
             print(f"deep_gemm not importable ({e}): DeepGEMM steps skipped", file=sys.stderr)
             args.skip_deepgemm = True
+
     def save(result: dict) -> None:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1)

@@ -77,6 +77,8 @@ def register_cap(rows: int) -> int | None:
     at 128 rows, and an SM holds three CTAs, not four; under the cap ptxas fits it in 120 with no spill (3.6 takes
     126 uncapped)."""
     return 65536 // (ctas_per_slot(rows) * 128) // 8 * 8 if rows <= 128 else None
+
+
 _GL_E4M3 = gl.float8e4nv
 
 

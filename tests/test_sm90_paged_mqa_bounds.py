@@ -91,6 +91,44 @@ class _Smem:
         return self
 
 
+class _Bar:
+    """An mbarrier of arrival count 1, phase by phase, as compute-sanitizer's synccheck checks it (the program runs
+    alone here, so a TMA load lands at once and ``expect`` completes a phase like ``arrive``): a phase is completed
+    only once the program's wait has observed the one before ("missing wait" otherwise), and a wait names the parity
+    of the next phase the program has not observed, which must already be complete (else it would never return)."""
+
+    def __init__(self, name: str):
+        self.name, self.completed, self.observed = name, 0, 0
+
+    def complete(self, how: str) -> None:
+        assert self.observed == self.completed, (
+            f"{self.name}: {how} completes phase {self.completed} while no wait observed phase {self.completed - 1} "
+            "(synccheck: missing wait)")
+        self.completed += 1
+
+    def wait(self, parity) -> None:
+        assert self.completed > self.observed, f"{self.name}: waits for phase {self.observed}, which nothing completes"
+        assert int(parity) == self.observed & 1, (
+            f"{self.name}: waits with parity {int(parity)} for phase {self.observed}")
+        self.observed += 1
+
+
+class _Bars:
+    """A kernel's array of mbarriers (``alloc_ring``'s): ``index(i)`` is the same :class:`_Bar` each time."""
+
+    def __init__(self):
+        self.bars: dict[int, _Bar] = {}
+
+    def index(self, i) -> _Bar:
+        return self.bars.setdefault(int(i), _Bar(f"bars[{int(i)}]"))
+
+
+def _on_bar(action):
+    """An ``mbarrier`` function of the shim: modelled on a :class:`_Bar`, a no-op on other shared memory (the
+    warp-specialized kernel's barriers, whose partitions run one after the other here)."""
+    return lambda bar, *args, **kwargs: action(bar, *args) if isinstance(bar, _Bar) else None
+
+
 class _Program:
     """Program ids of the program being run."""
     ids = (0, 0)
@@ -130,10 +168,13 @@ _GL = types.SimpleNamespace(
 
 _SHIM = dict(
     gl=_GL, fence_async_shared=_NOOP,
-    mbarrier=types.SimpleNamespace(expect=_NOOP, arrive=_NOOP, wait=_NOOP, init=_NOOP, MBarrierLayout=_NOOP),
+    mbarrier=types.SimpleNamespace(expect=_on_bar(lambda bar, nbytes: bar.complete("expect")),
+                                   arrive=_on_bar(lambda bar: bar.complete("arrive")),
+                                   wait=_on_bar(lambda bar, parity: bar.wait(parity)), init=_NOOP,
+                                   MBarrierLayout=_NOOP),
     warpgroup_mma=lambda a, b, acc, **k: acc, warpgroup_mma_wait=lambda n, deps: deps[0],
     gluon_compat=types.SimpleNamespace(async_load=_async_load, reinterpret=_reinterpret),
-    _acc_layout=_NOOP, _add=None, alloc_ring=lambda q_desc, kv_desc, n: (_Smem(), _Smem(), _Smem()),
+    _acc_layout=_NOOP, _add=None, alloc_ring=lambda q_desc, kv_desc, n: (_Smem(), _Smem(), _Bars()),
     weighted_relu=lambda acc, sf, w, after: (acc, sf))
 
 
@@ -169,7 +210,7 @@ def _emulate(monkeypatch, q, cache, weights, ctx, table, meta, out, ws):
                     wrapped.append(_Desc(next(descs), a))
                 else:
                     wrapped.append(int(a))
-            consts = {k: v for k, v in meta_.items() if k != "num_warps"}
+            consts = {k: v for k, v in meta_.items() if k not in ("num_warps", "maxnreg")}  # not the launch options
             for slot in range(grid[0]):
                 for sub in range(grid[1] if len(grid) > 1 else 1):
                     _Program.ids = (slot, sub)

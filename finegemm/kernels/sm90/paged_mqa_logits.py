@@ -300,7 +300,11 @@ def paged_mqa_logits_kernel(q_desc, kv_desc, sf_desc, w_ptr, ctx_ptr, table_ptr,
             _fill_slot(kv_desc, sf_desc, kv_smem, sf_smem, bars, j, j < nn_tiles, ns, next_page, rows_per_page, PAGE)
             _tile_logits(acc, sf, w, col_t, k, b64, ctx_ptr, b, stride_ctx_b, stride_ctx_t, key_cap,
                          max_context_len, out_ptr, stride_out, NEXT_N, CTX_2D)
-        # the slots this item did not use (its barriers completed by an arrive last round) serve the next
+        # the slots this item did not use (their barriers completed by an arrive last round) serve the next; their
+        # phase is observed first, so that no barrier completes a phase before its last one was waited for
+        # (compute-sanitizer synccheck reports a "missing wait" otherwise); these waits return at once
+        for j in range(n_tiles, TILES):
+            mbarrier.wait(bars.index(j), phase)
         _load_tiles(kv_desc, sf_desc, kv_smem, sf_smem, bars, n_tiles, nn_tiles, nb, ns, table_ptr, stride_table,
                     num_blocks, rows_per_page, PAGE, TILES)
         done += 1

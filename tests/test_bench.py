@@ -508,3 +508,13 @@ def test_deepgemm_peer_calls_take_deepgemms_own_signatures(monkeypatch):
         r = cr.results["deepgemm"]
         assert r.status == "ok", (cr.case.name, r.status, r.reason)
         assert r.calc_diff < cr.case.tolerance, (cr.case.name, r.calc_diff)
+
+
+def test_tree_commit_prefers_the_commit_file(tmp_path):
+    """A device's copy of the tree carries the commit in ``.commit`` (its git, if any, is not the tree's); outside
+    git and without the file the commit is "unknown"."""
+    from finegemm.bench.sysinfo import tree_commit
+
+    assert tree_commit(tmp_path) == "unknown"
+    (tmp_path / ".commit").write_text("abc1234\n")
+    assert tree_commit(tmp_path) == "abc1234"

@@ -98,11 +98,12 @@ def bench(args: argparse.Namespace, save=lambda result: None) -> dict:
     import torch
     import triton
 
+    from finegemm.bench.sysinfo import tree_commit
+
     result: dict = {
         "what": "start-up compile cost: finegemm warm-up vs DeepGEMM JIT over the same (call, M) pairs",
         "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-        "finegemm_commit": subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
-                                          text=True).stdout.strip(),
+        "finegemm_commit": tree_commit(ROOT),
         "date": datetime.date.today().isoformat(), "m": args.m, "jobs": args.jobs,
         "calls": [str(c) for c in _calls(args)],
     }

@@ -31,6 +31,15 @@ def git_info() -> dict[str, Any]:
     return {"commit": commit, "dirty": bool(status) if status is not None else None}
 
 
+def tree_commit(root: str | Path = ".") -> str:
+    """The commit of the tree at ``root``: its ``.commit`` file where one was written (a device's copy of the tree
+    has no usable git), else ``git rev-parse --short HEAD``, else "unknown"."""
+    mark = Path(root) / ".commit"
+    if mark.exists():
+        return mark.read_text().strip()
+    return _run(["git", "rev-parse", "--short", "HEAD"], cwd=str(root)) or "unknown"
+
+
 def gpu_clocks() -> dict[str, Any] | None:
     """SM / memory clocks (current and max, MHz) and power limit read from nvidia-smi, when it answers."""
     if not shutil.which("nvidia-smi"):
@@ -94,7 +103,6 @@ def probe_record(what: str, device: torch.device, method: str) -> dict[str, Any]
     timing method, and an empty ``rows`` list the script fills."""
     import triton
 
-    commit = Path(".commit").read_text().strip() if Path(".commit").exists() else "unknown"
     return dict(what=what, gpu=torch.cuda.get_device_name(device), torch=torch.__version__, triton=triton.__version__,
-                commit=commit, date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                commit=tree_commit(), date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 method=method, rows=[])

@@ -33,7 +33,7 @@ def _bf16_gemm_kernel(
         a = tl.load(a_rows + rk.to(tl.int64)[None, :] * stride_ak, mask=m_mask[:, None] & k_mask[None, :], other=0.0)
         b = tl.load(b_cols + rk.to(tl.int64)[:, None] * stride_bk, mask=k_mask[:, None] & n_mask[None, :], other=0.0)
         if UPCAST:
-            # Triton 3.6's interpreter multiplies bf16 tiles as their raw bits; fp32 (exact for bf16) is right.
+            # Triton's interpreter (3.6-3.9) multiplies bf16 tiles as their raw bits; fp32 (exact for bf16) is right.
             acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
         else:
             acc = tl.dot(a, b, acc, out_dtype=tl.float32)

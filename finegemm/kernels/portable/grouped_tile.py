@@ -41,7 +41,7 @@ def tile_product(
             sb = load_scale(sfb_ptr, sfb_rows, sfb_kb0 + kb, stride_sfb_n, stride_sfb_k, n_mask, SF_PACKED)
             acc += partial * (sa[:, None] * sb[None, :])
         elif UPCAST:
-            # Triton 3.6's interpreter multiplies bf16 tiles as their raw bits; fp32 (exact for bf16) is right.
+            # Triton's interpreter (3.6-3.9) multiplies bf16 tiles as their raw bits; fp32 (exact for bf16) is right.
             acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
         else:
             acc = tl.dot(a, b, acc, out_dtype=tl.float32)

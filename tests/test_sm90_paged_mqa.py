@@ -36,6 +36,7 @@ def _compile(next_n, heads, out, ctx_2d=False, page=64, ws=False):
     for name in ("batch", "num_blocks", "max_blocks", "max_context_len", "rows_per_page", "stride_ws",
                  "stride_ctx_b", "stride_ctx_t", "stride_table", "stride_out"):
         sig[name] = "i32"
+    options = {"num_warps": 4}
     if ws:
         kernel = m.paged_mqa_logits_ws_kernel
         consts = dict(NEXT_N=next_n, HEADS=heads, PAGE=page, CTX_2D=ctx_2d,
@@ -44,9 +45,9 @@ def _compile(next_n, heads, out, ctx_2d=False, page=64, ws=False):
     else:
         kernel = m.paged_mqa_logits_kernel
         consts = dict(NEXT_N=next_n, HEADS=heads, PAGE=page, SUBS_=m.ctas_per_slot(next_n * heads), CTX_2D=ctx_2d)
+        options["maxnreg"] = m.register_cap(next_n * heads, consts["SUBS_"])  # as the launch passes it
     sig.update({k: "constexpr" for k in consts})
     restore_language()  # interpreted CPU tests earlier in this process may have left tl patched
-    options = {"num_warps": 4} if ws else {"num_warps": 4, "maxnreg": m.register_cap(next_n * heads)}  # as launched
     return triton.compile(ast_source(kernel, sig, consts), target=TARGET, options=options)
 
 

@@ -70,13 +70,13 @@ def ctas_per_slot(rows: int) -> int:
     return 5 if rows <= 64 else 4
 
 
-def register_cap(rows: int) -> int | None:
-    """``maxnreg`` of the four-CTA kernel for ``rows`` query rows: up to 128 rows, the most registers a thread may
-    take for :func:`ctas_per_slot` 128-thread CTAs to share an SM's 65536 (allocated 8 at a time); None above (the
-    accumulators need more). Without it Triton 3.8 / 3.9 allocate 135-147 registers for the 2-D-context bf16 form
-    at 128 rows, and an SM holds three CTAs, not four; under the cap ptxas fits it in 120 with no spill (3.6 takes
-    126 uncapped)."""
-    return 65536 // (ctas_per_slot(rows) * 128) // 8 * 8 if rows <= 128 else None
+def register_cap(rows: int, ctas: int) -> int | None:
+    """``maxnreg`` of the four-CTA kernel for ``rows`` query rows at ``ctas`` CTAs an SM: up to 128 rows, the most
+    registers a thread may take for ``ctas`` 128-thread CTAs to share an SM's 65536 (allocated 8 at a time); None
+    above (the accumulators need more). Without it Triton 3.8 / 3.9 allocate 135-147 registers for the 2-D-context
+    bf16 form at 128 rows, and an SM holds three CTAs, not four; under the cap ptxas fits it in 120 with no spill
+    (3.6 takes 126 uncapped)."""
+    return 65536 // (ctas * 128) // 8 * 8 if rows <= 128 else None
 
 
 _GL_E4M3 = gl.float8e4nv
@@ -650,7 +650,7 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, conte
             return [(paged_mqa_logits_ws_kernel, (num_slots,), args, meta)]
         ctas = subs or ctas_per_slot(rows)
         meta = dict(NEXT_N=next_n, HEADS=heads, PAGE=block_kv, SUBS_=ctas, CTX_2D=ctx_2d, num_warps=4,
-                    maxnreg=register_cap(rows))
+                    maxnreg=register_cap(rows, ctas))
         return [(paged_mqa_logits_kernel, (num_slots, ctas), args, meta)]
 
     launcher.replay_or_record(_recordings, key, build, MAX_RECORDINGS)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import platform
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,20 +11,11 @@ import torch
 
 from . import reference
 from .api.dispatch import choose_backend, sm90_unsupported_reason
+from .bench.sysinfo import short_commit
 from .jit import env
 from .jit.device import device_facts
 from .jit.heuristics import GemmDesc
 from .quant import per_block_cast_to_fp8, per_token_cast_to_fp8
-
-
-def git_commit() -> str:
-    """The finegemm checkout's commit, or 'unknown' outside a git checkout."""
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).resolve().parent,
-                             capture_output=True, text=True, timeout=5)
-        return out.stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 def _ptxas_line() -> str:
@@ -75,7 +65,7 @@ def info() -> int:
     facts = device_facts(device)
     desc = GemmDesc("fp8_1d2d", 4096, 7168, 2048)
     lines = [
-        ("finegemm", f"{__version__} (commit {git_commit()})"),
+        ("finegemm", f"{__version__} (commit {short_commit(Path(__file__).resolve().parent)})"),
         ("python", platform.python_version()),
         ("torch", f"{torch.__version__} (CUDA {torch.version.cuda})"),
         ("triton", _triton_line(triton.__version__)),

@@ -37,6 +37,11 @@ def tree_commit(root: str | Path = ".") -> str:
     mark = Path(root) / ".commit"
     if mark.exists():
         return mark.read_text().strip()
+    return short_commit(root)
+
+
+def short_commit(root: str | Path) -> str:
+    """``git rev-parse --short HEAD`` in ``root``, or "unknown" outside a git checkout."""
     return _run(["git", "rev-parse", "--short", "HEAD"], cwd=str(root)) or "unknown"
 
 

@@ -84,9 +84,12 @@ def test_dry_run_every_part(tmp_path):
     (bench,) = [c for c in calls if "-m finegemm bench" in c]
     assert "--suite dense,grouped" in bench and "--kernel-time" in bench and f"--json {out}/bench-image.json" in bench
     sanitizer = [c for c in calls if c.startswith("compute-sanitizer")]
-    assert [c.split()[2] for c in sanitizer] == ["memcheck", "racecheck", "synccheck"]
-    assert "--race-set" not in sanitizer[0] and all("--race-set" in c for c in sanitizer[1:])
-    assert all("--backend auto" in c for c in sanitizer)  # each case as a user's call runs it
+    assert [c.split()[2] for c in sanitizer] == ["memcheck", "racecheck", "racecheck", "synccheck"]
+    cases_runs = [c for c in sanitizer if "sanitize_cases.py" in c]
+    assert "--race-set" not in cases_runs[0] and all("--race-set" in c for c in cases_runs[1:])
+    assert all("--backend auto" in c for c in cases_runs)  # each case as a user's call runs it
+    # racecheck also runs Triton's warp-specialize hand-off alone, its summary beside the cases'
+    assert sanitizer[2].endswith("python3 tools/ws_control.py")
     # only memcheck leaves out host API errors (Triton 3.9's loader probes an attribute Hopper refuses)
     assert "--report-api-errors no" in sanitizer[0] and not any("--report-api-errors" in c for c in sanitizer[1:])
 
@@ -101,6 +104,7 @@ def test_dry_run_every_part(tmp_path):
                                                  "sanitize:racecheck", "sanitize:synccheck"]
     assert "9 passed" in table[2] and "3 skipped" in table[2]
     assert "0 errors; cases 19/19 passed" in table[4]
+    assert "ws_control: ERROR SUMMARY: 0 errors" in table[5]
 
 
 def test_sanitizer_errors_fail_the_run(tmp_path):

@@ -5,7 +5,8 @@
 #   PART: tests     pytest -m gpu, its files sharded over parallel processes (compile-bound: JIT on the host's cores)
 #         bench     python -m finegemm bench over $SUITES with DeepGEMM live when importable
 #         sanitize  compute-sanitizer: memcheck over every kernel family at awkward sizes (tools/sanitize_cases.py),
-#                   racecheck and synccheck over one case of each warp-specialized family
+#                   racecheck and synccheck over one case of each warp-specialized family (racecheck also over
+#                   tools/ws_control.py: Triton's warp-specialize hand-off alone, no finegemm code)
 #   (default: $PARTS, else "tests bench"). Every part runs once per Triton in $TRITONS.
 # Before the call, here:  git rev-parse --short HEAD > .commit   (the card's copy has no .git; carry ".commit")
 #   DeepGEMM live:  mkdir -p .anchor && cp <shared>/anchors/deepgemm/* .anchor/   (carry ".anchor"; a fresh build's
@@ -188,7 +189,16 @@ part_sanitize() {
         errors=$(grep -Eo 'ERROR SUMMARY: [0-9]+ errors?' "$WORK/sanitize-$tool-$tag.log" | tail -1 | cut -d' ' -f3-)
         cases=$(grep -Eo '[0-9]+/[0-9]+ passed' "$WORK/sanitize-$tool-$tag.log" | tail -1)
         tail -4 "$WORK/sanitize-$tool-$tag.log"
-        row "sanitize:$tool" "$tag" "$rc" $((SECONDS - t0)) "${errors:-no error summary}; cases ${cases:-unfinished}"
+        local control=""
+        if [ "$tool" = racecheck ]; then
+            # Triton's own warp-specialize hand-off, no finegemm code: what racecheck reports for it alone
+            timeout 60 "$SANITIZER" --tool racecheck --print-limit 20 python3 tools/ws_control.py \
+                > "$WORK/sanitize-racecheck-control-$tag.log" 2>&1
+            control="; ws_control: $(grep -Eo 'RACECHECK SUMMARY: .*|ERROR SUMMARY: .*' \
+                "$WORK/sanitize-racecheck-control-$tag.log" | head -1)"
+        fi
+        row "sanitize:$tool" "$tag" "$rc" $((SECONDS - t0)) \
+            "${errors:-no error summary}; cases ${cases:-unfinished}$control"
     done
 }
 

@@ -44,13 +44,23 @@ def _ceil_div(a: int, b: int) -> int:
     return (a + b - 1) // b
 
 
-def ceil_div(x: int, y: int) -> int:
-    """``ceil(x / y)`` for ints (DeepGEMM's ``ceil_div``); ``y >= 1``."""
-    return _ceil_div(as_int("x", x), as_int("y", y, 1))
+def _int_or_int_tensor(name: str, x: object) -> int | torch.Tensor:
+    if isinstance(x, torch.Tensor):
+        if x.dtype == torch.bool or x.dtype.is_floating_point or x.dtype.is_complex:
+            raise TypeError(f"{name} must be an int or an integer tensor; got a {x.dtype} tensor")
+        return x
+    return as_int(name, x)
 
 
-def align(x: int, y: int) -> int:
-    """``x`` rounded up to a multiple of ``y`` (DeepGEMM's ``align``); ``y >= 1``."""
+def ceil_div(x: int | torch.Tensor, y: int) -> int | torch.Tensor:
+    """``ceil(x / y)`` (DeepGEMM's ``ceil_div``): ``x`` an int, or an integer tensor of any shape (elementwise, same
+    dtype and device, as DeepGEMM's tests pass context lengths and 0-d prefix sums); ``y`` an int >= 1."""
+    return _ceil_div(_int_or_int_tensor("x", x), as_int("y", y, 1))
+
+
+def align(x: int | torch.Tensor, y: int) -> int | torch.Tensor:
+    """``x`` rounded up to a multiple of ``y`` (DeepGEMM's ``align``): ``x`` an int or an integer tensor
+    (elementwise), ``y`` an int >= 1."""
     return ceil_div(x, y) * y
 
 

@@ -326,3 +326,20 @@ def test_deepgemm_switches(monkeypatch, tmp_path):
     assert env.apply_cache_dir() == str(tmp_path)
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     assert env.markdown_table(env.DG_SWITCHES) in readme
+
+
+def test_ceil_div_and_align_take_integer_tensors_as_deepgemm_tests_pass_them():
+    """DeepGEMM's test generators call ``align(psum_m[j - 1], alignment)`` (a 0-d int32 tensor) and ``ceil_div`` over
+    context lengths (an int32 tensor): elementwise, dtype kept. Floats, bools and float tensors stay refused."""
+    psum = torch.tensor([231, 0, 9884], dtype=torch.int32)
+    out = deep_gemm.align(psum[0], 128)
+    assert isinstance(out, torch.Tensor) and out.dtype == torch.int32 and int(out) == 256
+    lens = torch.tensor([1, 64, 65, 0, 10433], dtype=torch.int32)
+    assert deep_gemm.ceil_div(lens, 64).tolist() == [1, 1, 2, 0, 164]
+    assert deep_gemm.align(lens, 64).tolist() == [64, 64, 128, 0, 10496]
+    assert deep_gemm.ceil_div(231, 128) == 2 and deep_gemm.align(231, 128) == 256
+    for bad in (2.0, True, torch.tensor([1.5]), torch.tensor([True])):
+        with pytest.raises(TypeError, match="x must be an int"):
+            deep_gemm.ceil_div(bad, 128)
+    with pytest.raises(ValueError, match="y must be an int >= 1"):
+        deep_gemm.align(psum, 0)

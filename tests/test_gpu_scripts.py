@@ -77,10 +77,14 @@ def test_unknown_part_or_triton_runs_nothing(tmp_path, args, env, message):
 def test_dry_run_every_part(tmp_path):
     result, out, calls = _run(tmp_path, "tests", "bench", "sanitize", SUITES="dense,grouped", JOBS="3")
     assert result.returncode == 0, result.stdout + result.stderr
-    pytest_calls = [c for c in calls if "-m pytest -m gpu" in c]
+    pytest_calls = [c for c in calls if "-m pytest -m gpu and not gpu_memory" in c]
     assert len(pytest_calls) == 3  # JOBS shards, every file with gpu tests in exactly one
     sharded = sorted(f for c in pytest_calls for f in c.split() if f.startswith("tests/"))
     assert len(sharded) == len(set(sharded)) and "tests/test_sm90_gpu.py" in sharded
+    # then the tests that need much of the card's memory, in one process after the shards
+    (alone,) = [c for c in calls if "-m pytest -m gpu and gpu_memory" in c]
+    assert calls.index(alone) > max(calls.index(c) for c in pytest_calls)
+    assert "tests/test_sm90_grouped_gpu.py" in alone.split() and "tests/test_sm90_gpu.py" not in alone.split()
     (bench,) = [c for c in calls if "-m finegemm bench" in c]
     assert "--suite dense,grouped" in bench and "--kernel-time" in bench and f"--json {out}/bench-image.json" in bench
     sanitizer = [c for c in calls if c.startswith("compute-sanitizer")]
@@ -102,7 +106,7 @@ def test_dry_run_every_part(tmp_path):
     assert table[0].split()[:2] == ["part", "triton"]
     assert [r.split()[0] for r in table[1:]] == ["triton", "tests", "bench", "sanitize:memcheck",
                                                  "sanitize:racecheck", "sanitize:synccheck"]
-    assert "9 passed" in table[2] and "3 skipped" in table[2]
+    assert "12 passed" in table[2] and "4 skipped" in table[2]
     assert "0 errors; cases 19/19 passed" in table[4]
     assert "ws_control: ERROR SUMMARY: 0 errors" in table[5]
 

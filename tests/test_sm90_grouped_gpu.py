@@ -88,11 +88,13 @@ def _run_contiguous(rows, n, k, psum=False, ue8m0=False, cfg=None):
     assert torch.equal(outs[0], outs[1]), "repeated runs differ"
 
 
+@pytest.mark.gpu_memory
 @pytest.mark.parametrize("g,mpg,n,k", [(4, 8192, 4096, 7168), (8, 4096, 7168, 2048)])
 def test_contiguous_uniform(g, mpg, n, k):
     _run_contiguous([mpg] * g, n, k)
 
 
+@pytest.mark.gpu_memory
 @pytest.mark.parametrize("psum", [False, True])
 @pytest.mark.parametrize("n,k", [(4096, 7168), (7168, 2048)])
 def test_contiguous_random_sizes(psum, n, k):

@@ -2,7 +2,8 @@
 # One device call on a lent H100 / H200: GPU tests, harness suites, compute-sanitizer; a summary table printed last.
 #
 # Usage (from the repository root, on the card):  bash tools/gpu_check.sh [PART ...]
-#   PART: tests     pytest -m gpu, its files sharded over parallel processes (compile-bound: JIT on the host's cores)
+#   PART: tests     pytest -m gpu, its files sharded over parallel processes (compile-bound: JIT on the host's cores),
+#                   then the tests marked gpu_memory (much of the card's memory) in one process alone
 #         bench     python -m finegemm bench over $SUITES with DeepGEMM live when importable
 #         sanitize  compute-sanitizer: memcheck over every kernel family at awkward sizes (tools/sanitize_cases.py),
 #                   racecheck and synccheck over one case of each warp-specialized family (racecheck also over
@@ -144,10 +145,14 @@ part_tests() {
         mapfile -t files < <(grep -l "mark.gpu" tests/test_*.py | sort)
         for j in "${!files[@]}"; do shards[$((j % JOBS))]+="${files[$j]} "; done
     fi
+    local heavy shard_t=$t
+    # shellcheck disable=SC2086
+    heavy=$(grep -l "mark.gpu_memory" ${shards[*]} 2>/dev/null | tr '\n' ' ')
+    [ -n "$heavy" ] && shard_t=$((t - t / 4))  # a quarter of the part's time kept for them
     for i in "${!shards[@]}"; do
         # shellcheck disable=SC2086
-        timeout "$t" python3 -m pytest -m gpu -q -p no:cacheprovider ${shards[$i]} ${TEST_ARGS:-} \
-            > "$WORK/pytest-$tag-$i.log" 2>&1 &
+        timeout "$shard_t" python3 -m pytest -m "gpu and not gpu_memory" -q -p no:cacheprovider ${shards[$i]} \
+            ${TEST_ARGS:-} > "$WORK/pytest-$tag-$i.log" 2>&1 &
         pids+=($!)
     done
     for i in "${!pids[@]}"; do
@@ -155,6 +160,19 @@ part_tests() {
         echo "== tests [$tag] shard $i: ${shards[$i]}"
         tail -3 "$WORK/pytest-$tag-$i.log"
     done
+    # the tests that need much of the card's memory: alone, once the shards are done (beside them they ran out)
+    if [ -n "$heavy" ]; then
+        t=$(limit_for $((${T_TESTS:-300} - (SECONDS - t0))))
+        if [ "$t" -gt 0 ]; then
+            # shellcheck disable=SC2086
+            timeout "$t" python3 -m pytest -m "gpu and gpu_memory" -q -p no:cacheprovider $heavy ${TEST_ARGS:-} \
+                > "$WORK/pytest-$tag-memory.log" 2>&1 || rc=1
+            echo "== tests [$tag] alone (gpu_memory): $heavy"
+            tail -3 "$WORK/pytest-$tag-memory.log"
+        else
+            echo "gpu_memory tests not run: budget spent" > "$WORK/pytest-$tag-memory.log"; rc=1
+        fi
+    fi
     row tests "$tag" "$rc" $((SECONDS - t0)) "$(pytest_counts "$WORK"/pytest-"$tag"-*.log)"
 }
 

@@ -5,8 +5,10 @@ itself: the default warps store each worker's partition index (and, at the end, 
 after a named barrier. A finegemm kernel's racecheck hazards that sit on those instructions are Triton's hand-off,
 not a finegemm buffer; this kernel shows what racecheck reports for that hand-off alone.
 
-The kernel: a one-warp worker partition doubles ``x`` (fp32, ``N`` elements) into a shared buffer and arrives on an
-mbarrier; the default partition (4 warps) waits on it and stores the buffer to ``y``. ``run`` checks ``y == 2x``.
+The kernel: a one-warp worker partition doubles ``x`` (fp32, ``N`` elements) into a shared buffer and arrives on a
+``full`` mbarrier; the default partition (4 warps) waits on it, stores the buffer to ``y`` and releases it on an
+``empty`` mbarrier (one arrive for its 4 warps, which Triton precedes with a barrier of those warps, as in a GEMM's
+ring), which the worker waits on before it ends. ``run`` checks ``y == 2x``.
 
 Usage on a card: ``compute-sanitizer --tool racecheck python3 tools/ws_control.py``; ``--compile-only`` compiles it
 for sm_90 on the CPU.
@@ -25,25 +27,31 @@ N = 512
 
 
 @gluon.jit
-def _consumer(buf, bar, y_ptr, N: gl.constexpr):
+def _consumer(buf, full, empty, y_ptr, N: gl.constexpr):
     layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
-    mbarrier.wait(bar, 0)
+    mbarrier.wait(full, 0)
     gl.store(y_ptr + gl.arange(0, N, layout), buf.load(layout))
+    # one arrive for the 4 warps, as a GEMM's math warpgroup releases a ring slot (Triton syncs the warps first)
+    mbarrier.arrive(empty, count=1)
 
 
 @gluon.jit
-def _producer(buf, bar, x_ptr, N: gl.constexpr):
+def _producer(buf, full, empty, x_ptr, N: gl.constexpr):
     layout: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
     buf.store(gl.load(x_ptr + gl.arange(0, N, layout)) * 2.0)
-    mbarrier.arrive(bar, count=1)
+    mbarrier.arrive(full, count=1)
+    mbarrier.wait(empty, 0)
 
 
 @gluon.jit
 def ws_control_kernel(x_ptr, y_ptr, N: gl.constexpr):
     buf = gl.allocate_shared_memory(gl.float32, [N], gl.SwizzledSharedLayout(1, 1, 1, [0]))
-    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    mbarrier.init(bar, count=1)
-    gl.warp_specialize([(_consumer, (buf, bar, y_ptr, N)), (_producer, (buf, bar, x_ptr, N))], [1], [48])
+    full = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(full, count=1)
+    mbarrier.init(empty, count=1)
+    gl.warp_specialize([(_consumer, (buf, full, empty, y_ptr, N)), (_producer, (buf, full, empty, x_ptr, N))], [1],
+                       [48])
 
 
 def compile_for_sm90():

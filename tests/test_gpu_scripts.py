@@ -28,8 +28,14 @@ esac
 """
 STUB_SANITIZER = """#!/usr/bin/env bash
 echo "compute-sanitizer $*" >> "$STUB_LOG"
+tool=$2  # --tool NAME ...
 while [ $# -gt 0 ] && [ "$1" != python3 ]; do shift; done
-"$@"; echo "========= ERROR SUMMARY: ${STUB_ERRORS:-0} errors"
+"$@"
+if [ "$tool" = racecheck ]; then  # racecheck ends with its own summary line
+    echo "========= RACECHECK SUMMARY: ${STUB_ERRORS:-0} hazards displayed (${STUB_ERRORS:-0} errors, 0 warnings)"
+else
+    echo "========= ERROR SUMMARY: ${STUB_ERRORS:-0} errors"
+fi
 [ "${STUB_ERRORS:-0}" = 0 ] || exit 3
 """
 STUB_SMI = "#!/usr/bin/env bash\nprintf 'name\\nNVIDIA H100 80GB HBM3\\n'\n"
@@ -108,7 +114,8 @@ def test_dry_run_every_part(tmp_path):
                                                  "sanitize:racecheck", "sanitize:synccheck"]
     assert "12 passed" in table[2] and "4 skipped" in table[2]
     assert "0 errors; cases 19/19 passed" in table[4]
-    assert "ws_control: ERROR SUMMARY: 0 errors" in table[5]
+    assert ("0 hazards displayed (0 errors, 0 warnings); cases 19/19 passed; "
+            "ws_control: RACECHECK SUMMARY: 0 hazards displayed") in table[5]
 
 
 def test_sanitizer_errors_fail_the_run(tmp_path):
@@ -166,3 +173,9 @@ def test_deepgemm_test_runner_returns_two_files_whatever_the_number_of_tests(tmp
         logs = {m.name: tar.extractfile(m).read().decode() for m in tar.getmembers()}
     assert sorted(logs) == ["test_bf16.test_bad.log", "test_bf16.test_ok.log", "test_layout.test_alias.log"]
     assert "ran ok" in logs["test_bf16.test_ok.log"] and "alias True" in logs["test_layout.test_alias.log"]
+
+
+def test_racecheck_hazards_fail_the_run_and_are_counted(tmp_path):
+    result, _, _ = _run(tmp_path, "sanitize", SANITIZE_TOOLS="racecheck", STUB_ERRORS="6")
+    assert result.returncode == 1
+    assert "6 hazards displayed (6 errors, 0 warnings); cases 19/19 passed" in result.stdout.splitlines()[-1]

@@ -204,7 +204,9 @@ part_sanitize() {
             --error-exitcode 3 python3 tools/sanitize_cases.py --backend "$SANITIZE_BACKEND" "${which[@]}" \
             > "$WORK/sanitize-$tool-$tag.log" 2>&1
         rc=$?
-        errors=$(grep -Eo 'ERROR SUMMARY: [0-9]+ errors?' "$WORK/sanitize-$tool-$tag.log" | tail -1 | cut -d' ' -f3-)
+        # racecheck ends with its own summary ("RACECHECK SUMMARY: N hazards displayed (E errors, W warnings)")
+        errors=$(grep -Eo '(ERROR SUMMARY: [0-9]+ errors?|RACECHECK SUMMARY: .*)' "$WORK/sanitize-$tool-$tag.log" \
+            | tail -1 | cut -d' ' -f3-)
         cases=$(grep -Eo '[0-9]+/[0-9]+ passed' "$WORK/sanitize-$tool-$tag.log" | tail -1)
         tail -4 "$WORK/sanitize-$tool-$tag.log"
         local control=""

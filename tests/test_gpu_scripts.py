@@ -19,6 +19,9 @@ pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="bash is no
 STUB_PYTHON = """#!/usr/bin/env bash
 echo "python3 $*" >> "$STUB_LOG"
 case "$*" in
+  *"--collect-only"*)  # one node id per test function of each file asked for
+    for a in "$@"; do case "$a" in tests/*.py)
+      for i in $(seq 1 "$(grep -c '^def test_' "$a")"); do echo "$a::test_$i"; done;; esac; done;;
   *"-m pytest"*) echo "3 passed, 1 skipped in 0.1s";;
   *"-m finegemm bench"*) while [ $# -gt 0 ]; do [ "$1" = --json ] && echo '{"cases": []}' > "$2"; shift; done;;
   *sanitize_cases.py*) echo "sanitize_cases: 19/19 passed (auto, cuda)";;
@@ -83,10 +86,15 @@ def test_unknown_part_or_triton_runs_nothing(tmp_path, args, env, message):
 def test_dry_run_every_part(tmp_path):
     result, out, calls = _run(tmp_path, "tests", "bench", "sanitize", SUITES="dense,grouped", JOBS="3")
     assert result.returncode == 0, result.stdout + result.stderr
-    pytest_calls = [c for c in calls if "-m pytest -m gpu and not gpu_memory" in c]
+    pytest_calls = [c for c in calls if "-m pytest -m gpu and not gpu_memory" in c and "--collect-only" not in c]
     assert len(pytest_calls) == 3  # JOBS shards, every file with gpu tests in exactly one
     sharded = sorted(f for c in pytest_calls for f in c.split() if f.startswith("tests/"))
     assert len(sharded) == len(set(sharded)) and "tests/test_sm90_gpu.py" in sharded
+    # dealt by their number of tests: the file with the most starts a shard of its own
+    counts = {f: sum(line.startswith("def test_") for line in open(os.path.join(ROOT, f))) for f in sharded}
+    largest = max(counts, key=counts.get)
+    assert any(c.split()[-1] == largest and sum(f.startswith("tests/") for f in c.split()) == 1
+               for c in pytest_calls) or counts[largest] < sum(counts.values()) / 3
     # then the tests that need much of the card's memory, in one process after the shards
     (alone,) = [c for c in calls if "-m pytest -m gpu and gpu_memory" in c]
     assert calls.index(alone) > max(calls.index(c) for c in pytest_calls)

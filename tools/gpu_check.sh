@@ -24,7 +24,7 @@
 #   BENCH_ARGS   more harness options                                                          [--kernel-time]
 #   DEEPGEMM     auto: make DeepGEMM importable when .anchor/setup_on_device.sh exists; 0: never     [auto]
 #   TEST_SHARDS  ';'-separated groups of test files, one pytest process each; else the files that hold gpu tests,
-#                dealt round-robin over JOBS processes [JOBS=4];  TEST_ARGS: more pytest arguments
+#                dealt over JOBS processes by their number of tests [JOBS=4];  TEST_ARGS: more pytest arguments
 #   SANITIZE_TOOLS  [memcheck racecheck synccheck];  SANITIZE_BACKEND  auto (dispatch's choice, as a user's call;
 #                each case's log line names the backend that ran it), sm90 or portable  [auto]
 #   T_TESTS T_BENCH T_SANITIZE T_DEEPGEMM  seconds each part may run (each under `timeout`)  [300 240 300 200]
@@ -135,19 +135,28 @@ pytest_counts() {  # "N passed, N failed, ..." summed over the pytest logs given
 }
 
 part_tests() {
-    local tag="$1" t t0=$SECONDS shards=() pids=() rc=0 i
+    local tag="$1" t t0=$SECONDS shards=() files=() pids=() rc=0 i
     t=$(limit_for "${T_TESTS:-300}")
     [ "$t" -gt 0 ] || { row tests "$tag" - 0 "skipped: budget spent"; return; }
     if [ -n "${TEST_SHARDS:-}" ]; then
         IFS=';' read -ra shards <<< "$TEST_SHARDS"
     else
-        local files=() j
+        # the files that hold gpu tests, dealt largest first to the shard with the fewest tests so far (by
+        # pytest's count): dealt round-robin, the two largest files shared a shard that outran the part's time
+        local line
         mapfile -t files < <(grep -l "mark.gpu" tests/test_*.py | sort)
-        for j in "${!files[@]}"; do shards[$((j % JOBS))]+="${files[$j]} "; done
+        # shellcheck disable=SC2086
+        while read -r line; do
+            shards[${line%% *}]+="${line#* } "
+        done < <(python3 -m pytest --collect-only -q -p no:cacheprovider -m "gpu and not gpu_memory" "${files[@]}" \
+                     2>/dev/null | grep -o '^tests/[^:]*' | sort | uniq -c | sort -rn \
+                 | awk -v jobs="$JOBS" '{ best = 0; for (i = 1; i < jobs; i++) if (load[i] < load[best]) best = i;
+                                          load[best] += $1; print best, $2 }')
+        [ "${#shards[@]}" -gt 0 ] || shards=("${files[*]}")  # collection failed: one shard, pytest says why
     fi
     local heavy shard_t=$t
     # shellcheck disable=SC2086
-    heavy=$(grep -l "mark.gpu_memory" ${shards[*]} 2>/dev/null | tr '\n' ' ')
+    heavy=$(grep -l "mark.gpu_memory" ${shards[*]} ${files[*]:-} 2>/dev/null | sort -u | tr '\n' ' ')
     [ -n "$heavy" ] && shard_t=$((t - t / 4))  # a quarter of the part's time kept for them
     for i in "${!shards[@]}"; do
         # shellcheck disable=SC2086

@@ -9,6 +9,7 @@ import glob
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 
 import pytest
@@ -26,6 +27,7 @@ case "$*" in
   *"-m finegemm bench"*) while [ $# -gt 0 ]; do [ "$1" = --json ] && echo '{"cases": []}' > "$2"; shift; done;;
   *sanitize_cases.py*) echo "sanitize_cases: 19/19 passed (auto, cuda)";;
   *bench_compare.py*) echo "finegemm-sm90: B/A geometric mean 0.970 over 36 cases";;
+  *racecheck_sites.py*) exec "$REAL_PYTHON" "$@";;
   *) echo "torch 2.11 triton stub";;
 esac
 """
@@ -35,6 +37,8 @@ tool=$2  # --tool NAME ...
 while [ $# -gt 0 ] && [ "$1" != python3 ]; do shift; done
 "$@"
 if [ "$tool" = racecheck ]; then  # racecheck ends with its own summary line
+    [ -n "${STUB_SITE:-}" ] && printf '%s\n' "========= Error: Race reported between Write access at $STUB_SITE" \
+        "=========     and Read access at $STUB_SITE [${STUB_ERRORS:-0} hazards]"
     echo "========= RACECHECK SUMMARY: ${STUB_ERRORS:-0} hazards displayed (${STUB_ERRORS:-0} errors, 0 warnings)"
 else
     echo "========= ERROR SUMMARY: ${STUB_ERRORS:-0} errors"
@@ -52,6 +56,7 @@ def _run(tmp_path, *args, **env_extra):
         (bin_dir / name).chmod(0o755)
     log = tmp_path / "calls.log"
     env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", OUT=str(out), STUB_LOG=str(log),
+               REAL_PYTHON=sys.executable,
                T39_DIR=str(tmp_path / "t39"), **env_extra)
     env.pop("PARTS", None)
     env.pop("TRITONS", None)
@@ -186,4 +191,21 @@ def test_deepgemm_test_runner_returns_two_files_whatever_the_number_of_tests(tmp
 def test_racecheck_hazards_fail_the_run_and_are_counted(tmp_path):
     result, _, _ = _run(tmp_path, "sanitize", SANITIZE_TOOLS="racecheck", STUB_ERRORS="6")
     assert result.returncode == 1
-    assert "6 hazards displayed (6 errors, 0 warnings); cases 19/19 passed" in result.stdout.splitlines()[-1]
+    assert "6 hazards displayed (6 errors, 0 warnings)" in result.stdout.splitlines()[-1]
+    assert "cases 19/19 passed" in result.stdout.splitlines()[-1]
+
+
+def _def_line(path: str, name: str) -> int:
+    with open(os.path.join(ROOT, path)) as f:
+        return next(i for i, line in enumerate(f, 1) if line.startswith(f"def {name}("))
+
+
+def test_racecheck_hazards_on_tritons_generated_code_pass_and_in_a_body_fail(tmp_path):
+    line = _def_line("tools/ws_control.py", "ws_control_kernel")
+    generated = f"ws_control_kernel+0x490 in ws_control.py:{line}"
+    result, _, _ = _run(tmp_path, "sanitize", SANITIZE_TOOLS="racecheck", STUB_ERRORS="4", STUB_SITE=generated)
+    assert result.returncode == 0, result.stdout
+    assert "4 hazards over 1 access sites, all on Triton's generated code" in result.stdout.splitlines()[-1]
+    body = f"ws_control_kernel+0x490 in ws_control.py:{line + 1}"
+    result, _, _ = _run(tmp_path, "sanitize", SANITIZE_TOOLS="racecheck", STUB_ERRORS="4", STUB_SITE=body)
+    assert result.returncode == 1 and "1 sites in kernel bodies" in result.stdout.splitlines()[-1]

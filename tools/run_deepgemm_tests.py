@@ -89,7 +89,9 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True, help="where the logs and summary.txt go")
     parser.add_argument("--only", nargs="*", default=None, help="test files (or file::function) to run")
     parser.add_argument("--timeout", type=int, default=900, help="seconds per test function")
-    parser.add_argument("--jobs", type=int, default=1, help="test functions run at once (one process each)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="test functions run at once (one process each); several of DeepGEMM's tests hold up to "
+                             "25 GB of the card, so an 80 GB card takes 2 (at 6, 10 of 23 ran out of memory)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     env = {**DEFAULT_ENV, **os.environ, "FINEGEMM_AS_DEEP_GEMM": "1"}

@@ -110,6 +110,8 @@ def test_dry_run_every_part(tmp_path):
     assert [c.split()[2] for c in sanitizer] == ["memcheck", "racecheck", "racecheck", "synccheck"]
     cases_runs = [c for c in sanitizer if "sanitize_cases.py" in c]
     assert "--race-set" not in cases_runs[0] and all("--race-set" in c for c in cases_runs[1:])
+    # racecheck prints every hazard, so that racecheck_sites places each one
+    assert "--print-limit 100000" in sanitizer[1] and "--print-limit 20" in sanitizer[0]
     assert all("--backend auto" in c for c in cases_runs)  # each case as a user's call runs it
     # racecheck also runs Triton's warp-specialize hand-off alone, its summary beside the cases'
     assert sanitizer[2].endswith("python3 tools/ws_control.py")

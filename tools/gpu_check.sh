@@ -210,7 +210,10 @@ part_sanitize() {
         # legacy path by design; the tool would count that host-side probe once per kernel load.
         [ "$tool" = memcheck ] && which=() && api=(--report-api-errors no)
         # each allocation its own cudaMalloc, so an access past a tensor's end is past an allocation's end
-        PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout "$t" "$SANITIZER" --tool "$tool" "${api[@]}" --print-limit 20 \
+        # racecheck prints every hazard: racecheck_sites below must see each one's sites
+        local limit=20
+        [ "$tool" = racecheck ] && limit=100000
+        PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout "$t" "$SANITIZER" --tool "$tool" "${api[@]}" --print-limit "$limit" \
             --error-exitcode 3 python3 tools/sanitize_cases.py --backend "$SANITIZE_BACKEND" "${which[@]}" \
             > "$WORK/sanitize-$tool-$tag.log" 2>&1
         rc=$?

@@ -36,6 +36,8 @@ def test_a_kernel_name_that_does_not_match_its_def_line_is_not_placed():
     sites, _ = racecheck_sites.classify(
         f"Write access at some_other_kernel+0x10 in kernel.py:{dense} [1 hazards]")
     assert sites == [("some_other_kernel+0x10", f"kernel.py:{dense}", False)]
+    sites, _ = racecheck_sites.classify("Write access at fp8_gemm_kernel+0x10 [1 hazards]")
+    assert sites == [("fp8_gemm_kernel+0x10", "no source line", False)]
 
 
 def test_exit_status(tmp_path):

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SITE = re.compile(r"(Read|Write) access at (\w+)\+0x([0-9a-f]+) in ([\w./-]+):(\d+)")
+SITE = re.compile(r"(Read|Write) access at (\w+)\+0x([0-9a-f]+)(?: in ([\w./-]+):(\d+))?")
 
 
 def _def_line(root: Path, kernel: str, file_name: str, line: int) -> bool:
@@ -41,9 +41,9 @@ def classify(log_text: str, root: Path = ROOT) -> tuple[list[tuple[str, str, boo
     """[(kernel+offset, file:line, on a def line)] for every access site named, and the number of hazards."""
     sites = {}
     for _access, kernel, offset, file_name, line in SITE.findall(log_text):
-        key = (f"{kernel}+0x{offset}", f"{file_name}:{line}")
-        if key not in sites:
-            sites[key] = _def_line(root, kernel, Path(file_name).name, int(line))
+        key = (f"{kernel}+0x{offset}", f"{file_name}:{line}" if file_name else "no source line")
+        if key not in sites:  # an access racecheck cannot put on a source line is not placed
+            sites[key] = bool(file_name) and _def_line(root, kernel, Path(file_name).name, int(line))
     hazards = sum(int(n) for n in re.findall(r"\[(\d+) hazards?\]", log_text))
     return [(k, s, d) for (k, s), d in sites.items()], hazards
 

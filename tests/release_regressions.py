@@ -27,6 +27,8 @@ _SMALL_EPILOGUE_C = {
 }
 
 _P = "tests/test_sm90_paged_mqa.py::"
+# Under 3.9's bundled ptxas-blackwell 13.4 only (CUDA 13.0's ptxas: no stack): five values of the prologue stored
+# to the stack once, reloaded about four times in each partition.
 _PAGED_WS = {_P + f"test_warp_specialized_compiles[{case}]": "16-24 bytes of stack at 96 registers"
              for case in ("fp32-False-2-64", "fp32-False-1-128", "bf16-True-2-64", "bf16-True-1-128")}
 

@@ -13,6 +13,7 @@ import sys
 import tarfile
 
 import pytest
+from test_racecheck_sites import def_line
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
@@ -197,13 +198,8 @@ def test_racecheck_hazards_fail_the_run_and_are_counted(tmp_path):
     assert "cases 19/19 passed" in result.stdout.splitlines()[-1]
 
 
-def _def_line(path: str, name: str) -> int:
-    with open(os.path.join(ROOT, path)) as f:
-        return next(i for i, line in enumerate(f, 1) if line.startswith(f"def {name}("))
-
-
 def test_racecheck_hazards_on_tritons_generated_code_pass_and_in_a_body_fail(tmp_path):
-    line = _def_line("tools/ws_control.py", "ws_control_kernel")
+    line = def_line("tools/ws_control.py", "ws_control_kernel")
     generated = f"ws_control_kernel+0x490 in ws_control.py:{line}"
     result, _, _ = _run(tmp_path, "sanitize", SANITIZE_TOOLS="racecheck", STUB_ERRORS="4", STUB_SITE=generated)
     assert result.returncode == 0, result.stdout

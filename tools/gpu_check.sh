@@ -146,7 +146,6 @@ part_tests() {
         # pytest's count): dealt round-robin, the two largest files shared a shard that outran the part's time
         local line
         mapfile -t files < <(grep -l "mark.gpu" tests/test_*.py | sort)
-        # shellcheck disable=SC2086
         while read -r line; do
             shards[${line%% *}]+="${line#* } "
         done < <(python3 -m pytest --collect-only -q -p no:cacheprovider -m "gpu and not gpu_memory" "${files[@]}" \
@@ -223,15 +222,15 @@ part_sanitize() {
         cases=$(grep -Eo '[0-9]+/[0-9]+ passed' "$WORK/sanitize-$tool-$tag.log" | tail -1)
         tail -4 "$WORK/sanitize-$tool-$tag.log"
         local control="" sites
-        if [ "$tool" = racecheck ] && [ "$rc" = 3 ]; then
-            # hazards whose accesses all sit on kernels' def lines are in Triton's generated warp-specialize
-            # hand-off, not in a finegemm buffer access (tools/racecheck_sites.py says why); any other fails
-            sites=$(python3 tools/racecheck_sites.py "$WORK/sanitize-$tool-$tag.log" | tail -1)
-            [[ $sites == *"all on Triton's generated code"* ]] && ! grep -q " FAIL" "$WORK/sanitize-$tool-$tag.log" \
-                && grep -Eq 'sanitize_cases: ([0-9]+)/\1 passed' "$WORK/sanitize-$tool-$tag.log" && rc=0
-            errors="$errors; ${sites#racecheck_sites: }"
-        fi
         if [ "$tool" = racecheck ]; then
+            if [ "$rc" = 3 ]; then
+                # hazards whose accesses all sit on kernels' def lines are in Triton's generated warp-specialize
+                # hand-off, not in a finegemm buffer access (tools/racecheck_sites.py says why); any other fails
+                sites=$(python3 tools/racecheck_sites.py "$WORK/sanitize-$tool-$tag.log" | tail -1)
+                [[ $sites == *"all on Triton's generated code"* ]] && ! grep -q " FAIL" "$WORK/sanitize-$tool-$tag.log" \
+                    && grep -Eq 'sanitize_cases: ([0-9]+)/\1 passed' "$WORK/sanitize-$tool-$tag.log" && rc=0
+                errors="$errors; ${sites#racecheck_sites: }"
+            fi
             # Triton's own warp-specialize hand-off, no finegemm code: what racecheck reports for it alone
             timeout 60 "$SANITIZER" --tool racecheck --print-limit 20 python3 tools/ws_control.py \
                 > "$WORK/sanitize-racecheck-control-$tag.log" 2>&1
